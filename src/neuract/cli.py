@@ -1,0 +1,53 @@
+"""Command-line entry point: ``neuract <verb> [options]``.
+
+Each verb is one typed dataclass config plus one ``run(cfg)`` function in its own module; the
+options are generated from the dataclass with tyro. Modules are imported only when their verb
+is invoked, so ``neuract --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
+VERBS: dict[str, tuple[str, str, str]] = {
+    "demo": ("neuract.demo", "DemoConfig", "run the main job on the embedded default"),
+}
+
+
+def _usage() -> str:
+    width = max(len(v) for v in VERBS)
+    lines = ["usage: neuract <verb> [options]    (neuract <verb> --help for a verb's options)", ""]
+    lines += [f"  {verb:<{width}}  {VERBS[verb][2]}" for verb in sorted(VERBS)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tyro
+
+    from neuract.errors import NeuractError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    verb, rest = argv[0], argv[1:]
+    if verb not in VERBS:
+        print(f"neuract: unknown verb {verb!r}; valid verbs: {', '.join(sorted(VERBS))}",
+              file=sys.stderr)
+        return 2
+    mod_name, cfg_name, _ = VERBS[verb]
+    module = importlib.import_module(mod_name)
+    cfg_cls = getattr(module, cfg_name)
+    cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
+    try:
+        module.run(cfg)
+    except NeuractError as exc:
+        print(f"neuract {verb}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
