@@ -30,7 +30,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests benchmarks
 
 bench: setup
-	$(BIN)/python -m benchmarks.run_all
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
