@@ -24,8 +24,9 @@ URDF_RTOL = 5e-5  # so101_new_calib.urdf has 6-digit rounded angles, see its tes
 EXPECTED_JOINTS = {
     "planar2": ["joint1", "joint2"],
     "so101": ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"],
+    "omx": ["joint1", "joint2", "joint3", "joint4", "gripper_left_joint", "gripper_right_joint"],
 }
-EE_SITE = {"planar2": "ee", "so101": "gripperframe"}
+EE_SITE = {"planar2": "ee", "so101": "gripperframe", "omx": "end_effector"}
 
 
 def _load(name: str) -> mujoco.MjModel:
@@ -258,3 +259,57 @@ def test_reference_loader_strips_meshes_from_xml_text(tmp_path, shared_robots):
     bad.write_text("<mujoco><worldbody><body></mujoco>")
     with pytest.raises(RobotModelError, match="cannot parse"):
         load_reference(bad)
+
+
+# ---------------------------------------------------------------------------------- omx
+
+OMX_BODIES = [
+    "link2",
+    "link3",
+    "link4",
+    "link5",
+    "gripper_left_link",
+    "gripper_right_link",
+    "end_effector_target",
+]
+
+
+def test_omx_matches_reference_mjcf(shared_robots):
+    """Bodies, inertials, joint/actuator/equality parameters, M and bias equal the reference.
+
+    The reference has no end-effector site; ours ("end_effector") sits at the origin of body
+    end_effector_target, so its pose is compared with that body's pose.
+    """
+    ours, ref = _load("omx"), load_reference(shared_robots / "open_manipulator_x.xml")
+    bodies = {b: b for b in OMX_BODIES}
+    _inertials_equal(ours, ref, bodies)
+    for field in (
+        "jnt_type",
+        "jnt_axis",
+        "jnt_pos",
+        "jnt_range",
+        "jnt_limited",
+        "dof_armature",
+        "dof_damping",
+        "dof_frictionloss",
+        "actuator_trnid",
+        "actuator_gainprm",
+        "actuator_biasprm",
+        "actuator_ctrlrange",
+        "actuator_ctrllimited",
+        "eq_type",
+        "eq_obj1id",
+        "eq_obj2id",
+        "eq_data",
+        "eq_active0",
+    ):
+        np.testing.assert_array_equal(getattr(ours, field), getattr(ref, field), err_msg=field)
+    assert ours.opt.integrator == ref.opt.integrator
+    names = [ours.actuator(i).name for i in range(ours.nu)]
+    assert names == [ref.actuator(i).name for i in range(ref.nu)]
+    _compare_models(ours, ref, bodies, {}, seed=4)
+    ee, target = ours.site("end_effector").id, ref.body("end_effector_target").id
+    for q, qd in _random_states(ours, N_STATES, seed=5):
+        a, b = _state(ours, q, qd), _state(ref, q, qd)
+        _close(a.site_xpos[ee], b.xpos[target], what="end_effector position")
+        _close(a.site_xmat[ee], b.xmat[target], what="end_effector orientation")
