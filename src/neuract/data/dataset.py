@@ -1,0 +1,253 @@
+"""A dataset on disk: one parquet file per episode plus JSON metadata.
+
+Layout of a dataset directory::
+
+    DIR/
+      data/episode_000000.parquet   one row per sample; columns "t", "q/<joint>", ...,
+                                    "ee_force/x", "ee_force_mask", ... (float64 / bool / int8)
+      meta/info.json                format version, robot, joint names, channel schema and
+                                    units, sample rates, totals, per-episode metadata
+      meta/stats.json               per channel and element: mean, std, min, max, count
+      config.json                   (optional) the resolved config of the run that wrote it
+
+Statistics are over all samples of all episodes (``std`` with ddof=0, as numpy's default),
+except ``ee_force``, whose statistics use only the samples where ``ee_force_mask`` is True.
+Writing is atomic: the directory is assembled under a temporary name and renamed at the end,
+so a failed write leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from neuract.atomic import atomic_dir, write_json
+from neuract.data.schema import CHANNELS, FLOAT_CHANNELS, numpy_dtype
+from neuract.data.trajectory import Trajectory, TrajectoryMeta
+from neuract.errors import SchemaError
+
+FORMAT = "neuract-dataset"
+VERSION = 1
+
+
+def _columns(channel: str, joint_names: Sequence[str]) -> list[str]:
+    kind = CHANNELS[channel].kind
+    if kind == "joint":
+        return [f"{channel}/{j}" for j in joint_names]
+    if kind == "vec3":
+        return [f"{channel}/{a}" for a in "xyz"]
+    return [channel]
+
+
+def _to_table(traj: Trajectory) -> pa.Table:
+    cols: dict[str, np.ndarray] = {}
+    for ch in traj.channels:
+        arr = traj[ch]
+        names = _columns(ch, traj.meta.joint_names)
+        if arr.ndim == 1:
+            cols[names[0]] = arr
+        else:
+            for i, name in enumerate(names):
+                cols[name] = np.ascontiguousarray(arr[:, i])
+    return pa.table(cols)
+
+
+def _from_table(table: pa.Table, meta: TrajectoryMeta, channels: Sequence[str],
+                path: Path) -> Trajectory:
+    present = set(table.column_names)
+    out: dict[str, np.ndarray] = {}
+    for ch in channels:
+        if ch not in CHANNELS:
+            raise SchemaError(f"{path}: unknown channel {ch!r} in meta/info.json; accepted: "
+                              f"{', '.join(CHANNELS)}")
+        names = _columns(ch, meta.joint_names)
+        missing = [n for n in names if n not in present]
+        if missing:
+            raise SchemaError(f"{path}: missing column(s) {missing} for channel {ch!r}")
+        cols = [table.column(n).to_numpy().astype(numpy_dtype(ch), copy=False) for n in names]
+        out[ch] = cols[0] if CHANNELS[ch].kind in ("time", "scalar") else np.stack(cols, 1)
+    return Trajectory(out, meta)
+
+
+def compute_stats(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
+    """Per-channel statistics over all samples (see module doc).
+
+    Returns ``{channel: {"mean": [...], "std": [...], "min": [...], "max": [...],
+    "count": int}}`` with one list entry per element (joint / axis); scalar channels give
+    one-element lists.
+    """
+    parts: dict[str, list[np.ndarray]] = {}
+    for tr in trajs:
+        for ch in tr.channels:
+            if ch not in FLOAT_CHANNELS:
+                continue
+            arr = tr[ch].reshape(len(tr), -1)
+            if ch == "ee_force" and "ee_force_mask" in tr:
+                arr = arr[tr["ee_force_mask"]]
+            parts.setdefault(ch, []).append(arr)
+    stats: dict[str, dict[str, Any]] = {}
+    for ch, chunks in parts.items():
+        x = np.concatenate(chunks, axis=0)
+        if x.shape[0] == 0:
+            continue
+        stats[ch] = {
+            "mean": np.mean(x, axis=0).tolist(),
+            "std": np.std(x, axis=0).tolist(),
+            "min": np.min(x, axis=0).tolist(),
+            "max": np.max(x, axis=0).tolist(),
+            "count": int(x.shape[0]),
+        }
+    return stats
+
+
+def write_dataset(trajs: Iterable[Trajectory], out_dir: str | os.PathLike,
+                  overwrite: bool = False, config: Any = None) -> Path:
+    """Write trajectories as a dataset directory (atomically); returns its path.
+
+    All trajectories must share the robot and joint names. ``config``, if given, is a
+    dataclass written as ``config.json`` (the resolved config of the producing run).
+    """
+    trajs = list(trajs)
+    out = Path(out_dir)
+    if not trajs:
+        raise SchemaError(f"no trajectories to write to {out}; expected at least one episode")
+    first = trajs[0].meta
+    names: set[str] = set()
+    for i, tr in enumerate(trajs):
+        if not isinstance(tr, Trajectory):
+            raise SchemaError(f"item {i} is a {type(tr).__name__}; expected a Trajectory")
+        if tr.meta.robot != first.robot or tr.meta.joint_names != first.joint_names:
+            raise SchemaError(
+                f"episode {i} ({tr.meta.source or tr.meta.name}) has robot "
+                f"{tr.meta.robot!r} joints {list(tr.meta.joint_names)}; expected robot "
+                f"{first.robot!r} joints {list(first.joint_names)} like episode 0")
+        if tr.meta.name in names:
+            raise SchemaError(f"episode name {tr.meta.name!r} occurs twice; names must be "
+                              "unique within a dataset")
+        names.add(tr.meta.name)
+    episodes = []
+    rates = [tr.meta.rate_hz for tr in trajs if tr.meta.rate_hz is not None]
+    totals: dict[str, int] = {}
+    all_channels: list[str] = []
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        (tmp / "data").mkdir()
+        for i, tr in enumerate(trajs):
+            rel = f"data/episode_{i:06d}.parquet"
+            pq.write_table(_to_table(tr), tmp / rel)
+            episodes.append({
+                "index": i, "file": rel, "n_samples": len(tr), "duration_s": tr.duration,
+                "channels": list(tr.channels), "meta": tr.meta.to_dict(),
+            })
+            for k, v in tr.meta.counts.items():
+                totals[k] = totals.get(k, 0) + v
+            all_channels += [c for c in tr.channels if c not in all_channels]
+        all_channels = [c for c in CHANNELS if c in all_channels]
+        info = {
+            "format": FORMAT,
+            "version": VERSION,
+            "robot": first.robot,
+            "joint_names": list(first.joint_names),
+            "n_joints": len(first.joint_names),
+            "n_episodes": len(trajs),
+            "n_samples": int(sum(len(t) for t in trajs)),
+            "duration_s": float(sum(t.duration for t in trajs)),
+            "rates_hz": ({"min": min(rates), "median": float(np.median(rates)),
+                          "max": max(rates)} if rates else None),
+            "channels": {c: {"kind": CHANNELS[c].kind, "unit": CHANNELS[c].unit,
+                             "dtype": CHANNELS[c].dtype, "doc": CHANNELS[c].doc}
+                         for c in all_channels},
+            "units": {c: CHANNELS[c].unit for c in all_channels},
+            "counts": totals,
+            "episodes": episodes,
+        }
+        write_json(tmp / "meta" / "info.json", info)
+        write_json(tmp / "meta" / "stats.json", compute_stats(trajs))
+        if config is not None:
+            from neuract.config import save_resolved
+
+            save_resolved(config, tmp)
+    return out
+
+
+class Dataset:
+    """A dataset directory opened for reading; iterating yields :class:`Trajectory` objects.
+
+    ``len(ds)`` episodes; ``ds[i]`` reads episode ``i`` from its parquet file; ``ds.info`` and
+    ``ds.stats`` hold ``meta/info.json`` and ``meta/stats.json``.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        info_path = self.root / "meta" / "info.json"
+        if not info_path.is_file():
+            raise SchemaError(f"{self.root} is not a neuract dataset: {info_path} is missing")
+        try:
+            self.info: dict[str, Any] = json.loads(info_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"{info_path}: invalid JSON at line {exc.lineno} column "
+                              f"{exc.colno}: {exc.msg}") from None
+        if self.info.get("format") != FORMAT or self.info.get("version") != VERSION:
+            raise SchemaError(f"{info_path}: format {self.info.get('format')!r} version "
+                              f"{self.info.get('version')!r}; expected {FORMAT!r} version "
+                              f"{VERSION}")
+        stats_path = self.root / "meta" / "stats.json"
+        self.stats: dict[str, Any] = (json.loads(stats_path.read_text())
+                                      if stats_path.is_file() else {})
+
+    @property
+    def robot(self) -> str:
+        return self.info["robot"]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(self.info["joint_names"])
+
+    @property
+    def episodes(self) -> list[dict[str, Any]]:
+        """Per-episode records of info.json (file, n_samples, duration_s, meta)."""
+        return self.info["episodes"]
+
+    def __len__(self) -> int:
+        return len(self.info["episodes"])
+
+    def __getitem__(self, i: int) -> Trajectory:
+        eps = self.info["episodes"]
+        if not -len(eps) <= i < len(eps):
+            raise IndexError(f"episode {i} out of range for {len(eps)} episodes")
+        ep = eps[i]
+        path = self.root / ep["file"]
+        if not path.is_file():
+            raise SchemaError(f"{path}: episode file listed in meta/info.json is missing")
+        table = pq.read_table(path)
+        if table.num_rows != ep["n_samples"]:
+            raise SchemaError(f"{path}: {table.num_rows} rows; meta/info.json says "
+                              f"{ep['n_samples']} (truncated or replaced file?)")
+        return _from_table(table, TrajectoryMeta.from_dict(ep["meta"]), ep["channels"], path)
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def where(self, **labels: Any) -> list[int]:
+        """Indices of episodes whose labels equal all the given values."""
+        return [i for i, ep in enumerate(self.episodes)
+                if all(ep["meta"]["labels"].get(k) == v for k, v in labels.items())]
+
+    def __repr__(self) -> str:
+        return (f"Dataset({str(self.root)!r}, robot={self.robot!r}, episodes={len(self)}, "
+                f"samples={self.info['n_samples']})")
+
+
+def load_dataset(root: str | os.PathLike) -> Dataset:
+    """Open a dataset directory written by :func:`write_dataset` (or ``neuract ingest``)."""
+    return Dataset(root)
+
+
+__all__ = ["Dataset", "compute_stats", "load_dataset", "write_dataset"]

@@ -1,0 +1,61 @@
+"""Helpers shared by the readers: repair warnings and robot joint counts."""
+
+from __future__ import annotations
+
+import warnings
+
+from neuract.errors import RobotModelError, SchemaError
+
+
+class DataRepairWarning(UserWarning):
+    """A reader dropped or masked samples (the counts are also in ``traj.meta.counts``)."""
+
+
+def warn_repair(message: str) -> None:
+    warnings.warn(message, DataRepairWarning, stacklevel=3)
+
+
+# Fallback joint counts for robots whose description is not available (or not a MJCF).
+# so101: 5 arm joints + gripper; omx: 4 arm joints + gripper (NAD pos1..pos5); panda: 7 arm
+# joints (fingers excluded); planar2: 2; pendulum: the single-joint servo bench of BAM logs.
+KNOWN_JOINT_COUNTS: dict[str, int] = {"so101": 6, "omx": 5, "planar2": 2, "panda": 7,
+                                      "pendulum": 1}
+
+
+def robot_joint_count(robot: str) -> int | None:
+    """Number of actuated joints of ``robot``, or None when unknown.
+
+    The bundled description (``neuract.robot.bundled.bundled_path``) is loaded with MuJoCo and
+    its hinge/slide joints counted (Panda finger joints, if present, are not counted); where
+    it cannot be loaded the table :data:`KNOWN_JOINT_COUNTS` answers.
+    """
+    try:
+        from neuract.robot.bundled import bundled_path
+
+        path = bundled_path(robot)
+    except (ImportError, RobotModelError):
+        return KNOWN_JOINT_COUNTS.get(robot)
+    try:
+        import mujoco
+
+        model = mujoco.MjModel.from_xml_path(str(path))
+    except Exception:  # a description still being written: fall back to the table
+        return KNOWN_JOINT_COUNTS.get(robot)
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or ""
+             for j in range(model.njnt)]
+    count = sum(1 for j, nm in enumerate(names)
+                if int(model.jnt_type[j]) in (2, 3) and "finger" not in nm)  # slide, hinge
+    return count
+
+
+def check_joint_count(robot: str, n_joints: int, where: str) -> None:
+    """Raise :class:`SchemaError` when data has a different joint count than ``robot``."""
+    want = robot_joint_count(robot)
+    if want is not None and want != n_joints:
+        raise SchemaError(f"{where}: data has {n_joints} joints but robot {robot!r} has "
+                          f"{want}; pass the matching --robot (or a column mapping with "
+                          f"{want} joints)")
+
+
+__all__ = ["DataRepairWarning", "KNOWN_JOINT_COUNTS", "check_joint_count",
+           "robot_joint_count", "warn_repair"]
