@@ -1,0 +1,155 @@
+"""Position servo: firmware P/PI/PD loop -> PWM duty -> DC motor with back-EMF -> friction.
+
+The firmware turns the position error into a PWM duty cycle (``duty = kp * error_gain * e``
+for a Feetech STS3215, measured ``error_gain = 0.1649`` per firmware-kp per rad, clipped to
++-1). The H-bridge applies ``duty * V`` to the winding; the current follows from the winding
+resistance and the back-EMF, ``i = (duty V - kt qd) / R``, optionally clipped by a current
+limit; the output torque is ``kt i``. ``kt`` is the torque constant referred to the output
+shaft (gear ratio included) [N m / A], equal to the back-EMF constant [V s / rad]. A friction
+budget (:mod:`neuract.actuators.friction`), a backlash dead zone and a command delay
+(:mod:`neuract.actuators.backlash`) complete the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from neuract.actuators.backlash import Backlash, CommandDelay
+from neuract.actuators.base import Actuator, ActuatorState, History
+from neuract.actuators.friction import BudgetFriction, FrictionConfig
+from neuract.actuators.param import Param, hardclip, scalar_params, softclip
+from neuract.errors import ConfigError
+
+
+@dataclass
+class ServoConfig:
+    """Firmware loop + DC motor parameters (SI units; firmware gains in register units).
+
+    ``kp``/``voltage`` are defaults: a rollout may pass per-run values in
+    ``ActuatorState.inputs["kp"]`` / ``["voltage"]`` (e.g. the logged firmware gain and the
+    measured supply voltage).
+    """
+
+    kp: float = 32.0  # firmware P gain [-]
+    ki: float = 0.0  # firmware I gain [-] (duty per error_gain per rad s)
+    kd: float = 0.0  # firmware D gain [-] (duty per error_gain per rad/s)
+    error_gain: float = 0.1649  # duty per (kp * rad) [1/rad]
+    max_duty: float = 1.0  # PWM saturation [-]
+    voltage: float = 12.0  # supply [V]
+    kt: float = 3.6  # torque constant at the output shaft [N m/A] (= back-EMF [V s/rad])
+    R: float = 9.8  # winding resistance [ohm]
+    current_limit: float = 0.0  # [A]; 0 = no firmware current limit
+    control_dt: float = 0.01  # spacing of history frames / integral update [s]
+    friction: FrictionConfig | None = None
+    backlash: float = 0.0  # gap width [rad]; 0 = no backlash
+    delay: float = 0.0  # command latency [s]; 0 = no delay
+    delay_frames: int = 8  # history frames kept for the delay line
+    smooth: bool = False  # smooth clips (duty, current, backlash) for gradients
+    fit_error_gain: bool = False  # fit a multiplicative correction of error_gain
+
+
+# Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
+STS3215 = dict(kp=32.0, error_gain=0.1649, max_duty=1.0, voltage=12.0, kt=3.6, R=9.8)
+# Dynamixel XM430-W350 in position mode: duty = (KP_reg / 128) * e[pulses] / 885, 4096 pulses
+# per turn -> error_gain = 4096 / (2 pi) / 128 / 885 per KP_reg per rad. kt, R from the
+# datasheet stall point (4.1 N m, 2.3 A at 12 V); current limit 3.2 A.
+XM430 = dict(kp=800.0, error_gain=4096 / (2 * 3.141592653589793) / 128 / 885, max_duty=1.0,
+             voltage=12.0, kt=1.8, R=5.2, current_limit=3.2)
+
+
+class ServoActuator(Actuator):
+    """Position servo with a firmware loop, a DC motor, friction, backlash and delay."""
+
+    def __init__(self, cfg: ServoConfig | None = None, n_dof: int = 1) -> None:
+        super().__init__()
+        cfg = cfg or ServoConfig()
+        for name in ("error_gain", "voltage", "kt", "R", "control_dt"):
+            if not getattr(cfg, name) > 0:
+                raise ConfigError(f"servo.{name} must be > 0, got {getattr(cfg, name)}")
+        if not 0 < cfg.max_duty <= 1:
+            raise ConfigError(f"servo.max_duty must be in (0, 1], got {cfg.max_duty}")
+        self.cfg = cfg
+        s = (n_dof,)
+        self.kt = Param(cfg.kt, lo=0.0, shape=s)
+        self.R = Param(cfg.R, lo=0.0, shape=s)
+        self.error_gain_ratio = Param(1.0, lo=0.1, hi=10.0, shape=s,
+                                      fixed=not cfg.fit_error_gain)
+        self.friction = BudgetFriction(cfg.friction, n_dof) if cfg.friction else None
+        self.backlash = (Backlash(cfg.backlash, cfg.smooth, n_dof) if cfg.backlash > 0
+                         else None)
+        self.delay = (CommandDelay(cfg.delay, cfg.control_dt, cfg.delay_frames, n_dof)
+                      if cfg.delay > 0 else None)
+        self.history_len = cfg.delay_frames if self.delay is not None else 1
+        self._integral: Tensor | None = None
+
+    # -- internal state (integral of the error) ---------------------------------------------
+    def _reset_state(self, ids) -> None:
+        if self._integral is None or ids is None:
+            self._integral = None
+        else:
+            integral = self._integral.clone()
+            integral[torch.as_tensor(ids, dtype=torch.long)] = 0.0
+            self._integral = integral
+
+    def _observe_state(self, frame: Tensor, state: ActuatorState) -> None:
+        if self.cfg.ki == 0:
+            return
+        e = self.goal(frame[..., 0], self.history) - state.q
+        prev = self._integral if self._integral is not None else torch.zeros_like(e)
+        self._integral = prev + e * self.cfg.control_dt
+
+    # -- model -----------------------------------------------------------------------------
+    def goal(self, command: Tensor, history: History | None) -> Tensor:
+        """(..., n) the goal the firmware acts on (the delayed command if a delay is set)."""
+        if self.delay is None:
+            return command
+        return self.delay(self._history(history))
+
+    def duty(self, command: Tensor, state: ActuatorState, history: History | None = None
+             ) -> Tensor:
+        """(..., n) PWM duty cycle in [-max_duty, max_duty] from the firmware loop."""
+        c = self.cfg
+        e = self.goal(command, history) - state.q
+        if self.backlash is not None:
+            e = self.backlash(e)
+        kp = state.get("kp", c.kp)
+        gain = c.error_gain * self.error_gain_ratio()
+        u = kp * gain * e
+        if c.kd:
+            u = u - c.kd * gain * state.qd
+        if c.ki and self._integral is not None:
+            u = u + c.ki * gain * self._integral
+        clip = softclip if c.smooth else hardclip
+        return clip(u, torch.as_tensor(c.max_duty, dtype=u.dtype))
+
+    def motor_torque(self, duty: Tensor, state: ActuatorState) -> Tensor:
+        """(..., n) DC-motor output torque [N m] for a duty cycle, with back-EMF and limits."""
+        V = state.get("voltage", self.cfg.voltage)
+        kt, R = self.kt(), self.R()
+        current = (duty * V - kt * state.qd) / R
+        if self.cfg.current_limit > 0:
+            clip = softclip if self.cfg.smooth else hardclip
+            current = clip(current, torch.as_tensor(self.cfg.current_limit, dtype=duty.dtype))
+        return kt * current
+
+    def torque(self, command: Tensor, state: ActuatorState, history: History | None = None
+               ) -> Tensor:
+        """tau: (..., n) motor torque plus gearbox friction at the joint [N m]."""
+        tau_m = self.motor_torque(self.duty(command, state, history), state)
+        if self.friction is None:
+            return tau_m
+        tau_ext = state.tau_ext if state.tau_ext is not None else torch.zeros_like(tau_m)
+        return tau_m + self.friction(tau_m, tau_ext, state.qd, state.inertia, state.dt)
+
+    def torque_limits(self, state: ActuatorState) -> tuple[Tensor, Tensor]:
+        """(lo, hi): the motor torque at full negative / positive duty in this state [N m]."""
+        one = torch.ones_like(state.qd) * self.cfg.max_duty
+        lo = self.motor_torque(-one, state)
+        hi = self.motor_torque(one, state)
+        return lo, hi
+
+    def physical_parameters(self) -> dict[str, float]:
+        return scalar_params(self)
