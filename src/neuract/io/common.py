@@ -17,17 +17,18 @@ def warn_repair(message: str) -> None:
 
 # Fallback joint counts for robots whose description is not available (or not a MJCF).
 # so101: 5 arm joints + gripper; omx: 4 arm joints + gripper (NAD pos1..pos5); panda: 7 arm
-# joints (fingers excluded); planar2: 2; pendulum: the single-joint servo bench of BAM logs.
+# joints; planar2: 2; pendulum: the single-joint servo bench of BAM logs.
 KNOWN_JOINT_COUNTS: dict[str, int] = {"so101": 6, "omx": 5, "planar2": 2, "panda": 7,
                                       "pendulum": 1}
 
 
 def robot_joint_count(robot: str) -> int | None:
-    """Number of actuated joints of ``robot``, or None when unknown.
+    """Number of actuated joints (servos) of ``robot``, or None when unknown.
 
     The bundled description (``neuract.robot.bundled.bundled_path``) is loaded with MuJoCo and
-    its hinge/slide joints counted (Panda finger joints, if present, are not counted); where
-    it cannot be loaded the table :data:`KNOWN_JOINT_COUNTS` answers.
+    its actuators counted (a coupled two-finger gripper driven by one servo counts once); a
+    description without actuators counts its hinge and slide joints. Where no description can
+    be loaded the table :data:`KNOWN_JOINT_COUNTS` answers.
     """
     try:
         from neuract.robot.bundled import bundled_path
@@ -41,11 +42,9 @@ def robot_joint_count(robot: str) -> int | None:
         model = mujoco.MjModel.from_xml_path(str(path))
     except Exception:  # a description still being written: fall back to the table
         return KNOWN_JOINT_COUNTS.get(robot)
-    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) or ""
-             for j in range(model.njnt)]
-    count = sum(1 for j, nm in enumerate(names)
-                if int(model.jnt_type[j]) in (2, 3) and "finger" not in nm)  # slide, hinge
-    return count
+    if model.nu > 0:
+        return int(model.nu)
+    return int(sum(1 for j in range(model.njnt) if int(model.jnt_type[j]) in (2, 3)))
 
 
 def check_joint_count(robot: str, n_joints: int, where: str) -> None:
