@@ -1,0 +1,81 @@
+"""Telemetry writer: raw SI samples -> servo registers (quantised) -> canonical SI channels.
+
+This is the only place where register units exist in the twin. Per servo family
+(:class:`~neuract.twin.config.RegisterSpec`):
+
+- position: ``steps_per_rev`` = 4096 steps/rev (encoder noise and calibration offset are
+  added before rounding, in the simulator, because the firmware sees the same reading);
+- goal: what the host wrote, rounded to encoder steps;
+- velocity: STS3215 reports the step difference over a 20 ms window x 50 (multiples of
+  50 steps/s, as in every NAD SO-101 file); XM430 reports 0.229 rpm LSBs;
+- SO-101 ``load``: STS3215 Present_Load, 0..1000 = 0..100 % duty with the direction in
+  bit 10 (sign-magnitude); NAD's values are multiples of 4 counts, so the twin rounds to 4.
+  The sign follows the real register as logged in NAD: load > 0 when the motor pushes
+  toward -q (NAD rest frames: load ~ +2638 * (q - q_goal) counts), i.e. load = -duty;
+- OMX ``pwm``: XM430 Present_PWM, 885 counts = 100 %, sign = drive direction (+q);
+- current: STS3215 6.5 mA/LSB, unsigned supply-side |duty * I| (consistent with NAD: 3-4
+  counts at 8 % duty at rest, 220 counts at 74 % duty while lifting 500 g); XM430 2.69 mA/LSB,
+  signed motor current;
+- voltage 0.1 V LSB, temperature 1 degC LSB.
+Ground truth beside the telemetry: ``tau`` (servo output torque driving the joint [N m]),
+``ee_force`` (external force at the end-effector point, world frame: payload weight on z
+plus pushes [N]), ``ee_force_mask`` (all True: the twin knows the force everywhere),
+``contact`` (True while a payload hangs from or a push acts on the end effector),
+``condition`` (1 for the whole episode if any motor is degraded; which motors in the labels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuract.data.trajectory import Trajectory, TrajectoryMeta
+from neuract.twin.config import Nonidealities, RobotTwinSpec
+from neuract.twin.sim import EpisodeRecord
+
+
+def _round(x: np.ndarray, lsb: float, on: bool) -> np.ndarray:
+    return np.round(x / lsb) * lsb if (on and lsb > 0) else x
+
+
+def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
+                  joint_names: list[str], name: str, labels: dict,
+                  degraded: np.ndarray | None) -> Trajectory:
+    """Canonical telemetry of one simulated episode (see the module docstring)."""
+    r = spec.registers
+    c = rec.channels
+    quant = ni.quantisation
+    lsb = 2 * np.pi / r.steps_per_rev
+    if rec.enc_steps_window is not None and quant:
+        steps_now = np.round(c["q_enc"] / lsb)
+        qd = (steps_now - rec.enc_steps_window) / r.velocity_window * lsb
+    else:
+        qd = _round(c["qd_true"], r.velocity_lsb, quant)
+    duty = c["duty"]
+    counts = _round(duty * r.load_full_scale, r.load_lsb, quant)
+    if r.current_supply_side:
+        current = _round(np.abs(duty * c["current"]), r.current_lsb, quant)
+    else:
+        current = _round(c["current"], r.current_lsb, quant)
+    ch = {
+        "t": rec.t,
+        "q": c["q_enc"],
+        "qd": qd,
+        "q_goal": rec.q_goal,
+        "current": current,
+        "voltage": _round(c["v_servo"], r.volt_lsb, quant),
+        "temperature": _round(c["temperature"], r.temp_lsb, quant),
+        "tau": c["tau"],
+        "ee_force": rec.ee_force,
+        "ee_force_mask": np.ones(len(rec.t), bool),
+        "contact": rec.contact.astype(bool),
+        "condition": np.full(len(rec.t), int(degraded is not None and bool(np.any(degraded))),
+                             np.int8),
+    }
+    if r.family == "sts3215":
+        ch["load"] = -counts / r.load_full_scale
+    else:
+        ch["pwm"] = counts / r.load_full_scale
+    meta = TrajectoryMeta(robot=spec.robot, joint_names=tuple(joint_names),
+                          source="neuract twin", rate_hz=spec.rate_hz, name=name,
+                          labels=labels)
+    return Trajectory(ch, meta)
