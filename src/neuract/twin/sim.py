@@ -57,6 +57,7 @@ class EpisodeRecord:
     contact: np.ndarray  # (K,)
     payload: np.ndarray  # (K,) [kg]
     physics_qpos: np.ndarray | None = None  # (n_steps, nq) when record_physics
+    physics_goal: np.ndarray | None = None  # (n_steps, n) goal at the servo, idem
 
 
 def _tick_times(rng: np.random.Generator, rate: float, jitter: float, duration: float,
@@ -119,7 +120,7 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
     mdof, mq = tm.motor_dof, tm.motor_qpos
     for e in range(E):
         m = copy.copy(m0)
-        m.dof_armature[mdof] = p.armature[e] if ni.motor else 0.0
+        m.dof_armature[mdof] = p.armature[e]  # rotor inertia: mechanics, kept when ideal
         m.dof_damping[mdof] = p.viscous[e] if (ni.friction and ni.motor) else 0.0
         d = mujoco.MjData(m)
         q0 = G[e, 0] - (p.encoder_offset[e] * lsb if ni.noise else 0.0)
@@ -215,5 +216,6 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
             channels={c: rec[c][e, :k].copy() for c in RECORD_CHANNELS},
             enc_steps_window=None if rec_win is None else np.round(rec_win[e, :k] / lsb),
             ee_force=force, contact=contact, payload=job.plan.payload_at(ts),
-            physics_qpos=phys if (record_physics and e == 0) else None))
+            physics_qpos=phys if (record_physics and e == 0) else None,
+            physics_goal=G[e, goal_idx[e]] if (record_physics and e == 0) else None))
     return records
