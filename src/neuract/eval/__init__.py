@@ -1,0 +1,54 @@
+"""Evaluation: metrics, the NeuralActuator rollout/estimation protocol, run reports.
+
+- :mod:`.metrics`: joint MAE [deg], force MAE [N] (contact / no contact), contact-gate
+  precision / recall / F1 / detection latency, condition accuracy / ROC AUC, torque RMSE.
+- :mod:`.protocol`: windowed open-loop rollouts at horizons 10, 50, 100, 300, 600 and the
+  full trajectory (simulator mode) and estimator-mode scoring; every record has a ``mode``.
+- :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures).
+"""
+
+from neuract.eval.metrics import (
+    GateCounts,
+    condition_metrics,
+    confusion_matrix,
+    force_mae,
+    gate_counts,
+    gate_metrics,
+    joint_mae_deg,
+    joint_mae_summary,
+    roc_auc,
+    torque_rmse,
+)
+from neuract.eval.protocol import (
+    HORIZONS,
+    SIM_INPUTS,
+    SimBatch,
+    Simulator,
+    evaluate_estimator,
+    evaluate_rollouts,
+    hold_simulator,
+    per_window,
+    window_starts,
+)
+
+__all__ = [
+    "HORIZONS",
+    "SIM_INPUTS",
+    "GateCounts",
+    "SimBatch",
+    "Simulator",
+    "condition_metrics",
+    "confusion_matrix",
+    "evaluate_estimator",
+    "evaluate_rollouts",
+    "force_mae",
+    "gate_counts",
+    "gate_metrics",
+    "hold_simulator",
+    "joint_mae_deg",
+    "joint_mae_summary",
+    "per_window",
+    "roc_auc",
+    "torque_rmse",
+    "window_starts",
+]

@@ -1,0 +1,166 @@
+"""Rollout protocol: window bookkeeping, exact-model check, the simulation rule, estimator mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from neuract.data import Trajectory
+from neuract.data.trajectory import TrajectoryMeta
+from neuract.errors import ConfigError, SchemaError
+from neuract.eval import protocol as P
+
+ALPHA = 0.2  # first-order servo lag of the synthetic arm
+
+
+def _lag_traj(n=700, seed=0, name="ep", valid=None):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.uniform(0.01, 0.02, n))
+    goal = np.cumsum(rng.normal(0, 0.05, (n, 2)), axis=0)
+    q = np.zeros((n, 2))
+    for k in range(n - 1):
+        q[k + 1] = q[k] + ALPHA * (goal[k] - q[k])
+    ch = {"t": t, "q": q, "q_goal": goal, "qd": np.gradient(q, t, axis=0)}
+    if valid is not None:
+        ch["valid"] = valid
+    return Trajectory(ch, TrajectoryMeta(robot="toy", joint_names=("j1", "gripper"), name=name))
+
+
+def _lag_sim(batch: P.SimBatch) -> np.ndarray:
+    q = batch.q0.copy()
+    out = []
+    for k in range(batch.horizon):
+        q = q + ALPHA * (batch.q_goal[:, k] - q)
+        out.append(q)
+    return np.stack(out, axis=1)
+
+
+def test_window_starts():
+    assert P.window_starts(1000, 10, 10).tolist() == list(range(0, 990, 10))
+    assert len(P.window_starts(600, 600, 600)) == 0
+    assert P.window_starts(601, 600, 1).tolist() == [0]
+    with pytest.raises(ConfigError):
+        P.window_starts(100, 0, 1)
+
+
+def test_exact_model_scores_zero_and_hold_does_not():
+    trajs = [_lag_traj(seed=0), _lag_traj(n=400, seed=1, name="b")]
+    recs = P.evaluate_rollouts(_lag_sim, trajs, "exact")
+    hold = P.evaluate_rollouts(P.hold_simulator, trajs, "hold")
+    assert [r["horizon"] for r in recs] == [10, 50, 100, 300, 600, "full"]
+    for r, h in zip(recs, hold):
+        assert r["mode"] == "simulator" and r["model"] == "exact"
+        if r["n_windows"] == 0:
+            assert r["joint_mae_deg"] is None
+            continue
+        assert r["arm_max_deg"] < 1e-9 and r["gripper_deg"] < 1e-9
+        assert h["arm_mean_deg"] > 0.1
+    n = {r["horizon"]: r["n_windows"] for r in recs}
+    assert n[10] == len(P.window_starts(700, 10, 10)) + len(P.window_starts(400, 10, 10))
+    assert n[600] == 1 and n["full"] == 2  # only the 700-sample episode fits 600 steps
+
+
+def test_mae_equals_brute_force_loop():
+    tr = _lag_traj(n=300, seed=3)
+    rng = np.random.default_rng(5)
+    noise = {}
+
+    def noisy(batch):
+        out = _lag_sim(batch) + rng.normal(0, 0.01, (batch.batch_size, batch.horizon, 2))
+        noise[batch.horizon] = out
+        return out
+
+    rec = P.evaluate_rollouts(noisy, [tr], "noisy", horizons=[50], stride=20)[0]
+    starts = P.window_starts(300, 50, 20)
+    q = tr["q"]
+    errs = [abs(noise[50][i, k, j] - q[s + 1 + k, j])
+            for i, s in enumerate(starts) for k in range(50) for j in [0]]
+    assert rec["joint_mae_deg"]["j1"] == pytest.approx(np.degrees(np.mean(errs)), rel=1e-12)
+    assert rec["n_windows"] == len(starts) and rec["stride"] == 20
+
+
+def test_simulator_never_sees_measured_future_positions():
+    tr = _lag_traj(n=250, seed=4)
+    seen = []
+
+    def spy(batch):
+        seen.append(batch)
+        with pytest.raises(ValueError):
+            batch.q_goal[0, 0, 0] = 1.0  # read-only copy
+        return P.hold_simulator(batch)
+
+    P.evaluate_rollouts(spy, [tr], "spy", horizons=[10, "full"], stride=7)
+    q = tr["q"]
+    for b in seen:
+        assert set(b.inputs) == {"q_goal"}
+        # q0 rows are measured window starts; no other array holds a measured position
+        assert np.isclose(b.q0[:, None, :], q[None]).all(-1).any(1).all()
+        for a in (b.qd0, *b.inputs.values()):
+            flat = a.reshape(-1, 2)
+            assert not np.isclose(flat[:, None, :], q[None]).all(-1).any()
+    with pytest.raises(SchemaError, match="not allowed"):
+        P.SimBatch(q0=np.zeros((1, 2)), qd0=np.zeros((1, 2)),
+                   inputs={"q_goal": np.zeros((1, 3, 2)), "q": np.zeros((1, 3, 2))},
+                   t=np.zeros((1, 4)), joint_names=("a", "b"), robot="toy")
+    with pytest.raises(ConfigError, match="not allowed"):
+        P.evaluate_rollouts(spy, [tr], "cheat", inputs=("current",))
+
+
+def test_bad_simulator_output_is_rejected():
+    tr = _lag_traj(n=100)
+    with pytest.raises(SchemaError, match="shape"):
+        P.evaluate_rollouts(lambda b: np.zeros((1, 1, 2)), [tr], "bad", horizons=[10])
+    with pytest.raises(SchemaError, match="non-finite"):
+        P.evaluate_rollouts(lambda b: np.full((b.batch_size, b.horizon, 2), np.nan), [tr],
+                            "nan", horizons=[10])
+
+
+def test_invalid_samples_are_masked_and_skip_windows():
+    valid = np.ones((200, 2), bool)
+    valid[30] = False
+    tr = _lag_traj(n=200, valid=valid)
+    rec = P.evaluate_rollouts(P.hold_simulator, [tr], "hold", horizons=[10])[0]
+    assert rec["n_windows"] == len(P.window_starts(200, 10, 10)) - 1  # start 30 skipped
+    assert rec["n_samples"] == rec["n_windows"] * 10 - 1  # sample 30 inside window 20
+
+
+def test_per_window_adapter_matches_batched():
+    tr = _lag_traj(n=200)
+
+    def single(q0, qd0, q_goal, t):
+        q, out = q0.copy(), []
+        for g in q_goal:
+            q = q + ALPHA * (g - q)
+            out.append(q)
+        return np.array(out)
+
+    a = P.evaluate_rollouts(P.per_window(single), [tr], "a", horizons=[10, 50])
+    b = P.evaluate_rollouts(_lag_sim, [tr], "b", horizons=[10, 50])
+    assert [r["joint_mae_deg"] for r in a] == [r["joint_mae_deg"] for r in b]
+
+
+def test_estimator_records():
+    n = 120
+    t = np.arange(n) * 0.01
+    contact = np.zeros(n, bool)
+    contact[40:80] = True
+    f = np.zeros((n, 3))
+    f[contact, 2] = -5.0
+    tau = np.ones((n, 2))
+    cond = np.zeros(n, np.int8)
+    cond[60:] = 1
+    tr = Trajectory({"t": t, "q": np.zeros((n, 2)), "tau": tau, "ee_force": f,
+                     "ee_force_mask": np.ones(n, bool), "contact": contact, "condition": cond},
+                    TrajectoryMeta(robot="toy", joint_names=("j1", "j2"), name="e"))
+
+    def est(traj):
+        return {"tau": traj["tau"] + 0.5, "ee_force": traj["ee_force"] + [0.0, 0.2, 0.0],
+                "contact_prob": np.roll(traj["contact"], 2).astype(float),
+                "condition_prob": traj["condition"].astype(float) * 0.8 + 0.1}
+
+    r = P.evaluate_estimator(est, [tr], "oracle")
+    assert r["mode"] == "estimator"
+    assert r["torque_rmse"]["j1"] == pytest.approx(0.5)
+    assert r["force"]["contact"] == pytest.approx(0.2)
+    assert r["gate"]["latency_mean_s"] == pytest.approx(0.02)
+    assert r["condition"]["accuracy"] == 1.0 and r["condition"]["auc"] == 1.0
