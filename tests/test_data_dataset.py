@@ -15,14 +15,23 @@ def random_traj(rng, name, T=50, n=3, labels=None):
     t = np.cumsum(rng.uniform(0.005, 0.015, T))
     mask = rng.random(T) > 0.3
     ch = {
-        "t": t, "q": rng.normal(size=(T, n)), "qd": rng.normal(size=(T, n)),
-        "current": rng.normal(size=(T, n)), "torque_enable": rng.random((T, n)) > 0.5,
-        "ee_force": rng.normal(size=(T, 3)), "ee_force_mask": mask,
+        "t": t,
+        "q": rng.normal(size=(T, n)),
+        "qd": rng.normal(size=(T, n)),
+        "current": rng.normal(size=(T, n)),
+        "torque_enable": rng.random((T, n)) > 0.5,
+        "ee_force": rng.normal(size=(T, 3)),
+        "ee_force_mask": mask,
         "condition": np.ones(T, dtype=np.int8),
     }
-    meta = TrajectoryMeta(robot="toy", joint_names=("a", "b", "c")[:n], source=f"{name}.csv",
-                          name=name, labels=labels or {"task": name, "mass": 0.1 * T},
-                          counts={"dropped_samples": 2})
+    meta = TrajectoryMeta(
+        robot="toy",
+        joint_names=("a", "b", "c")[:n],
+        source=f"{name}.csv",
+        name=name,
+        labels=labels or {"task": name, "mass": 0.1 * T},
+        counts={"dropped_samples": 2},
+    )
     return Trajectory(ch, meta)
 
 
@@ -68,8 +77,10 @@ def test_existing_dir_refused_and_overwrite(tmp_path):
 def test_failed_write_leaves_nothing(tmp_path):
     rng = np.random.default_rng(3)
     good = random_traj(rng, "a")
-    other_robot = Trajectory({"t": np.arange(3.0), "q": np.zeros((3, 1))},
-                             TrajectoryMeta(robot="pendulum", joint_names=("p",), name="x"))
+    other_robot = Trajectory(
+        {"t": np.arange(3.0), "q": np.zeros((3, 1))},
+        TrajectoryMeta(robot="pendulum", joint_names=("p",), name="x"),
+    )
     with pytest.raises(SchemaError, match="episode 1 .* robot 'pendulum'"):
         write_dataset([good, other_robot], tmp_path / "ds")
     with pytest.raises(SchemaError, match="occurs twice"):

@@ -14,14 +14,14 @@ def make(T=10, n=2, **extra):
     t = np.arange(T) * 0.01
     ch = {"t": t, "q": np.zeros((T, n))}
     ch.update(extra)
-    meta = TrajectoryMeta(robot="planar2", joint_names=tuple(f"j{i}" for i in range(n)),
-                          source="mem.csv", name="ep")
+    meta = TrajectoryMeta(
+        robot="planar2", joint_names=tuple(f"j{i}" for i in range(n)), source="mem.csv", name="ep"
+    )
     return Trajectory(ch, meta)
 
 
 def test_basic_access_and_units():
-    tr = make(qd=np.ones((10, 2)), ee_force=np.zeros((10, 3)),
-              ee_force_mask=np.ones(10, bool))
+    tr = make(qd=np.ones((10, 2)), ee_force=np.zeros((10, 3)), ee_force_mask=np.ones(10, bool))
     assert tr["q"].shape == (10, 2)
     assert tr.n_joints == 2 and len(tr) == 10
     assert tr.meta.units["qd"] == "rad/s" and tr.meta.units["ee_force"] == "N"
@@ -66,8 +66,7 @@ def test_labels_must_be_json_and_finite():
     meta = TrajectoryMeta(robot="r", joint_names=("a",), labels={"m": float("nan")})
     with pytest.raises(SchemaError, match="label 'labels.m' is nan"):
         Trajectory({"t": np.arange(3.0), "q": np.zeros((3, 1))}, meta)
-    meta = TrajectoryMeta(robot="r", joint_names=("a",), labels={"m": np.float32(2.5),
-                                                                  "k": (1, 2)})
+    meta = TrajectoryMeta(robot="r", joint_names=("a",), labels={"m": np.float32(2.5), "k": (1, 2)})
     tr = Trajectory({"t": np.arange(3.0), "q": np.zeros((3, 1))}, meta)
     assert tr.meta.labels == {"m": 2.5, "k": [1, 2]}
     assert type(tr.meta.labels["m"]) is float

@@ -19,9 +19,18 @@ def bam_log(T=50, spikes=(), dropouts=(), motor="sts3215"):
     q = 0.3 * np.sin(t * 3)
     entries = []
     for i in range(T):
-        e = {"timestamp": t[i], "position": q[i], "speed": 0.9 * np.cos(t[i] * 3),
-             "goal_position": q[i] + 0.01, "torque_enable": i < T - 5, "input_volts": 12.0,
-             "temp": 36.0, "current": 120.0 + i, "load": 0, "torque": 1.0}
+        e = {
+            "timestamp": t[i],
+            "position": q[i],
+            "speed": 0.9 * np.cos(t[i] * 3),
+            "goal_position": q[i] + 0.01,
+            "torque_enable": i < T - 5,
+            "input_volts": 12.0,
+            "temp": 36.0,
+            "current": 120.0 + i,
+            "load": 0,
+            "torque": 1.0,
+        }
         if i in spikes:
             e["position"] = -3.14
             e["speed"] = 4.7
@@ -29,8 +38,15 @@ def bam_log(T=50, spikes=(), dropouts=(), motor="sts3215"):
             e["temp"] = 0
             e["position"] = -np.pi
         entries.append(e)
-    return {"mass": 0.535, "length": 0.1, "kp": 24, "trajectory": "sin_sin", "motor": motor,
-            "sample_rate": 100.0, "entries": entries}
+    return {
+        "mass": 0.535,
+        "length": 0.1,
+        "kp": 24,
+        "trajectory": "sin_sin",
+        "motor": motor,
+        "sample_rate": 100.0,
+        "entries": entries,
+    }
 
 
 def test_channels_units_labels(tmp_path):
@@ -82,16 +98,23 @@ def test_xl330_pwm_decoded(tmp_path):
     np.testing.assert_allclose(tr["pwm"][:4, 0], [1.0, -100 / 885, 1.0, -100 / 885])
 
 
-@pytest.mark.parametrize("content,match", [
-    ("", "empty file"),
-    ('{"mass": 1, "entries": [{"timestamp": 0', "invalid or truncated JSON at line 1"),
-    ('{"mass": 1}', "not a BAM log"),
-    ('{"entries": [{"timestamp": 0, "position": 1}, {"timestamp": 1}]}',
-     "entry 1 has no field 'position'"),
-    ('{"entries": [{"timestamp": 0, "position": NaN}]}', "entry 0, field 'position'"),
-    ('{"entries": [{"timestamp": 0, "position": 0}, {"timestamp": 0, "position": 0}]}',
-     "sample 1: duplicated timestamp"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        ("", "empty file"),
+        ('{"mass": 1, "entries": [{"timestamp": 0', "invalid or truncated JSON at line 1"),
+        ('{"mass": 1}', "not a BAM log"),
+        (
+            '{"entries": [{"timestamp": 0, "position": 1}, {"timestamp": 1}]}',
+            "entry 1 has no field 'position'",
+        ),
+        ('{"entries": [{"timestamp": 0, "position": NaN}]}', "entry 0, field 'position'"),
+        (
+            '{"entries": [{"timestamp": 0, "position": 0}, {"timestamp": 0, "position": 0}]}',
+            "sample 1: duplicated timestamp",
+        ),
+    ],
+)
 def test_bad_logs(tmp_path, content, match):
     p = tmp_path / "bad.json"
     p.write_text(content)
@@ -168,8 +191,11 @@ def test_kscale_full_counts(shared_data):
 
 @pytest.mark.realdata
 def test_bam_folders(shared_data):
-    for sub, n in (("bam_xl330_2026/raw", 16), ("bam_xl330_2026/processed", 16),
-                   ("bam_feetech_2024", 4)):
+    for sub, n in (
+        ("bam_xl330_2026/raw", 16),
+        ("bam_xl330_2026/processed", 16),
+        ("bam_feetech_2024", 4),
+    ):
         trajs = list(iter_bam_logs(shared_data / sub))
         assert len(trajs) == n
         for tr in trajs:

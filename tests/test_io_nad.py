@@ -101,8 +101,11 @@ def test_missing_column(tmp_path):
 def test_bad_timestamps(tmp_path, t3, kind):
     rows = so101_rows()
     rows[3]["timestamp"] = rows[2]["timestamp"] if kind == "duplicated" else t3
-    with pytest.raises(SchemaError, match=rf"003.csv line 5 \(data row 4\), column "
-                                          rf"'timestamp': {kind}"):
+    with pytest.raises(
+        SchemaError,
+        match=rf"003.csv line 5 \(data row 4\), column "
+        rf"'timestamp': {kind}",
+    ):
         read_nad_csv(_bad(tmp_path, rows))
 
 
@@ -127,8 +130,11 @@ def test_not_a_number_and_empty_cell(tmp_path):
 def test_truncated_and_empty(tmp_path):
     full = _bad(tmp_path).read_text()
     p = _bad(tmp_path, cut=len(full) - 40)
-    with pytest.raises(SchemaError, match=r"line 21 \(data row 20\): \d+ fields; expected 46 "
-                                          r"like the header \(truncated file\?\)"):
+    with pytest.raises(
+        SchemaError,
+        match=r"line 21 \(data row 20\): \d+ fields; expected 46 "
+        r"like the header \(truncated file\?\)",
+    ):
         read_nad_csv(p)
     p.write_text("")
     with pytest.raises(SchemaError, match="003.csv: empty file"):

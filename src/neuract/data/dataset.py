@@ -59,14 +59,16 @@ def _to_table(traj: Trajectory) -> pa.Table:
     return pa.table(cols)
 
 
-def _from_table(table: pa.Table, meta: TrajectoryMeta, channels: Sequence[str],
-                path: Path) -> Trajectory:
+def _from_table(
+    table: pa.Table, meta: TrajectoryMeta, channels: Sequence[str], path: Path
+) -> Trajectory:
     present = set(table.column_names)
     out: dict[str, np.ndarray] = {}
     for ch in channels:
         if ch not in CHANNELS:
-            raise SchemaError(f"{path}: unknown channel {ch!r} in meta/info.json; accepted: "
-                              f"{', '.join(CHANNELS)}")
+            raise SchemaError(
+                f"{path}: unknown channel {ch!r} in meta/info.json; accepted: {', '.join(CHANNELS)}"
+            )
         names = _columns(ch, meta.joint_names)
         missing = [n for n in names if n not in present]
         if missing:
@@ -107,8 +109,12 @@ def compute_stats(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
     return stats
 
 
-def write_dataset(trajs: Iterable[Trajectory], out_dir: str | os.PathLike,
-                  overwrite: bool = False, config: Any = None) -> Path:
+def write_dataset(
+    trajs: Iterable[Trajectory],
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    config: Any = None,
+) -> Path:
     """Write trajectories as a dataset directory (atomically); returns its path.
 
     All trajectories must share the robot and joint names. ``config``, if given, is a
@@ -127,10 +133,12 @@ def write_dataset(trajs: Iterable[Trajectory], out_dir: str | os.PathLike,
             raise SchemaError(
                 f"episode {i} ({tr.meta.source or tr.meta.name}) has robot "
                 f"{tr.meta.robot!r} joints {list(tr.meta.joint_names)}; expected robot "
-                f"{first.robot!r} joints {list(first.joint_names)} like episode 0")
+                f"{first.robot!r} joints {list(first.joint_names)} like episode 0"
+            )
         if tr.meta.name in names:
-            raise SchemaError(f"episode name {tr.meta.name!r} occurs twice; names must be "
-                              "unique within a dataset")
+            raise SchemaError(
+                f"episode name {tr.meta.name!r} occurs twice; names must be unique within a dataset"
+            )
         names.add(tr.meta.name)
     episodes = []
     rates = [tr.meta.rate_hz for tr in trajs if tr.meta.rate_hz is not None]
@@ -141,10 +149,16 @@ def write_dataset(trajs: Iterable[Trajectory], out_dir: str | os.PathLike,
         for i, tr in enumerate(trajs):
             rel = f"data/episode_{i:06d}.parquet"
             pq.write_table(_to_table(tr), tmp / rel)
-            episodes.append({
-                "index": i, "file": rel, "n_samples": len(tr), "duration_s": tr.duration,
-                "channels": list(tr.channels), "meta": tr.meta.to_dict(),
-            })
+            episodes.append(
+                {
+                    "index": i,
+                    "file": rel,
+                    "n_samples": len(tr),
+                    "duration_s": tr.duration,
+                    "channels": list(tr.channels),
+                    "meta": tr.meta.to_dict(),
+                }
+            )
             for k, v in tr.meta.counts.items():
                 totals[k] = totals.get(k, 0) + v
             all_channels += [c for c in tr.channels if c not in all_channels]
@@ -158,11 +172,20 @@ def write_dataset(trajs: Iterable[Trajectory], out_dir: str | os.PathLike,
             "n_episodes": len(trajs),
             "n_samples": int(sum(len(t) for t in trajs)),
             "duration_s": float(sum(t.duration for t in trajs)),
-            "rates_hz": ({"min": min(rates), "median": float(np.median(rates)),
-                          "max": max(rates)} if rates else None),
-            "channels": {c: {"kind": CHANNELS[c].kind, "unit": CHANNELS[c].unit,
-                             "dtype": CHANNELS[c].dtype, "doc": CHANNELS[c].doc}
-                         for c in all_channels},
+            "rates_hz": (
+                {"min": min(rates), "median": float(np.median(rates)), "max": max(rates)}
+                if rates
+                else None
+            ),
+            "channels": {
+                c: {
+                    "kind": CHANNELS[c].kind,
+                    "unit": CHANNELS[c].unit,
+                    "dtype": CHANNELS[c].dtype,
+                    "doc": CHANNELS[c].doc,
+                }
+                for c in all_channels
+            },
             "units": {c: CHANNELS[c].unit for c in all_channels},
             "counts": totals,
             "episodes": episodes,
@@ -191,15 +214,19 @@ class Dataset:
         try:
             self.info: dict[str, Any] = json.loads(info_path.read_text())
         except json.JSONDecodeError as exc:
-            raise SchemaError(f"{info_path}: invalid JSON at line {exc.lineno} column "
-                              f"{exc.colno}: {exc.msg}") from None
+            raise SchemaError(
+                f"{info_path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from None
         if self.info.get("format") != FORMAT or self.info.get("version") != VERSION:
-            raise SchemaError(f"{info_path}: format {self.info.get('format')!r} version "
-                              f"{self.info.get('version')!r}; expected {FORMAT!r} version "
-                              f"{VERSION}")
+            raise SchemaError(
+                f"{info_path}: format {self.info.get('format')!r} version "
+                f"{self.info.get('version')!r}; expected {FORMAT!r} version "
+                f"{VERSION}"
+            )
         stats_path = self.root / "meta" / "stats.json"
-        self.stats: dict[str, Any] = (json.loads(stats_path.read_text())
-                                      if stats_path.is_file() else {})
+        self.stats: dict[str, Any] = (
+            json.loads(stats_path.read_text()) if stats_path.is_file() else {}
+        )
 
     @property
     def robot(self) -> str:
@@ -227,8 +254,10 @@ class Dataset:
             raise SchemaError(f"{path}: episode file listed in meta/info.json is missing")
         table = pq.read_table(path)
         if table.num_rows != ep["n_samples"]:
-            raise SchemaError(f"{path}: {table.num_rows} rows; meta/info.json says "
-                              f"{ep['n_samples']} (truncated or replaced file?)")
+            raise SchemaError(
+                f"{path}: {table.num_rows} rows; meta/info.json says "
+                f"{ep['n_samples']} (truncated or replaced file?)"
+            )
         return _from_table(table, TrajectoryMeta.from_dict(ep["meta"]), ep["channels"], path)
 
     def __iter__(self) -> Iterator[Trajectory]:
@@ -237,12 +266,17 @@ class Dataset:
 
     def where(self, **labels: Any) -> list[int]:
         """Indices of episodes whose labels equal all the given values."""
-        return [i for i, ep in enumerate(self.episodes)
-                if all(ep["meta"]["labels"].get(k) == v for k, v in labels.items())]
+        return [
+            i
+            for i, ep in enumerate(self.episodes)
+            if all(ep["meta"]["labels"].get(k) == v for k, v in labels.items())
+        ]
 
     def __repr__(self) -> str:
-        return (f"Dataset({str(self.root)!r}, robot={self.robot!r}, episodes={len(self)}, "
-                f"samples={self.info['n_samples']})")
+        return (
+            f"Dataset({str(self.root)!r}, robot={self.robot!r}, episodes={len(self)}, "
+            f"samples={self.info['n_samples']})"
+        )
 
 
 def load_dataset(root: str | os.PathLike) -> Dataset:

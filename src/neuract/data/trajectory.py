@@ -56,8 +56,9 @@ class TrajectoryMeta:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
-            raise SchemaError(f"unknown trajectory metadata field(s) {sorted(unknown)}; "
-                              f"accepted: {sorted(known)}")
+            raise SchemaError(
+                f"unknown trajectory metadata field(s) {sorted(unknown)}; accepted: {sorted(known)}"
+            )
         d = dict(d)
         d["joint_names"] = tuple(d.get("joint_names", ()))
         return cls(**d)
@@ -75,8 +76,10 @@ def _json_clean(obj: Any, where: str) -> Any:
         raise SchemaError(f"label {where!r} is {obj}; labels must be finite numbers")
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
-    raise SchemaError(f"label {where!r} has type {type(obj).__name__}; accepted: "
-                      "str, int, float, bool, None, lists and dicts of these")
+    raise SchemaError(
+        f"label {where!r} has type {type(obj).__name__}; accepted: "
+        "str, int, float, bool, None, lists and dicts of these"
+    )
 
 
 class Trajectory:
@@ -92,12 +95,15 @@ class Trajectory:
         src = meta.source or meta.name or "<trajectory>"
         for name in channels:
             if name not in CHANNELS:
-                raise SchemaError(f"{src}: unknown channel {name!r}; accepted channels: "
-                                  f"{', '.join(CHANNELS)}")
+                raise SchemaError(
+                    f"{src}: unknown channel {name!r}; accepted channels: {', '.join(CHANNELS)}"
+                )
         for req in ("t", "q"):
             if req not in channels:
-                raise SchemaError(f"{src}: required channel {req!r} is missing "
-                                  f"(present: {', '.join(channels) or 'none'})")
+                raise SchemaError(
+                    f"{src}: required channel {req!r} is missing "
+                    f"(present: {', '.join(channels) or 'none'})"
+                )
         joint_names = tuple(str(j) for j in meta.joint_names)
         if len(set(joint_names)) != len(joint_names):
             raise SchemaError(f"{src}: joint names {list(joint_names)} are not unique")
@@ -114,13 +120,15 @@ class Trajectory:
             shape = expected_shape(name, n, n_joints)
             if arr.shape != shape:
                 what = f" ({n_joints} joints: {list(joint_names)})" if arr.ndim == 2 else ""
-                raise SchemaError(f"{src}: channel {name!r} has shape {arr.shape}; "
-                                  f"expected {shape}{what}")
+                raise SchemaError(
+                    f"{src}: channel {name!r} has shape {arr.shape}; expected {shape}{what}"
+                )
             dtype = numpy_dtype(name)
             if dtype is np.float64:
                 if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-                    raise SchemaError(f"{src}: channel {name!r} has dtype {arr.dtype}; "
-                                      "expected real numbers")
+                    raise SchemaError(
+                        f"{src}: channel {name!r} has dtype {arr.dtype}; expected real numbers"
+                    )
                 _check_finite(arr.astype(np.float64), name, joint_names, src)
             elif dtype is np.bool_ and arr.dtype != np.bool_:
                 if not np.isin(arr, (0, 1)).all():
@@ -149,8 +157,10 @@ class Trajectory:
         try:
             return self._channels[name]
         except KeyError:
-            raise KeyError(f"channel {name!r} not in trajectory {self.meta.name!r}; "
-                           f"present: {', '.join(self._channels)}") from None
+            raise KeyError(
+                f"channel {name!r} not in trajectory {self.meta.name!r}; "
+                f"present: {', '.join(self._channels)}"
+            ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._channels
@@ -183,8 +193,12 @@ class Trajectory:
         return float(t[-1] - t[0])
 
     # -- derived copies ------------------------------------------------------------------
-    def replace(self, channels: Mapping[str, Any] | None = None, drop: tuple[str, ...] = (),
-                **meta_changes: Any) -> Trajectory:
+    def replace(
+        self,
+        channels: Mapping[str, Any] | None = None,
+        drop: tuple[str, ...] = (),
+        **meta_changes: Any,
+    ) -> Trajectory:
         """A new trajectory with some channels replaced/added/dropped or metadata changed."""
         new = {k: v for k, v in self._channels.items() if k not in drop}
         new.update(channels or {})
@@ -201,12 +215,16 @@ class Trajectory:
             return False
         if self.channels != other.channels:
             return False
-        return all(a.dtype == other[k].dtype and np.array_equal(a, other[k])
-                   for k, a in self._channels.items())
+        return all(
+            a.dtype == other[k].dtype and np.array_equal(a, other[k])
+            for k, a in self._channels.items()
+        )
 
     def __repr__(self) -> str:
-        return (f"Trajectory(name={self.meta.name!r}, robot={self.meta.robot!r}, "
-                f"T={len(self)}, n_joints={self.n_joints}, channels={list(self._channels)})")
+        return (
+            f"Trajectory(name={self.meta.name!r}, robot={self.meta.robot!r}, "
+            f"T={len(self)}, n_joints={self.n_joints}, channels={list(self._channels)})"
+        )
 
 
 def _check_finite(arr: np.ndarray, name: str, joint_names: tuple[str, ...], src: str) -> None:
@@ -220,9 +238,11 @@ def _check_finite(arr: np.ndarray, name: str, joint_names: tuple[str, ...], src:
         j = int(idx[1])
         label = joint_names[j] if CHANNELS[name].kind == "joint" else "xyz"[j]
         col = f" column {j} ({label})"
-    raise SchemaError(f"{src}: channel {name!r}{col}, sample {row}: value {arr[tuple(idx)]} "
-                      f"({int(bad.sum())} non-finite values in total); expected finite numbers "
-                      "(repair explicitly in the reader, e.g. mask and interpolate)")
+    raise SchemaError(
+        f"{src}: channel {name!r}{col}, sample {row}: value {arr[tuple(idx)]} "
+        f"({int(bad.sum())} non-finite values in total); expected finite numbers "
+        "(repair explicitly in the reader, e.g. mask and interpolate)"
+    )
 
 
 def _check_time(t: np.ndarray, src: str) -> None:
@@ -233,9 +253,11 @@ def _check_time(t: np.ndarray, src: str) -> None:
     if bad.size:
         i = int(bad[0]) + 1
         kind = "duplicated" if d[bad[0]] == 0 else "decreasing"
-        raise SchemaError(f"{src}: channel 't', sample {i}: {kind} timestamp {t[i]!r} after "
-                          f"{t[i - 1]!r} ({bad.size} such samples); expected strictly "
-                          "increasing time")
+        raise SchemaError(
+            f"{src}: channel 't', sample {i}: {kind} timestamp {t[i]!r} after "
+            f"{t[i - 1]!r} ({bad.size} such samples); expected strictly "
+            "increasing time"
+        )
 
 
 def labels_json(traj: Trajectory) -> str:

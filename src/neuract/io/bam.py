@@ -48,18 +48,22 @@ of the benches) away from both neighbours is a failed read."""
 KSCALE_ARM_MASS = {0.1: 0.036, 0.15: 0.050}
 
 
-def _column(entries: list[Mapping[str, Any]], key: str, src: str,
-            dtype: type = np.float64) -> np.ndarray:
+def _column(
+    entries: list[Mapping[str, Any]], key: str, src: str, dtype: type = np.float64
+) -> np.ndarray:
     try:
         vals = [e[key] for e in entries]
     except KeyError:
         i = next(i for i, e in enumerate(entries) if key not in e)
-        raise SchemaError(f"{src}: entry {i} has no field {key!r}; fields present: "
-                          f"{sorted(entries[i])}") from None
+        raise SchemaError(
+            f"{src}: entry {i} has no field {key!r}; fields present: {sorted(entries[i])}"
+        ) from None
     except TypeError:
         i = next(i for i, e in enumerate(entries) if not isinstance(e, Mapping))
-        raise SchemaError(f"{src}: entry {i} is {type(entries[i]).__name__}; expected an "
-                          "object with timestamp, position, ...") from None
+        raise SchemaError(
+            f"{src}: entry {i} is {type(entries[i]).__name__}; expected an "
+            "object with timestamp, position, ..."
+        ) from None
     try:
         arr = np.asarray(vals, dtype=dtype)
     except (TypeError, ValueError):
@@ -67,15 +71,18 @@ def _column(entries: list[Mapping[str, Any]], key: str, src: str,
             try:
                 dtype(v)
             except (TypeError, ValueError):
-                raise SchemaError(f"{src}: entry {i}, field {key!r}: value {v!r}; expected a "
-                                  "number") from None
+                raise SchemaError(
+                    f"{src}: entry {i}, field {key!r}: value {v!r}; expected a number"
+                ) from None
         raise
     if dtype is np.float64:
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
-            raise SchemaError(f"{src}: entry {int(bad[0])}, field {key!r}: value "
-                              f"{arr[bad[0]]}; expected a finite number ({bad.size} "
-                              "non-finite in this field)")
+            raise SchemaError(
+                f"{src}: entry {int(bad[0])}, field {key!r}: value "
+                f"{arr[bad[0]]}; expected a finite number ({bad.size} "
+                "non-finite in this field)"
+            )
     return arr
 
 
@@ -85,18 +92,29 @@ def find_spikes(q: np.ndarray, threshold: float = SPIKE_THRESHOLD_RAD) -> np.nda
     if q.shape[0] < 3:
         return np.zeros(0, dtype=np.int64)
     prev, mid, nxt = q[:-2], q[1:-1], q[2:]
-    spike = ((np.abs(mid - prev) > threshold) & (np.abs(mid - nxt) > threshold)
-             & (np.abs(nxt - prev) < threshold))
+    spike = (
+        (np.abs(mid - prev) > threshold)
+        & (np.abs(mid - nxt) > threshold)
+        & (np.abs(nxt - prev) < threshold)
+    )
     return np.flatnonzero(spike) + 1
 
 
-def parse_bam_log(data: Mapping[str, Any], source: str, *, robot: str = "pendulum",
-                  name: str | None = None, spike_threshold: float = SPIKE_THRESHOLD_RAD,
-                  warn: bool = True) -> Trajectory:
+def parse_bam_log(
+    data: Mapping[str, Any],
+    source: str,
+    *,
+    robot: str = "pendulum",
+    name: str | None = None,
+    spike_threshold: float = SPIKE_THRESHOLD_RAD,
+    warn: bool = True,
+) -> Trajectory:
     """Build a :class:`Trajectory` from a decoded BAM log (see module doc)."""
     if not isinstance(data, Mapping) or "entries" not in data:
-        raise SchemaError(f"{source}: not a BAM log; expected a JSON object with 'entries' "
-                          "and run metadata (mass, length, kp, trajectory)")
+        raise SchemaError(
+            f"{source}: not a BAM log; expected a JSON object with 'entries' "
+            "and run metadata (mass, length, kp, trajectory)"
+        )
     entries = data["entries"]
     if not isinstance(entries, list) or not entries:
         raise SchemaError(f"{source}: 'entries' is empty; expected at least one sample")
@@ -113,8 +131,10 @@ def parse_bam_log(data: Mapping[str, Any], source: str, *, robot: str = "pendulu
         keep &= volts != 0
     n_drop = int((~keep).sum())
     if not keep.any():
-        raise SchemaError(f"{source}: every entry is a bus-read dropout (temp or input_volts "
-                          "== 0); no usable samples")
+        raise SchemaError(
+            f"{source}: every entry is a bus-read dropout (temp or input_volts "
+            "== 0); no usable samples"
+        )
     ch: dict[str, np.ndarray] = {"t": t, "q": q}
     if "speed" in fields:
         ch["qd"] = _column(entries, "speed", source)
@@ -130,16 +150,19 @@ def parse_bam_log(data: Mapping[str, Any], source: str, *, robot: str = "pendulu
         ch["current"] = mA_to_A(_column(entries, "current", source))
     if "load" in fields:
         load = _column(entries, "load", source)
-        raw_xl330 = (str(meta.get("motor", "")).lower().startswith("xl330") and "dt" not in meta
-                     and np.all(load == np.round(load)) and load.min() >= 0
-                     and load.max() <= 65535)
+        raw_xl330 = (
+            str(meta.get("motor", "")).lower().startswith("xl330")
+            and "dt" not in meta
+            and np.all(load == np.round(load))
+            and load.min() >= 0
+            and load.max() <= 65535
+        )
         if raw_xl330:  # raw Present PWM register, uint16 two's complement, +/-885 = 100 %
             ch["pwm"] = dxl_pwm_to_fraction(twos_complement16(load))
         # else: all zero (Feetech: not implemented) or interpolated raw uint16 (processed
         # XL330 logs, corrupted near sign changes): not mapped
     ch = {k: v[keep] for k, v in ch.items()}
-    for k in ("q", "qd", "q_goal", "current", "voltage", "temperature", "pwm",
-              "torque_enable"):
+    for k in ("q", "qd", "q_goal", "current", "voltage", "temperature", "pwm", "torque_enable"):
         if k in ch:
             ch[k] = ch[k][:, None]
     spikes = find_spikes(ch["q"][:, 0], spike_threshold)
@@ -156,16 +179,24 @@ def parse_bam_log(data: Mapping[str, Any], source: str, *, robot: str = "pendulu
     ch["valid"] = valid
     counts = {"dropped_samples": n_drop, "masked_samples": int(spikes.size)}
     if warn and (n_drop or spikes.size):
-        warn_repair(f"{source}: dropped {n_drop} bus-read dropout sample(s) (temp or "
-                    f"input_volts == 0) and masked {spikes.size} isolated position jump(s)")
+        warn_repair(
+            f"{source}: dropped {n_drop} bus-read dropout sample(s) (temp or "
+            f"input_volts == 0) and masked {spikes.size} isolated position jump(s)"
+        )
     labels = dict(meta)
     labels.setdefault("task", meta.get("trajectory"))
     rate = meta.get("sample_rate")
     if "dt" in meta:
         rate = 1.0 / float(meta["dt"])
-    tmeta = TrajectoryMeta(robot=robot, joint_names=("pendulum",), source=source,
-                           rate_hz=None, name=name or Path(source.split("::")[-1]).stem,
-                           labels=labels, counts=counts)
+    tmeta = TrajectoryMeta(
+        robot=robot,
+        joint_names=("pendulum",),
+        source=source,
+        rate_hz=None,
+        name=name or Path(source.split("::")[-1]).stem,
+        labels=labels,
+        counts=counts,
+    )
     traj = Trajectory(ch, tmeta)
     if rate is not None:
         # nominal rate from the file (sample_rate / 1/dt); measured median spacing otherwise
@@ -173,8 +204,9 @@ def parse_bam_log(data: Mapping[str, Any], source: str, *, robot: str = "pendulu
     return traj
 
 
-def read_bam_log(path: str | os.PathLike | IO[bytes], *, source: str | None = None,
-                 **kwargs: Any) -> Trajectory:
+def read_bam_log(
+    path: str | os.PathLike | IO[bytes], *, source: str | None = None, **kwargs: Any
+) -> Trajectory:
     """Read one BAM JSON log (a path or an open binary file) as a one-joint Trajectory."""
     if hasattr(path, "read"):
         src = source or getattr(path, "name", "<stream>")
@@ -190,21 +222,25 @@ def read_bam_log(path: str | os.PathLike | IO[bytes], *, source: str | None = No
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SchemaError(f"{src}: invalid or truncated JSON at line {exc.lineno} column "
-                          f"{exc.colno}: {exc.msg}") from None
+        raise SchemaError(
+            f"{src}: invalid or truncated JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     return parse_bam_log(data, src, **kwargs)
 
 
 def tar_members(tar_path: str | os.PathLike) -> list[str]:
     """Names of the ``.json`` members of a log tarball, sorted."""
     with tarfile.open(tar_path) as tf:
-        return sorted(m.name for m in tf.getmembers()
-                      if m.isfile() and m.name.endswith(".json"))
+        return sorted(m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json"))
 
 
-def iter_tar_logs(tar_path: str | os.PathLike, members: list[str] | None = None,
-                  limit: int | None = None, warn: bool = True,
-                  **kwargs: Any) -> Iterator[Trajectory]:
+def iter_tar_logs(
+    tar_path: str | os.PathLike,
+    members: list[str] | None = None,
+    limit: int | None = None,
+    warn: bool = True,
+    **kwargs: Any,
+) -> Iterator[Trajectory]:
     """Read BAM logs straight from a tarball (nothing is extracted to disk).
 
     members: member names to read (default all ``.json`` members, in archive order);
@@ -227,14 +263,17 @@ def iter_tar_logs(tar_path: str | os.PathLike, members: list[str] | None = None,
             traj = _kscale_labels(traj)
             for k in ("dropped_samples", "masked_samples"):
                 totals[k] += traj.meta.counts[k]
-            totals["runs"] += bool(traj.meta.counts["dropped_samples"]
-                                   or traj.meta.counts["masked_samples"])
+            totals["runs"] += bool(
+                traj.meta.counts["dropped_samples"] or traj.meta.counts["masked_samples"]
+            )
             n += 1
             yield traj
     if warn and (totals["dropped_samples"] or totals["masked_samples"]):
-        warn_repair(f"{tar_path}: {n} runs read; dropped {totals['dropped_samples']} bus-read "
-                    f"dropout sample(s) and masked {totals['masked_samples']} isolated "
-                    f"position jump(s) in {totals['runs']} run(s)")
+        warn_repair(
+            f"{tar_path}: {n} runs read; dropped {totals['dropped_samples']} bus-read "
+            f"dropout sample(s) and masked {totals['masked_samples']} isolated "
+            f"position jump(s) in {totals['runs']} run(s)"
+        )
 
 
 def _kscale_labels(traj: Trajectory) -> Trajectory:
@@ -248,8 +287,12 @@ def _kscale_labels(traj: Trajectory) -> Trajectory:
     return traj.replace(labels=labels)
 
 
-def iter_kscale_runs(tar_path: str | os.PathLike, limit: int | None = None,
-                     members: list[str] | None = None, **kwargs: Any) -> Iterator[Trajectory]:
+def iter_kscale_runs(
+    tar_path: str | os.PathLike,
+    limit: int | None = None,
+    members: list[str] | None = None,
+    **kwargs: Any,
+) -> Iterator[Trajectory]:
     """K-Scale STS3215 pendulum runs (``raw.tgz`` or ``processed.tgz``), read from the tar.
 
     Each trajectory's labels hold ``mass`` [kg], ``length`` [m], ``kp``, ``trajectory``,
@@ -258,8 +301,9 @@ def iter_kscale_runs(tar_path: str | os.PathLike, limit: int | None = None,
     yield from iter_tar_logs(tar_path, members=members, limit=limit, **kwargs)
 
 
-def iter_bam_logs(source: str | os.PathLike, limit: int | None = None,
-                  **kwargs: Any) -> Iterator[Trajectory]:
+def iter_bam_logs(
+    source: str | os.PathLike, limit: int | None = None, **kwargs: Any
+) -> Iterator[Trajectory]:
     """BAM logs from a file, a directory of ``*.json`` (recursively) or a ``.tgz``/``.tar``."""
     src = Path(source)
     if src.is_dir():
@@ -279,5 +323,13 @@ def iter_bam_logs(source: str | os.PathLike, limit: int | None = None,
         raise SchemaError(f"{src}: no such file or directory")
 
 
-__all__ = ["SPIKE_THRESHOLD_RAD", "find_spikes", "iter_bam_logs", "iter_kscale_runs",
-           "iter_tar_logs", "parse_bam_log", "read_bam_log", "tar_members"]
+__all__ = [
+    "SPIKE_THRESHOLD_RAD",
+    "find_spikes",
+    "iter_bam_logs",
+    "iter_kscale_runs",
+    "iter_tar_logs",
+    "parse_bam_log",
+    "read_bam_log",
+    "tar_members",
+]

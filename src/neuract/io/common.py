@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 from neuract.errors import RobotModelError, SchemaError
@@ -18,10 +19,10 @@ def warn_repair(message: str) -> None:
 # Fallback joint counts for robots whose description is not available (or not a MJCF).
 # so101: 5 arm joints + gripper; omx: 4 arm joints + gripper (NAD pos1..pos5); panda: 7 arm
 # joints; planar2: 2; pendulum: the single-joint servo bench of BAM logs.
-KNOWN_JOINT_COUNTS: dict[str, int] = {"so101": 6, "omx": 5, "planar2": 2, "panda": 7,
-                                      "pendulum": 1}
+KNOWN_JOINT_COUNTS: dict[str, int] = {"so101": 6, "omx": 5, "planar2": 2, "panda": 7, "pendulum": 1}
 
 
+@functools.lru_cache(maxsize=32)
 def robot_joint_count(robot: str) -> int | None:
     """Number of actuated joints (servos) of ``robot``, or None when unknown.
 
@@ -51,10 +52,33 @@ def check_joint_count(robot: str, n_joints: int, where: str) -> None:
     """Raise :class:`SchemaError` when data has a different joint count than ``robot``."""
     want = robot_joint_count(robot)
     if want is not None and want != n_joints:
-        raise SchemaError(f"{where}: data has {n_joints} joints but robot {robot!r} has "
-                          f"{want}; pass the matching --robot (or a column mapping with "
-                          f"{want} joints)")
+        raise SchemaError(
+            f"{where}: data has {n_joints} joints but robot {robot!r} has "
+            f"{want}; pass the matching --robot (or a column mapping with "
+            f"{want} joints)"
+        )
 
 
-__all__ = ["DataRepairWarning", "KNOWN_JOINT_COUNTS", "check_joint_count",
-           "robot_joint_count", "warn_repair"]
+def robot_joint_ranges(robot: str) -> dict[str, tuple[float, float]]:
+    """joint name -> (lower, upper) [rad] from the bundled description of ``robot``."""
+    import mujoco
+
+    from neuract.robot.bundled import bundled_path
+
+    model = mujoco.MjModel.from_xml_path(str(bundled_path(robot)))
+    out = {}
+    for j in range(model.njnt):
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+        if name and model.jnt_limited[j]:
+            out[name] = (float(model.jnt_range[j, 0]), float(model.jnt_range[j, 1]))
+    return out
+
+
+__all__ = [
+    "DataRepairWarning",
+    "KNOWN_JOINT_COUNTS",
+    "check_joint_count",
+    "robot_joint_count",
+    "robot_joint_ranges",
+    "warn_repair",
+]

@@ -62,8 +62,14 @@ CONTACT_THRESHOLD_N = 1.5
 stay below ~1 N (noise and tare drift in ``force_z_minus_ref``-like segments)."""
 
 OMX_JOINTS = ("joint1", "joint2", "joint3", "joint4", "gripper")
-SO101_JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll",
-                "gripper")
+SO101_JOINTS = (
+    "shoulder_pan",
+    "shoulder_lift",
+    "elbow_flex",
+    "wrist_flex",
+    "wrist_roll",
+    "gripper",
+)
 SPLITS = ("train", "validation", "val", "test")
 
 
@@ -71,13 +77,37 @@ def _cols(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(1, n + 1)]
 
 
-OMX_COLUMNS = (["timestamp", *_cols("pos", 5), "aperture", *_cols("goal_pos", 5),
-                "goal_aperture", *_cols("current", 5), *_cols("vel", 5), *_cols("temp", 5),
-                *_cols("pwm", 5), *_cols("volts", 5), "force_x", "force_y", "force_z",
-                "force_gripper_x", "force_gripper_y", "force_gripper_z"])
-SO101_COLUMNS = (["timestamp", *_cols("pos", 6), *_cols("goal_pos", 6), *_cols("current", 6),
-                  *_cols("vel", 6), *_cols("load", 6), *_cols("temp", 6), *_cols("volts", 6),
-                  "force_x", "force_y", "force_z"])
+OMX_COLUMNS = [
+    "timestamp",
+    *_cols("pos", 5),
+    "aperture",
+    *_cols("goal_pos", 5),
+    "goal_aperture",
+    *_cols("current", 5),
+    *_cols("vel", 5),
+    *_cols("temp", 5),
+    *_cols("pwm", 5),
+    *_cols("volts", 5),
+    "force_x",
+    "force_y",
+    "force_z",
+    "force_gripper_x",
+    "force_gripper_y",
+    "force_gripper_z",
+]
+SO101_COLUMNS = [
+    "timestamp",
+    *_cols("pos", 6),
+    *_cols("goal_pos", 6),
+    *_cols("current", 6),
+    *_cols("vel", 6),
+    *_cols("load", 6),
+    *_cols("temp", 6),
+    *_cols("volts", 6),
+    "force_x",
+    "force_y",
+    "force_z",
+]
 
 _PAYLOAD = re.compile(r"(?:^|_)(\d+)g$")
 
@@ -108,8 +138,15 @@ def parse_nad_path(path: str | os.PathLike) -> dict[str, Any]:
     if group == "force_sensor":
         payload = None  # pushes, not payloads
     condition = "degraded" if task and task.endswith("_degrade") else "normal"
-    return {"group": group, "task": task, "variant": variant, "split": split,
-            "episode": episode, "payload_mass_kg": payload, "condition": condition}
+    return {
+        "group": group,
+        "task": task,
+        "variant": variant,
+        "split": split,
+        "episode": episode,
+        "payload_mass_kg": payload,
+        "condition": condition,
+    }
 
 
 def detect_robot(table: Table) -> str:
@@ -118,9 +155,11 @@ def detect_robot(table: Table) -> str:
         return "omx"
     if "load1" in h or "pos6" in h:
         return "so101"
-    raise SchemaError(f"{table.path}: not a NAD CSV: expected the OpenManipulator-X (44 "
-                      f"columns, with 'aperture') or SO-101 (46 columns, with 'load1') header; "
-                      f"found {len(table.header)} columns: {table.header[:8]}...")
+    raise SchemaError(
+        f"{table.path}: not a NAD CSV: expected the OpenManipulator-X (44 "
+        f"columns, with 'aperture') or SO-101 (46 columns, with 'load1') header; "
+        f"found {len(table.header)} columns: {table.header[:8]}..."
+    )
 
 
 def _stack(table: Table, prefix: str, n: int) -> np.ndarray:
@@ -138,22 +177,29 @@ def _forces(table: Table, labels: dict[str, Any]) -> dict[str, np.ndarray]:
     partial = have.any(axis=1) & ~mask
     if partial.any():
         r = int(np.flatnonzero(partial)[0])
-        warnings.warn(f"{table.where(r, 'force_x')}: force label with only some axes present "
-                      f"({int(partial.sum())} rows); treated as no label", stacklevel=3)
+        warnings.warn(
+            f"{table.where(r, 'force_x')}: force label with only some axes present "
+            f"({int(partial.sum())} rows); treated as no label",
+            stacklevel=3,
+        )
     m = labels.get("payload_mass_kg")
     if z_only.any() and m:
         expect = -m * G
         off = np.abs(f[z_only, 2] - expect) > 0.02 * abs(expect) + 0.01
         if off.any():
             r = int(np.flatnonzero(z_only)[np.flatnonzero(off)[0]])
-            warnings.warn(f"{table.where(r, 'force_z')}: weight label {f[r, 2]} N differs "
-                          f"from payload {m} kg * g = {expect:.3f} N", stacklevel=3)
+            warnings.warn(
+                f"{table.where(r, 'force_z')}: weight label {f[r, 2]} N differs "
+                f"from payload {m} kg * g = {expect:.3f} N",
+                stacklevel=3,
+            )
     contact = z_only | (full & (np.linalg.norm(force, axis=1) > CONTACT_THRESHOLD_N))
     return {"ee_force": force, "ee_force_mask": mask, "contact": contact}
 
 
-def read_nad_csv(path: str | os.PathLike, robot: str | None = None,
-                 name: str | None = None) -> Trajectory:
+def read_nad_csv(
+    path: str | os.PathLike, robot: str | None = None, name: str | None = None
+) -> Trajectory:
     """Read one NAD CSV as a Trajectory in SI units (see module doc)."""
     table = read_csv(path)
     kind = detect_robot(table)
@@ -181,13 +227,15 @@ def read_nad_csv(path: str | os.PathLike, robot: str | None = None,
         ch["load"] = sts3215_load_to_fraction(_stack(table, "load", n))
         ch["voltage"] = sts3215_decivolts_to_V(_stack(table, "volts", n))
     ch.update(_forces(table, labels))
-    ch["condition"] = np.full(len(table), 1 if labels["condition"] == "degraded" else 0,
-                              dtype=np.int8)
+    ch["condition"] = np.full(
+        len(table), 1 if labels["condition"] == "degraded" else 0, dtype=np.int8
+    )
     if name is None:
         parts = [labels[k] for k in ("group", "task", "variant", "split") if labels[k]]
         name = "/".join([*parts, labels["episode"]])
-    meta = TrajectoryMeta(robot=robot, joint_names=joints, source=str(path), name=name,
-                          labels=labels)
+    meta = TrajectoryMeta(
+        robot=robot, joint_names=joints, source=str(path), name=name, labels=labels
+    )
     return Trajectory(ch, meta)
 
 
@@ -200,13 +248,16 @@ def find_nad_files(root: str | os.PathLike) -> list[Path]:
         raise SchemaError(f"{root}: no such file or directory")
     files = sorted(root.rglob("*.csv"))
     if not files:
-        raise SchemaError(f"{root}: no *.csv files found (expected the NAD layout "
-                          "<group>/<task>[/<payload>]/<split>/NNN.csv)")
+        raise SchemaError(
+            f"{root}: no *.csv files found (expected the NAD layout "
+            "<group>/<task>[/<payload>]/<split>/NNN.csv)"
+        )
     return files
 
 
-def iter_nad(root: str | os.PathLike, robot: str | None = None,
-             limit: int | None = None) -> Iterator[Trajectory]:
+def iter_nad(
+    root: str | os.PathLike, robot: str | None = None, limit: int | None = None
+) -> Iterator[Trajectory]:
     """Trajectories of every NAD CSV under ``root``. Names are paths relative to ``root``."""
     root = Path(root)
     for i, f in enumerate(find_nad_files(root)):
@@ -216,5 +267,15 @@ def iter_nad(root: str | os.PathLike, robot: str | None = None,
         yield read_nad_csv(f, robot=robot, name=str(rel).replace(os.sep, "/"))
 
 
-__all__ = ["CONTACT_THRESHOLD_N", "OMX_COLUMNS", "OMX_JOINTS", "SO101_COLUMNS", "SO101_JOINTS",
-           "find_nad_files", "iter_nad", "parse_nad_path", "payload_mass_kg", "read_nad_csv"]
+__all__ = [
+    "CONTACT_THRESHOLD_N",
+    "OMX_COLUMNS",
+    "OMX_JOINTS",
+    "SO101_COLUMNS",
+    "SO101_JOINTS",
+    "find_nad_files",
+    "iter_nad",
+    "parse_nad_path",
+    "payload_mass_kg",
+    "read_nad_csv",
+]

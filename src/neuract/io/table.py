@@ -18,8 +18,44 @@ import numpy as np
 
 from neuract.errors import SchemaError
 
-_BOOL = {"true": True, "false": False, "True": True, "False": False, "TRUE": True,
-         "FALSE": False}
+_BOOL = {
+    "true": True,
+    "false": False,
+    "True": True,
+    "False": False,
+    "TRUE": True,
+    "FALSE": False,
+    "1": True,
+    "0": False,
+}
+
+
+class _LazyColumns(dict):
+    """name -> array, converting a CSV column from text on first access only (a bad cell in a
+    column nobody uses does not fail the read)."""
+
+    def __init__(self, raw: dict[str, list[str]], path: str, first_line: int) -> None:
+        super().__init__()
+        self._raw, self._path, self._first = raw, path, first_line
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if not dict.__contains__(self, name):
+            if name not in self._raw:
+                raise KeyError(name)
+            dict.__setitem__(self, name, _convert(self._raw[name], name, self._path, self._first))
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def values(self):
+        return [self[k] for k in self._raw]
 
 
 @dataclass
@@ -30,14 +66,18 @@ class Table:
     header: list[str]
     columns: dict[str, np.ndarray]
     first_line: int  # file line of data row 0 (CSV: 2); 0 for Parquet (rows named by index)
+    n_rows: int = 0
 
     def __len__(self) -> int:
-        return len(next(iter(self.columns.values()))) if self.columns else 0
+        return self.n_rows
 
     def where(self, row: int, column: str | None = None) -> str:
         """'file line L (data row r), column 'c'' for data row index ``row``."""
-        loc = (f"line {row + self.first_line} (data row {row + 1})" if self.first_line
-               else f"row {row}")
+        loc = (
+            f"line {row + self.first_line} (data row {row + 1})"
+            if self.first_line
+            else f"row {row}"
+        )
         col = f", column {column!r}" if column is not None else ""
         return f"{self.path} {loc}{col}"
 
@@ -46,17 +86,41 @@ class Table:
         missing = [n for n in names if n not in self.columns]
         if missing:
             extra = f" ({why})" if why else ""
-            raise SchemaError(f"{self.path}: missing column(s) {missing}{extra}; columns "
-                              f"found: {self.header}")
+            raise SchemaError(
+                f"{self.path}: missing column(s) {missing}{extra}; columns found: {self.header}"
+            )
 
     def finite(self, name: str) -> np.ndarray:
         """Column ``name`` as float64; raise naming the first NaN/inf cell."""
         x = self.columns[name]
         bad = np.flatnonzero(~np.isfinite(x.astype(np.float64)))
         if bad.size:
-            raise SchemaError(f"{self.where(int(bad[0]), name)}: value {x[bad[0]]}; expected a "
-                              f"finite number ({bad.size} non-finite cells in this column)")
+            raise SchemaError(
+                f"{self.where(int(bad[0]), name)}: value {x[bad[0]]}; expected a "
+                f"finite number ({bad.size} non-finite cells in this column)"
+            )
         return x.astype(np.float64)
+
+    def bools(self, name: str) -> np.ndarray:
+        """Column ``name`` as bool (cells 0/1/true/false); raise naming the first other cell."""
+        raw = getattr(self.columns, "_raw", None)
+        if raw is not None:  # CSV text
+            cells = [c.strip() for c in raw[name]]
+            for r, c in enumerate(cells):
+                if c not in _BOOL and c not in ("0.0", "1.0"):
+                    raise SchemaError(
+                        f"{self.where(r, name)}: value {c!r}; expected 0/1 or true/false"
+                    )
+            return np.array([_BOOL.get(c, c == "1.0") for c in cells], dtype=bool)
+        x = self.columns[name]
+        if x.dtype != bool:
+            bad = np.flatnonzero(~np.isin(x, (0.0, 1.0)))
+            if bad.size:
+                raise SchemaError(
+                    f"{self.where(int(bad[0]), name)}: value {x[bad[0]]}; "
+                    "expected 0/1 or true/false"
+                )
+        return x.astype(bool)
 
     def time(self, name: str, scale: float = 1.0) -> np.ndarray:
         """Timestamps from column ``name`` times ``scale``; strictly increasing or raise."""
@@ -66,9 +130,11 @@ class Table:
         if bad.size:
             r = int(bad[0]) + 1
             kind = "duplicated" if d[bad[0]] == 0 else "non-monotonic (decreasing)"
-            raise SchemaError(f"{self.where(r, name)}: {kind} timestamp {t[r]!r} after "
-                              f"{t[r - 1]!r}; expected strictly increasing time "
-                              f"({bad.size} such rows)")
+            raise SchemaError(
+                f"{self.where(r, name)}: {kind} timestamp {t[r]!r} after "
+                f"{t[r - 1]!r}; expected strictly increasing time "
+                f"({bad.size} such rows)"
+            )
         return t
 
 
@@ -84,8 +150,10 @@ def _convert(cells: list[str], name: str, path: str, first_line: int) -> np.ndar
             float(c)
         except ValueError:
             what = "empty cell" if not c.strip() else f"value {c!r}"
-            raise SchemaError(f"{path} line {r + first_line} (data row {r + 1}), column "
-                              f"{name!r}: {what}; expected a number") from None
+            raise SchemaError(
+                f"{path} line {r + first_line} (data row {r + 1}), column "
+                f"{name!r}: {what}; expected a number"
+            ) from None
     raise AssertionError("unreachable")
 
 
@@ -108,8 +176,9 @@ def read_csv(path: str | os.PathLike, delimiter: str = ",") -> Table:
     seen: set[str] = set()
     for i, h in enumerate(header):
         if not h:
-            raise SchemaError(f"{src} line 1: header field {i + 1} is empty; every column "
-                              "needs a name")
+            raise SchemaError(
+                f"{src} line 1: header field {i + 1} is empty; every column needs a name"
+            )
         if h in seen:
             raise SchemaError(f"{src} line 1: column name {h!r} occurs twice")
         seen.add(h)
@@ -120,10 +189,12 @@ def read_csv(path: str | os.PathLike, delimiter: str = ",") -> Table:
     for r, row in enumerate(body):
         if len(row) != n:
             hint = " (truncated file?)" if len(row) < n and r == len(body) - 1 else ""
-            raise SchemaError(f"{src} line {r + 2} (data row {r + 1}): {len(row)} fields; "
-                              f"expected {n} like the header{hint}")
-    cols = {h: _convert([row[j] for row in body], h, src, 2) for j, h in enumerate(header)}
-    return Table(src, header, cols, first_line=2)
+            raise SchemaError(
+                f"{src} line {r + 2} (data row {r + 1}): {len(row)} fields; "
+                f"expected {n} like the header{hint}"
+            )
+    raw = {h: [row[j] for row in body] for j, h in enumerate(header)}
+    return Table(src, header, _LazyColumns(raw, src, 2), first_line=2, n_rows=len(body))
 
 
 def read_parquet(path: str | os.PathLike) -> Table:
@@ -154,7 +225,7 @@ def read_parquet(path: str | os.PathLike) -> Table:
             raise SchemaError(f"{src} row {r}, column {name!r}: null value; expected a number")
         arr = col.to_numpy()
         cols[name] = arr.astype(bool if pa.types.is_boolean(t) else np.float64)
-    return Table(src, list(table.column_names), cols, first_line=0)
+    return Table(src, list(table.column_names), cols, first_line=0, n_rows=table.num_rows)
 
 
 def read_table(path: str | os.PathLike) -> Table:

@@ -70,20 +70,45 @@ UNITS: dict[str, Unit] = {
 }
 
 ALIASES: dict[str, str] = {
-    "Nm": "N m", "N*m": "N m", "N.m": "N m", "mNm": "mN m", "Nmm": "N mm",
-    "C": "degC", "°C": "degC", "celsius": "degC",
-    "radian": "rad", "radians": "rad", "degree": "deg", "degrees": "deg",
-    "rad/s2": "rad/s^2", "deg/s2": "deg/s^2", "fraction": "1", "duty": "1", "percent": "%",
+    "Nm": "N m",
+    "N*m": "N m",
+    "N.m": "N m",
+    "mNm": "mN m",
+    "Nmm": "N mm",
+    "C": "degC",
+    "°C": "degC",
+    "celsius": "degC",
+    "radian": "rad",
+    "radians": "rad",
+    "degree": "deg",
+    "degrees": "deg",
+    "rad/s2": "rad/s^2",
+    "deg/s2": "deg/s^2",
+    "fraction": "1",
+    "duty": "1",
+    "percent": "%",
     "sec": "s",
 }
 
 # channel -> the quantity its values must measure
 CHANNEL_QUANTITY: dict[str, str] = {
-    "t": "time", "q": "angle", "q_goal": "angle", "qd": "angular_velocity",
-    "qdd": "angular_acceleration", "current": "current", "voltage": "voltage",
-    "temperature": "temperature", "tau": "torque", "ee_force": "force", "load": "fraction",
-    "pwm": "fraction", "torque_enable": "flag", "valid": "flag", "ee_force_mask": "flag",
-    "contact": "flag", "condition": "fraction",
+    "t": "time",
+    "q": "angle",
+    "q_goal": "angle",
+    "qd": "angular_velocity",
+    "qdd": "angular_acceleration",
+    "current": "current",
+    "voltage": "voltage",
+    "temperature": "temperature",
+    "tau": "torque",
+    "ee_force": "force",
+    "load": "fraction",
+    "pwm": "fraction",
+    "torque_enable": "flag",
+    "valid": "flag",
+    "ee_force_mask": "flag",
+    "contact": "flag",
+    "condition": "fraction",
 }
 
 
@@ -101,18 +126,22 @@ def lookup(unit: str) -> Unit:
 
 def check_unit(unit: str, channel: str, where: str = "") -> Unit:
     """Check that ``unit`` is known and measures what ``channel`` holds."""
-    u = lookup(unit)
+    pre = f"{where}: " if where else ""
+    try:
+        u = lookup(unit)
+    except UnitsError as exc:
+        raise UnitsError(f"{pre}{exc}") from None
     want = CHANNEL_QUANTITY.get(channel)
     if want is not None and u.quantity != want:
         ok = [k for k, v in UNITS.items() if v.quantity == want]
-        pre = f"{where}: " if where else ""
-        raise UnitsError(f"{pre}unit {unit!r} measures {u.quantity}, but channel {channel!r} "
-                         f"holds {want}; accepted units for {channel!r}: {', '.join(ok)}")
+        raise UnitsError(
+            f"{pre}unit {unit!r} measures {u.quantity}, but channel {channel!r} "
+            f"holds {want}; accepted units for {channel!r}: {', '.join(ok)}"
+        )
     return u
 
 
-def to_si(values: np.ndarray, unit: str, channel: str | None = None,
-          where: str = "") -> np.ndarray:
+def to_si(values: np.ndarray, unit: str, channel: str | None = None, where: str = "") -> np.ndarray:
     """``values`` in ``unit`` converted to the SI unit of ``channel`` (float64)."""
     u = check_unit(unit, channel, where) if channel else lookup(unit)
     x = np.asarray(values, dtype=np.float64)
@@ -121,5 +150,13 @@ def to_si(values: np.ndarray, unit: str, channel: str | None = None,
     return x * u.scale + u.offset
 
 
-__all__ = ["ALIASES", "CHANNEL_QUANTITY", "UNITS", "Unit", "accepted_units", "check_unit",
-           "lookup", "to_si"]
+__all__ = [
+    "ALIASES",
+    "CHANNEL_QUANTITY",
+    "UNITS",
+    "Unit",
+    "accepted_units",
+    "check_unit",
+    "lookup",
+    "to_si",
+]

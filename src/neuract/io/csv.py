@@ -1,0 +1,284 @@
+"""Users' own CSV / Parquet logs, described by a column mapping.
+
+A :class:`ColumnMapping` says which column holds time, which columns feed which channel and
+joint, and the unit of every column (see :mod:`neuract.io.units` for the unit table)::
+
+    {
+      "robot": "so101",
+      "joints": ["shoulder_pan", "shoulder_lift"],
+      "time": {"column": "stamp_ms", "unit": "ms"},
+      "columns": [
+        {"column": "pos_a", "channel": "q", "joint": "shoulder_pan", "unit": "deg"},
+        {"column": "pos_b", "channel": "q", "joint": "shoulder_lift", "unit": "deg"},
+        {"column": "cur_a", "channel": "current", "joint": "shoulder_pan", "unit": "mA"},
+        {"column": "cur_b", "channel": "current", "joint": "shoulder_lift", "unit": "mA"},
+        {"column": "fz", "channel": "ee_force", "joint": "z", "unit": "N"}
+      ],
+      "force_sentinel": -999
+    }
+
+Per-joint channels must map every joint; ``ee_force`` axes are ``x``, ``y``, ``z`` (unmapped
+axes are 0). With ``force_sentinel``, rows where a mapped force axis equals it get
+``ee_force_mask`` False (and the force 0). Boolean channels take unit ``bool`` (0/1 or
+true/false cells).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuract.data.schema import CHANNELS
+from neuract.data.trajectory import Trajectory, TrajectoryMeta
+from neuract.errors import ConfigError, SchemaError
+from neuract.io.common import check_joint_count
+from neuract.io.table import read_table
+from neuract.io.units import check_unit, to_si
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One file column: which channel (and joint or force axis) it feeds, in which unit."""
+
+    column: str
+    channel: str
+    unit: str
+    joint: str | None = None
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """How to read a user's table (see module doc)."""
+
+    joints: tuple[str, ...]
+    columns: tuple[ColumnSpec, ...]
+    time_column: str = "t"
+    time_unit: str = "s"
+    robot: str = "custom"
+    force_sentinel: float | None = None
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self, where: str = "column mapping") -> None:
+        """Check channel names, joints, units and coverage; raise naming the entry."""
+        check_unit(self.time_unit, "t", f"{where}: time column {self.time_column!r}")
+        if not self.joints or len(set(self.joints)) != len(self.joints):
+            raise ConfigError(
+                f"{where}: joints {list(self.joints)} must be a non-empty list of unique names"
+            )
+        seen: dict[tuple[str, str | None], str] = {}
+        for spec in self.columns:
+            at = f"{where}: column {spec.column!r}"
+            if spec.channel not in CHANNELS or spec.channel == "t":
+                ok = [c for c in CHANNELS if c != "t"]
+                raise SchemaError(
+                    f"{at}: unknown channel {spec.channel!r}; accepted: {', '.join(ok)}"
+                )
+            check_unit(spec.unit, spec.channel, at)
+            kind = CHANNELS[spec.channel].kind
+            allowed = (
+                self.joints if kind == "joint" else ("x", "y", "z") if kind == "vec3" else (None,)
+            )
+            if spec.joint not in allowed:
+                raise ConfigError(
+                    f"{at}: channel {spec.channel!r} needs joint in "
+                    f"{list(allowed)}; got {spec.joint!r}"
+                )
+            key = (spec.channel, spec.joint)
+            if key in seen:
+                raise ConfigError(
+                    f"{at}: {spec.channel}[{spec.joint}] is already fed by column {seen[key]!r}"
+                )
+            seen[key] = spec.column
+        for ch in {s.channel for s in self.columns}:
+            if CHANNELS[ch].kind == "joint":
+                have = {s.joint for s in self.columns if s.channel == ch}
+                missing = [j for j in self.joints if j not in have]
+                if missing:
+                    raise ConfigError(
+                        f"{where}: channel {ch!r} maps joints {sorted(have)} "
+                        f"but not {missing}; map every joint or none"
+                    )
+        if "q" not in {s.channel for s in self.columns}:
+            raise ConfigError(f"{where}: no column feeds channel 'q' (joint positions)")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "column mapping") -> ColumnMapping:
+        known = {"robot", "joints", "time", "columns", "force_sentinel", "labels"}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown key(s) {sorted(unknown)}; accepted: {sorted(known)}"
+            )
+        time = d.get("time", {})
+        cols = []
+        for i, c in enumerate(d.get("columns", [])):
+            try:
+                cols.append(ColumnSpec(**c))
+            except TypeError as exc:
+                raise ConfigError(
+                    f"{where}: columns[{i}] {c!r}: {exc}; keys: column, channel, unit, joint"
+                ) from None
+        m = cls(
+            joints=tuple(d.get("joints", ())),
+            columns=tuple(cols),
+            time_column=time.get("column", "t"),
+            time_unit=time.get("unit", "s"),
+            robot=d.get("robot", "custom"),
+            force_sentinel=d.get("force_sentinel"),
+            labels=dict(d.get("labels", {})),
+        )
+        m.validate(where)
+        return m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "robot": self.robot,
+            "joints": list(self.joints),
+            "time": {"column": self.time_column, "unit": self.time_unit},
+            "columns": [
+                {"column": s.column, "channel": s.channel, "unit": s.unit, "joint": s.joint}
+                for s in self.columns
+            ],
+            "force_sentinel": self.force_sentinel,
+            "labels": self.labels,
+        }
+
+
+def load_mapping(path: str | os.PathLike) -> ColumnMapping:
+    """Read a :class:`ColumnMapping` from a JSON file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: column mapping file not found")
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    return ColumnMapping.from_dict(d, where=str(p))
+
+
+def read_mapped(
+    path: str | os.PathLike,
+    mapping: ColumnMapping,
+    robot: str | None = None,
+    name: str | None = None,
+) -> Trajectory:
+    """Read a CSV/Parquet file through ``mapping`` into a Trajectory in SI units."""
+    mapping.validate()
+    robot = robot or mapping.robot
+    table = read_table(path)
+    src = table.path
+    table.require(
+        [mapping.time_column] + [s.column for s in mapping.columns],
+        why="named in the column mapping",
+    )
+    check_joint_count(robot, len(mapping.joints), src)
+    n, J = len(table), len(mapping.joints)
+    ch: dict[str, np.ndarray] = {
+        "t": table.time(mapping.time_column, to_si(1.0, mapping.time_unit).item())
+    }
+    jidx = {j: i for i, j in enumerate(mapping.joints)}
+    for spec in mapping.columns:
+        c = CHANNELS[spec.channel]
+        if c.dtype == "bool":
+            val = table.bools(spec.column)
+        else:
+            val = to_si(table.finite(spec.column), spec.unit, spec.channel)
+        if c.kind == "joint":
+            arr = ch.setdefault(spec.channel, np.zeros((n, J), dtype=val.dtype))
+            arr[:, jidx[spec.joint]] = val
+        elif c.kind == "vec3":
+            arr = ch.setdefault(spec.channel, np.zeros((n, 3)))
+            arr[:, "xyz".index(spec.joint)] = val
+        else:
+            ch[spec.channel] = val
+    if "ee_force" in ch and mapping.force_sentinel is not None:
+        axes = ["xyz".index(s.joint) for s in mapping.columns if s.channel == "ee_force"]
+        raw = np.stack(
+            [table.columns[s.column] for s in mapping.columns if s.channel == "ee_force"], axis=1
+        )
+        have = (raw != mapping.force_sentinel).all(axis=1)
+        f = ch["ee_force"]
+        f[np.ix_(~have, axes)] = 0.0
+        if "ee_force_mask" not in ch:
+            ch["ee_force_mask"] = have
+    if "condition" in ch:
+        ch["condition"] = ch["condition"].astype(np.int8)
+    meta = TrajectoryMeta(
+        robot=robot,
+        joint_names=mapping.joints,
+        source=src,
+        name=name or Path(src).stem,
+        labels=dict(mapping.labels),
+    )
+    return Trajectory(ch, meta)
+
+
+def canonical_mapping(traj: Trajectory) -> ColumnMapping:
+    """The mapping that reads back what :func:`write_csv` writes for ``traj``."""
+    cols = []
+    for chn in traj.channels:
+        if chn == "t":
+            continue
+        spec = CHANNELS[chn]
+        keys = (
+            traj.meta.joint_names
+            if spec.kind == "joint"
+            else ("x", "y", "z")
+            if spec.kind == "vec3"
+            else (None,)
+        )
+        unit = "1" if chn == "condition" else spec.unit
+        for k in keys:
+            col = chn if k is None else f"{chn}/{k}"
+            cols.append(ColumnSpec(col, chn, unit, k))
+    return ColumnMapping(
+        joints=traj.meta.joint_names,
+        columns=tuple(cols),
+        time_column="t",
+        time_unit="s",
+        robot=traj.meta.robot,
+        labels=dict(traj.meta.labels),
+    )
+
+
+def write_csv(traj: Trajectory, path: str | os.PathLike) -> None:
+    """Write a trajectory as a CSV in SI units (float repr round-trips exactly)."""
+    from neuract.atomic import atomic_path
+
+    mapping = canonical_mapping(traj)
+    header = ["t"] + [s.column for s in mapping.columns]
+    cols = [traj["t"]]
+    for s in mapping.columns:
+        arr = traj[s.channel]
+        if arr.ndim == 2:
+            i = (
+                traj.meta.joint_names.index(s.joint)
+                if CHANNELS[s.channel].kind == "joint"
+                else "xyz".index(s.joint)
+            )
+            arr = arr[:, i]
+        cols.append(arr)
+    lines = [",".join(header)]
+    for r in range(len(traj)):
+        lines.append(
+            ",".join(str(int(c[r])) if c.dtype != np.float64 else repr(float(c[r])) for c in cols)
+        )
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+__all__ = [
+    "ColumnMapping",
+    "ColumnSpec",
+    "canonical_mapping",
+    "load_mapping",
+    "read_mapped",
+    "write_csv",
+]
