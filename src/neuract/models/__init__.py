@@ -1,0 +1,25 @@
+"""Whole-arm dynamics models behind one interface (``DynamicsModel``: ``inverse`` and
+``forward``): rigid body with identified parameters, Lagrangian network, the Sensors 2025
+pipeline, black-box MLP, hybrid (rigid body + learned residual), closed-form two-link arm."""
+
+from neuract.models.base import MODELS, DynamicsModel
+from neuract.models.hybrid import HybridModel
+from neuract.models.lagrangian import LagrangianModel
+from neuract.models.mlp import MLPModel
+from neuract.models.rigid_body import RigidBodyModel
+from neuract.models.training import fit_inverse_model, nmse
+from neuract.models.two_link import TwoLinkArm, TwoLinkParams, two_link_regressor
+
+__all__ = [
+    "MODELS",
+    "DynamicsModel",
+    "HybridModel",
+    "LagrangianModel",
+    "MLPModel",
+    "RigidBodyModel",
+    "TwoLinkArm",
+    "TwoLinkParams",
+    "fit_inverse_model",
+    "nmse",
+    "two_link_regressor",
+]
