@@ -1,0 +1,26 @@
+"""Classical estimation baselines: external force and motor condition.
+
+- :mod:`.momentum_observer`: generalized momentum observer (sensorless external joint torque)
+  and the J^T (damped) pseudo-inverse mapping to an end-effector force.
+- :mod:`.residual_force`: model-based residual ``inverse_dynamics - tau`` through J^T.
+- :mod:`.condition`: threshold, SVM and random-forest motor-condition classifiers on windowed
+  telemetry features (scikit-learn, the ``peers`` extra).
+"""
+
+from neuract.estimate.momentum_observer import (
+    MomentumObserver,
+    momentum_observer,
+    momentum_terms,
+    torque_to_force,
+)
+from neuract.estimate.residual_force import differentiate, residual_force, residual_torques
+
+__all__ = [
+    "MomentumObserver",
+    "differentiate",
+    "momentum_observer",
+    "momentum_terms",
+    "residual_force",
+    "residual_torques",
+    "torque_to_force",
+]
