@@ -66,7 +66,7 @@ class ServoRanges:
     r_temp_coeff: Range = (0.0039, 0.0039)  # 1/K (copper)
     r_th: Range = (8.0, 14.0)  # winding-to-ambient thermal resistance [K/W]
     tau_th: Range = (250.0, 700.0)  # thermal time constant [s]
-    temp_start_above_ambient: Range = (4.0, 16.0)  # units have been running [K]
+    temp_start_above_ambient: Range = (7.0, 18.0)  # units have been running [K]
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,12 @@ class BusRanges:
     """Supply, bus timing and sensor noise (per unit)."""
 
     supply_voltage: Range = (12.1, 12.5)  # open-circuit [V]
-    supply_resistance: Range = (0.25, 0.6)  # sag per A of total supply current [Ohm]
+    supply_resistance: Range = (0.5, 1.0)  # sag per A of total supply current [Ohm]
     volt_offset: Range = (-0.15, 0.15)  # per-servo ADC offset [V]
     ambient: Range = (22.0, 27.0)  # [degC]
     latency: Range = (0.001, 0.004)  # read/write bus latency [s]
     jitter: Range = (0.0004, 0.0009)  # std of the sample period [s]
-    encoder_noise: Range = (0.0, 0.35)  # std before quantisation [encoder steps]
+    encoder_noise: Range = (0.0, 0.05)  # std before quantisation [encoder steps]
     encoder_offset: Range = (-2.0, 2.0)  # calibration offset [steps] (hidden)
 
 
@@ -137,7 +137,8 @@ def omx_spec() -> RobotTwinSpec:
         load_mu_stribeck=(0.0, 0.2), viscous=(0.03, 0.06), armature=(0.02, 0.03),
         backlash=(0.001, 0.0035),  # "backlash 0.25 deg" class of X-series gearboxes
     )
-    bus = BusRanges(supply_voltage=(12.8, 13.1), supply_resistance=(0.1, 0.3))
+    bus = BusRanges(supply_voltage=(12.8, 13.0), supply_resistance=(0.4, 0.8),
+                    encoder_noise=(0.1, 0.3))
     regs = RegisterSpec(
         family="xm430", load_full_scale=885.0, load_lsb=1.0, velocity_window=0.0,
         velocity_lsb=0.229 * 2 * 3.141592653589793 / 60.0, current_lsb=0.00269,

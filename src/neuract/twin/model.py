@@ -142,6 +142,10 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None)
         j.frictionloss = 0.0
         j.armature = 0.0
         j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+        # stiff dry friction: MuJoCo's default soft friction (solref 0.02 s) lets a held
+        # joint creep under gravity, which real geared servos do not do
+        j.solref_friction = [2.0 / physics_hz, 1.0]
+        j.solimp_friction = [0.99, 0.999, 0.001, 0.5, 2.0]
     if position_kp is not None:
         for j in hinges:
             act = spec.add_actuator()

@@ -1,0 +1,90 @@
+"""Realism of the twin against real NAD files (OMX and SO-101): replay each file's own goal
+trajectory and payload on 4 random units; every statistic must fall in a tolerance band
+around the real value. Prints both distributions (pytest -s)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from neuract.twin import realism
+from neuract.twin.config import SimConfig
+from neuract.twin.generate import GenerateConfig, generate
+
+pytestmark = pytest.mark.realdata
+
+FILES = [
+    "force_sensor/force_z_minus/test/001.csv",
+    "force_sensor/force_z_minus/train/001.csv",
+    "force_sensor/force_z_minus_ref/test/001.csv",
+    "so101/go_up_and_stay_still/500g/test/001.csv",
+    "so101/go_up_and_stay_still/500g/train/001.csv",
+    "so101/go_up_and_stay_still/empty/train/001.csv",
+]
+
+
+def bands(r: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Tolerance band of each statistic given the real file's values ``r``."""
+    b = {
+        "noise_steps": (r["noise_steps"] / 3.0, r["noise_steps"] * 3.0 + 0.2),
+        "err_move_med": (r["err_move_med"] / 3.0, r["err_move_med"] * 3.0 + 0.3),
+        "err_move_p90": (r["err_move_p90"] / 3.0, r["err_move_p90"] * 3.0),
+        "v_min": (r["v_min"] - 0.4, r["v_mean"]),
+        "v_mean": (r["v_mean"] - 0.3, r["v_mean"] + 0.3),
+        "v_max": (r["v_mean"], r["v_max"] + 0.3),
+        "temp_median": (25.0, 50.0),  # real files: 30-45 degC (spikes to 57 excluded)
+        "temp_drift_10s": (0.0, r["temp_drift_10s"] + 1.0),
+    }
+    if "load_rest" in r:
+        b["load_rest"] = (r["load_rest"] / 2.5, r["load_rest"] * 2.5)
+    return b
+
+
+@pytest.mark.parametrize("rel", FILES)
+def test_twin_replay_within_real_bands(shared_data, rel):
+    from neuract.io.nad import read_nad_csv
+
+    path = shared_data / "nad" / rel
+    if not path.is_file():
+        pytest.skip(f"{path} missing")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = read_nad_csv(path)
+    r = realism.stats(real)
+    twins = [realism.stats(tr) for tr in realism.replay(real, n_units=4, seed=0)]
+    failures = []
+    print(f"\n{rel}  ({real.meta.robot}, payload {real.meta.labels.get('payload_mass_kg')})")
+    for key, (lo, hi) in bands(r).items():
+        vals = [t[key] for t in twins if key in t]
+        med = float(np.median(vals))
+        ok = lo <= med <= hi
+        print(f"  {key:15s} real {r[key]:8.3f}   twin units "
+              + " ".join(f"{v:8.3f}" for v in vals)
+              + f"   band [{lo:.3f}, {hi:.3f}] {'ok' if ok else 'FAIL'}")
+        if not ok:
+            failures.append(f"{key}: twin median {med:.3f} outside [{lo:.3f}, {hi:.3f}] "
+                            f"(real {r[key]:.3f})")
+    assert not failures, "; ".join(failures)
+
+
+def test_twin_temperature_over_minutes(shared_data):
+    """Three minutes of holding 500 g: winding temperature stays in the real range and
+    drifts no faster over 10 s than the real files allow (<= 2 degC)."""
+    cfg = GenerateConfig(robot="so101", tasks=("lift",), minutes=2 * 3.0, units=2, seed=4,
+                         sim=SimConfig(episode_s=180.0, n_envs=2,
+                                       payload_range_kg=(0.5, 0.5)))
+    drifts, temps = [], []
+    for tr in generate(cfg):
+        temp = tr["temperature"]
+        k = int(round(tr.meta.rate_hz * 10))
+        drifts.append(np.abs(temp[k:] - temp[:-k]).max())
+        temps.append((temp.min(), temp.max(), np.median(temp[-60:] - temp[:60], axis=0)))
+    print("\n3 min hold, 500 g: per-unit temp min/max and drift per joint [degC]:")
+    for t in temps:
+        print(f"  {t[0]:.0f} .. {t[1]:.0f}  drift {np.round(t[2], 1)}")
+    print(f"  max 10 s drift {max(drifts):.1f} degC (real NAD files: <= 1 degC over ~10 s)")
+    assert max(drifts) <= 2.0
+    assert all(25.0 <= t[0] and t[1] <= 60.0 for t in temps)
+    assert any(np.max(t[2]) >= 1.0 for t in temps)  # the loaded motors do warm up
