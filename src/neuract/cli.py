@@ -13,6 +13,7 @@ import sys
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
 VERBS: dict[str, tuple[str, str, str]] = {
     "demo": ("neuract.demo", "DemoConfig", "run the main job on the embedded default"),
+    "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),
 }
 

@@ -229,9 +229,9 @@ def read_bam_log(
 
 
 def tar_members(tar_path: str | os.PathLike) -> list[str]:
-    """Names of the ``.json`` members of a log tarball, sorted."""
+    """Names of the ``.json`` members of a log tarball, in archive order."""
     with tarfile.open(tar_path) as tf:
-        return sorted(m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json"))
+        return [m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json")]
 
 
 def iter_tar_logs(

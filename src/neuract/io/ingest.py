@@ -1,0 +1,308 @@
+"""``neuract ingest SOURCE --format nad|bam|lerobot|csv --robot NAME --out DIR``.
+
+Reads every episode of SOURCE with the chosen reader, optionally resamples to a fixed rate
+and differentiates positions, writes a dataset directory (parquet per episode +
+``meta/info.json`` + ``meta/stats.json`` + ``config.json``) atomically, and prints a summary
+table. Any error leaves no output directory behind.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tarfile
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+
+from neuract.data.trajectory import Trajectory
+from neuract.errors import ConfigError, SchemaError
+from neuract.registry import Registry
+
+Reader = Callable[["IngestConfig"], tuple[list[Any], Callable[[Any], list[Trajectory]]]]
+FORMATS: Registry[Reader] = Registry("format")
+
+
+@dataclass
+class IngestConfig:
+    """Convert telemetry logs into a neuract dataset directory."""
+
+    source: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="SOURCE")]
+    """log file, folder or archive to read"""
+    format: str
+    """input format: nad, bam, lerobot or csv"""
+    out: Path
+    """output dataset directory (must not exist unless --overwrite)"""
+    robot: str | None = None
+    """robot name (so101, omx, panda, planar2, pendulum, ...); default: inferred by the reader"""
+    mapping: Path | None = None
+    """csv: JSON column mapping (see neuract.io.csv)"""
+    position_units: str = "auto"
+    """lerobot: auto, rad, deg or range_m100_100"""
+    calibration: Path | None = None
+    """lerobot: LeRobot calibration JSON for exact conversion of normalised positions"""
+    include: str | None = None
+    """only files whose path relative to SOURCE matches this glob (e.g. 'so101/*')"""
+    limit: int | None = None
+    """read at most this many episodes"""
+    resample_hz: float | None = None
+    """resample every episode to this fixed rate [Hz]"""
+    derivatives: bool = False
+    """compute qd and qdd with a Savitzky-Golay filter (needs a uniform rate)"""
+    derivative_window_s: float = 0.05
+    """Savitzky-Golay window length [s]"""
+    overwrite: bool = False
+    """replace an existing output directory"""
+    quiet: bool = False
+    """no progress bar or summary table"""
+
+
+def _files(cfg: IngestConfig, patterns: tuple[str, ...]) -> list[Path]:
+    src = cfg.source
+    if src.is_file():
+        return [src]
+    if not src.is_dir():
+        raise SchemaError(f"{src}: no such file or directory")
+    files = sorted({p for pat in patterns for p in src.rglob(pat) if p.is_file()})
+    if cfg.include:
+        files = [
+            p
+            for p in files
+            if fnmatch.fnmatch(str(p.relative_to(src)).replace(os.sep, "/"), cfg.include)
+        ]
+    if not files:
+        what = f" matching {cfg.include!r}" if cfg.include else ""
+        raise SchemaError(f"{src}: no {' / '.join(patterns)} files{what}")
+    return files
+
+
+def _rel_name(cfg: IngestConfig, path: Path) -> str:
+    if cfg.source.is_dir():
+        return str(path.relative_to(cfg.source).with_suffix("")).replace(os.sep, "/")
+    return path.stem
+
+
+@FORMATS.register("nad")
+def _nad(cfg: IngestConfig):
+    from neuract.io.nad import read_nad_csv
+
+    def read(p: Path) -> list[Trajectory]:
+        return [read_nad_csv(p, robot=cfg.robot, name=_rel_name(cfg, p))]
+
+    return _files(cfg, ("*.csv",)), read
+
+
+@FORMATS.register("bam")
+def _bam(cfg: IngestConfig):
+    from neuract.io.bam import _kscale_labels, parse_bam_log, read_bam_log, tar_members
+
+    robot = cfg.robot or "pendulum"
+    src = cfg.source
+    if src.is_file() and tarfile.is_tarfile(src):
+        members = tar_members(src)
+        if cfg.include:
+            members = [m for m in members if fnmatch.fnmatch(m, cfg.include)]
+        tf = tarfile.open(src)  # read forward once, in archive order (gzip cannot seek back)
+        stream = iter(tf)
+
+        def read_member(name: str) -> list[Trajectory]:
+            import json
+
+            for m in stream:
+                if m.name == name:
+                    break
+            else:
+                raise SchemaError(f"{src}: member {name!r} not found")
+            try:
+                data = json.load(tf.extractfile(m))
+            except json.JSONDecodeError as exc:
+                raise SchemaError(
+                    f"{src}::{name}: invalid or truncated JSON at line {exc.lineno} "
+                    f"column {exc.colno}: {exc.msg}"
+                ) from None
+            tr = parse_bam_log(
+                data, f"{src}::{name}", robot=robot, name=Path(name).stem, warn=False
+            )
+            return [_kscale_labels(tr)]
+
+        if not members:
+            raise SchemaError(f"{src}: no .json members")
+        return members, read_member
+
+    def read(p: Path) -> list[Trajectory]:
+        return [read_bam_log(p, robot=robot, name=_rel_name(cfg, p), warn=False)]
+
+    return _files(cfg, ("*.json",)), read
+
+
+@FORMATS.register("lerobot")
+def _lerobot(cfg: IngestConfig):
+    from neuract.io.lerobot import read_lerobot
+
+    def read(root: Path) -> list[Trajectory]:
+        return read_lerobot(
+            root,
+            robot=cfg.robot,
+            position_units=cfg.position_units,
+            calibration=cfg.calibration,
+        )
+
+    if not (cfg.source / "meta" / "info.json").is_file():
+        raise SchemaError(f"{cfg.source}: not a LeRobot dataset (no meta/info.json)")
+    return [cfg.source], read
+
+
+@FORMATS.register("csv")
+def _csv(cfg: IngestConfig):
+    from neuract.io.csv import load_mapping, read_mapped
+
+    if cfg.mapping is None:
+        raise ConfigError(
+            "format 'csv' needs --mapping FILE.json (a column mapping: time column, "
+            "column -> channel/joint/unit; see neuract.io.csv)"
+        )
+    mapping = load_mapping(cfg.mapping)
+
+    def read(p: Path) -> list[Trajectory]:
+        return [read_mapped(p, mapping, robot=cfg.robot, name=_rel_name(cfg, p))]
+
+    return _files(cfg, ("*.csv", "*.tsv", "*.parquet", "*.pq")), read
+
+
+def _postprocess(cfg: IngestConfig, tr: Trajectory) -> Trajectory:
+    if cfg.resample_hz is not None:
+        from neuract.data.resample import resample
+
+        tr = resample(tr, rate_hz=cfg.resample_hz)
+    if cfg.derivatives:
+        from neuract.data.derivatives import add_derivatives
+
+        tr = add_derivatives(tr, window_s=cfg.derivative_window_s)
+    return tr
+
+
+def read_all(cfg: IngestConfig) -> list[Trajectory]:
+    """Read (and post-process) every episode cfg selects; no output is written."""
+    make = FORMATS.get(cfg.format)
+    if cfg.resample_hz is not None and not cfg.resample_hz > 0:
+        raise ConfigError(f"resample_hz is {cfg.resample_hz}; expected a positive rate [Hz]")
+    items, read = make(cfg)
+    trajs: list[Trajectory] = []
+    for tr in _progress(items, read, cfg):
+        trajs.append(_postprocess(cfg, tr))
+        if cfg.limit is not None and len(trajs) >= cfg.limit:
+            break
+    if not trajs:
+        raise SchemaError(f"{cfg.source}: no episodes read")
+    return trajs
+
+
+def _progress(items: list[Any], read: Callable[[Any], list[Trajectory]], cfg: IngestConfig):
+    if cfg.quiet:
+        for it in items:
+            yield from read(it)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("ingest {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(cfg.format, total=len(items))
+        for it in items:
+            yield from read(it)
+            bar.advance(task)
+
+
+def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
+    """Totals shown in the summary table."""
+    import numpy as np
+
+    rates = [t.meta.rate_hz for t in trajs if t.meta.rate_hz]
+    counts: dict[str, int] = {}
+    for t in trajs:
+        for k, v in t.meta.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    channels: list[str] = []
+    labels: list[str] = []
+    for t in trajs:
+        channels += [c for c in t.channels if c not in channels]
+        labels += [k for k in t.meta.labels if k not in labels]
+    return {
+        "robot": trajs[0].meta.robot,
+        "joints": list(trajs[0].meta.joint_names),
+        "episodes": len(trajs),
+        "samples": int(sum(len(t) for t in trajs)),
+        "duration_s": float(sum(t.duration for t in trajs)),
+        "rate_hz": (min(rates), float(np.median(rates)), max(rates)) if rates else None,
+        "channels": channels,
+        "labels": labels,
+        "dropped_samples": counts.get("dropped_samples", 0),
+        "masked_samples": counts.get("masked_samples", 0),
+    }
+
+
+def _print_summary(s: dict[str, Any], out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"neuract ingest -> {out}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    rate = s["rate_hz"]
+    rows = [
+        ("robot", f"{s['robot']} ({len(s['joints'])} joints: {', '.join(s['joints'])})"),
+        ("episodes", str(s["episodes"])),
+        ("samples", str(s["samples"])),
+        ("duration", f"{s['duration_s']:.1f} s ({s['duration_s'] / 60:.1f} min)"),
+        (
+            "rate",
+            f"{rate[1]:.2f} Hz (min {rate[0]:.2f}, max {rate[2]:.2f})" if rate else "-",
+        ),
+        ("channels", ", ".join(s["channels"])),
+        ("labels", ", ".join(s["labels"]) or "-"),
+        ("dropped samples", str(s["dropped_samples"])),
+        ("masked samples", str(s["masked_samples"])),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+
+
+def run(cfg: IngestConfig) -> dict[str, Any]:
+    """Ingest; returns the summary (also printed unless ``cfg.quiet``)."""
+    from neuract.data.dataset import write_dataset
+
+    FORMATS.get(cfg.format)  # unknown format: fail before reading anything
+    if cfg.out.exists() and not cfg.overwrite:
+        raise ConfigError(f"output directory {str(cfg.out)!r} already exists; pass --overwrite")
+    with warnings.catch_warnings():
+        if cfg.quiet:
+            warnings.simplefilter("ignore")
+        trajs = read_all(cfg)
+    robots = {(t.meta.robot, t.meta.joint_names) for t in trajs}
+    if len(robots) > 1:
+        found = sorted(f"{r} ({len(j)} joints)" for r, j in robots)
+        raise SchemaError(
+            f"{cfg.source}: episodes of several robots found ({', '.join(found)}); one dataset "
+            "holds one robot: select files with --include (e.g. 'so101/*')"
+        )
+    write_dataset(trajs, cfg.out, overwrite=cfg.overwrite, config=cfg)
+    summary = summarize(trajs)
+    if not cfg.quiet:
+        _print_summary(summary, cfg.out)
+    return summary
+
+
+def iter_source(cfg: IngestConfig) -> Iterator[Trajectory]:
+    """Episodes of cfg.source without writing anything (for library use)."""
+    yield from read_all(cfg)
+
+
+__all__ = ["FORMATS", "IngestConfig", "read_all", "run", "summarize"]
