@@ -6,12 +6,29 @@ inside the interval (scaled sigmoid); ``Param(1.0)`` is free. ``param()`` return
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
 
 from neuract.errors import ConfigError
+
+_CACHE: dict[int, Tensor] | None = None
+
+
+@contextlib.contextmanager
+def cached_params() -> Iterator[None]:
+    """Within this block every :class:`Param` computes its value once (a rollout calls the
+    same parameters thousands of times; the cached tensor stays in the autograd graph)."""
+    global _CACHE
+    outer = _CACHE
+    _CACHE = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _CACHE = outer
 
 
 class Param(nn.Module):
@@ -56,6 +73,14 @@ class Param(nn.Module):
         return v.clone()
 
     def forward(self) -> Tensor:
+        if _CACHE is not None:
+            v = _CACHE.get(id(self))
+            if v is None:
+                v = _CACHE[id(self)] = self._value()
+            return v
+        return self._value()
+
+    def _value(self) -> Tensor:
         lo, hi, raw = self.lo, self.hi, self.raw
         if lo is not None and hi is not None:
             return lo + (hi - lo) * torch.sigmoid(raw)

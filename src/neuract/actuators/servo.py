@@ -20,7 +20,7 @@ from torch import Tensor
 from neuract.actuators.backlash import Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.actuators.friction import BudgetFriction, FrictionConfig
-from neuract.actuators.param import Param, hardclip, scalar_params, softclip
+from neuract.actuators.param import Param, scalar_params, softclip
 from neuract.errors import ConfigError
 
 
@@ -30,7 +30,8 @@ class ServoConfig:
 
     ``kp``/``voltage`` are defaults: a rollout may pass per-run values in
     ``ActuatorState.inputs["kp"]`` / ``["voltage"]`` (e.g. the logged firmware gain and the
-    measured supply voltage).
+    measured supply voltage); ``inputs["torque_enable"]`` (0/1) switches the motor off (the
+    gearbox friction still acts).
     """
 
     kp: float = 32.0  # firmware P gain [-]
@@ -84,9 +85,11 @@ class ServoActuator(Actuator):
                       if cfg.delay > 0 else None)
         self.history_len = cfg.delay_frames if self.delay is not None else 1
         self._integral: Tensor | None = None
+        self._goal_cache: tuple[Tensor, Tensor] | None = None
 
     # -- internal state (integral of the error) ---------------------------------------------
     def _reset_state(self, ids) -> None:
+        self._goal_cache = None
         if self._integral is None or ids is None:
             self._integral = None
         else:
@@ -106,7 +109,11 @@ class ServoActuator(Actuator):
         """(..., n) the goal the firmware acts on (the delayed command if a delay is set)."""
         if self.delay is None:
             return command
-        return self.delay(self._history(history))
+        h = self._history(history)
+        # the delayed goal depends on the history only: compute it once per control frame
+        if self._goal_cache is None or self._goal_cache[0] is not h.buf:
+            self._goal_cache = (h.buf, self.delay(h))
+        return self._goal_cache[1]
 
     def duty(self, command: Tensor, state: ActuatorState, history: History | None = None
              ) -> Tensor:
@@ -122,8 +129,9 @@ class ServoActuator(Actuator):
             u = u - c.kd * gain * state.qd
         if c.ki and self._integral is not None:
             u = u + c.ki * gain * self._integral
-        clip = softclip if c.smooth else hardclip
-        return clip(u, torch.as_tensor(c.max_duty, dtype=u.dtype))
+        if c.smooth:
+            return softclip(u, c.max_duty)
+        return u.clamp(-c.max_duty, c.max_duty)
 
     def motor_torque(self, duty: Tensor, state: ActuatorState) -> Tensor:
         """(..., n) DC-motor output torque [N m] for a duty cycle, with back-EMF and limits."""
@@ -131,9 +139,11 @@ class ServoActuator(Actuator):
         kt, R = self.kt(), self.R()
         current = (duty * V - kt * state.qd) / R
         if self.cfg.current_limit > 0:
-            clip = softclip if self.cfg.smooth else hardclip
-            current = clip(current, torch.as_tensor(self.cfg.current_limit, dtype=duty.dtype))
-        return kt * current
+            lim = self.cfg.current_limit
+            current = softclip(current, lim) if self.cfg.smooth else current.clamp(-lim, lim)
+        tau = kt * current
+        enable = state.get("torque_enable")
+        return tau if enable is None else tau * enable
 
     def torque(self, command: Tensor, state: ActuatorState, history: History | None = None
                ) -> Tensor:

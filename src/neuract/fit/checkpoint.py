@@ -1,0 +1,97 @@
+"""Checkpoints as safetensors + JSON: model weights, optimizer state, RNG, trainer state.
+
+One training checkpoint is ONE safetensors file written atomically (weights ``model.*``,
+optimizer tensors ``optim.*``, the RNG state ``rng``), its trainer state (iteration, best
+validation, curriculum stage, ...) as JSON in the file's metadata; a kill at any moment
+leaves either the previous or the new checkpoint, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, safe_open, save_file
+from torch import nn
+
+from neuract.atomic import atomic_path
+from neuract.errors import CheckpointError
+
+
+def save_weights(module: nn.Module, path: str | os.PathLike, meta: dict[str, Any] | None = None
+                 ) -> None:
+    """Write ``module.state_dict()`` (all tensors) to ``path`` atomically."""
+    tensors = {k: v.detach().contiguous().clone() for k, v in module.state_dict().items()}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata={"neuract": json.dumps(meta or {})})
+
+
+def load_weights(module: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
+    """Load weights saved by :func:`save_weights`; returns the stored metadata."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {str(path)!r} not found")
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), "pt") as f:
+            meta = json.loads((f.metadata() or {}).get("neuract", "{}"))
+    except Exception as exc:  # noqa: BLE001 - corrupt files raise various errors
+        raise CheckpointError(f"checkpoint {str(path)!r} unreadable: {exc}") from None
+    model = {k[len("model."):] if k.startswith("model.") else k: v for k, v in tensors.items()
+             if not k.startswith(("optim.", "rng"))}
+    missing, unexpected = module.load_state_dict(model, strict=False)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not match the model: missing {sorted(missing)}, "
+            f"unexpected {sorted(unexpected)}"
+        )
+    return meta
+
+
+def save_training(path: str | os.PathLike, module: nn.Module, optimizer: torch.optim.Optimizer,
+                  generator: torch.Generator, state: dict[str, Any]) -> None:
+    """One resumable training checkpoint (see the module docstring)."""
+    tensors: dict[str, torch.Tensor] = {
+        f"model.{k}": v.detach().contiguous().clone() for k, v in module.state_dict().items()
+    }
+    osd = optimizer.state_dict()
+    for pid, st in osd["state"].items():
+        for key, val in st.items():
+            t = val if isinstance(val, torch.Tensor) else torch.tensor(val)
+            tensors[f"optim.{pid}.{key}"] = t.detach().contiguous().clone()
+    tensors["rng"] = generator.get_state().clone()
+    meta = {"trainer": json.dumps(state), "param_groups": json.dumps(osd["param_groups"])}
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=meta)
+
+
+def load_training(path: str | os.PathLike, module: nn.Module, optimizer: torch.optim.Optimizer,
+                  generator: torch.Generator) -> dict[str, Any]:
+    """Restore what :func:`save_training` wrote; returns the trainer state."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"training checkpoint {str(path)!r} not found")
+    try:
+        tensors = load_file(str(path))
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata() or {}
+        state = json.loads(meta["trainer"])
+        groups = json.loads(meta["param_groups"])
+    except Exception as exc:  # noqa: BLE001
+        raise CheckpointError(f"training checkpoint {str(path)!r} unreadable: {exc}") from None
+    load_weights(module, path)
+    opt_state: dict[int, dict[str, torch.Tensor]] = {}
+    for k, v in tensors.items():
+        if k.startswith("optim."):
+            _, pid, key = k.split(".", 2)
+            opt_state.setdefault(int(pid), {})[key] = v
+    try:
+        optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
+    except (ValueError, KeyError) as exc:
+        raise CheckpointError(f"optimizer state in {str(path)!r} does not match: {exc}"
+                              ) from None
+    generator.set_state(tensors["rng"])
+    return state

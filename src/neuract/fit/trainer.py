@@ -1,0 +1,250 @@
+"""Identify an actuator + joint parameters from positions only, through the simulation.
+
+Each training window starts from a recorded state and is simulated open loop from the
+recorded commands (multiple shooting: many windows per run, truncated backpropagation through
+each); the horizon grows along a curriculum up to full runs. Validation always simulates
+whole validation runs open loop, which is the score that matters; the best validation model
+is kept (early stopping). Checkpoints (:mod:`neuract.fit.checkpoint`) make a killed fit
+resumable, and a seed makes it deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from neuract.actuators.base import Actuator
+from neuract.actuators.param import Param
+from neuract.errors import ConfigError
+from neuract.fit.batch import RunBatch
+from neuract.fit.checkpoint import load_training, save_training
+from neuract.fit.simulate import JointParams, Plant, simulate
+
+PlantFactory = Callable[[list[dict[str, Any]]], Plant]
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, curriculum, early stopping and checkpointing."""
+
+    seed: int = 0
+    horizons: tuple[float, ...] = (1.0, 2.0, 6.0)  # window length per stage [s]
+    stage_iters: tuple[int, ...] = (60, 60, 80)  # iterations per stage
+    windows_per_run: int = 2  # windows drawn per run per iteration (short horizons)
+    runs_per_iter: int = 0  # runs drawn per iteration; 0 = all training runs
+    substeps: int = 2  # physics steps per control step
+    lr: float = 0.03  # Adam step for physical parameters (unconstrained coordinates)
+    lr_net: float = 2e-3  # Adam step for network weights
+    grad_clip: float = 1.0
+    loss: str = "mae"  # mae | mse | huber
+    velocity_weight: float = 0.0  # weight of the velocity error (rad/s) in the loss
+    val_every: int = 10
+    patience: int = 6  # validations without improvement before stopping (last stage only)
+    checkpoint_every: int = 10
+    label_inputs: tuple[str, ...] = ("kp",)  # run labels passed as actuator inputs
+    use_voltage: bool = True  # pass the measured supply voltage series
+
+    def validate(self) -> None:
+        if len(self.horizons) != len(self.stage_iters) or not self.horizons:
+            raise ConfigError(
+                f"train.horizons {self.horizons} and train.stage_iters {self.stage_iters} "
+                "must be non-empty and of equal length"
+            )
+        if self.loss not in ("mae", "mse", "huber"):
+            raise ConfigError(f"train.loss={self.loss!r}; valid: mae, mse, huber")
+        if self.substeps < 1 or self.windows_per_run < 1:
+            raise ConfigError("train.substeps and train.windows_per_run must be >= 1")
+
+
+class SystemModel(nn.Module):
+    """The fitted unknowns: one actuator (shared by every run) and the joint parameters."""
+
+    def __init__(self, actuator: Actuator, joints: JointParams) -> None:
+        super().__init__()
+        self.actuator = actuator
+        self.joints = joints
+
+    def rollout(self, plant: Plant, batch: RunBatch, substeps: int = 2,
+                label_inputs: tuple[str, ...] = ("kp",), use_voltage: bool = True,
+                start: Tensor | None = None, horizon: int | None = None) -> Tensor:
+        """q_sim: (B, T', n) simulated positions, open loop from the recorded initial states.
+
+        start: (B,) first grid index of each window (default 0); horizon: window length in
+        steps (default to the end of the runs). Only the state at ``start`` is measured.
+        """
+        q, qd, cmd, volt, en = batch.q, batch.qd, batch.command, batch.voltage, batch.enable
+        if start is not None:
+            h = horizon or (q.shape[1] - int(start.max()))
+            idx = start[:, None] + torch.arange(h)[None, :]
+            g = lambda x: torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))  # noqa
+            q, qd, cmd, volt, en = g(q), g(qd), g(cmd), g(volt), g(en)
+        elif horizon is not None:
+            q, qd, cmd, volt, en = (x[:, :horizon] for x in (q, qd, cmd, volt, en))
+        inputs = {k: batch.label_tensor(k, q.dtype) for k in label_inputs}
+        series = {"torque_enable": en}
+        if use_voltage:
+            series["voltage"] = volt
+        out = simulate(plant, self.actuator, self.joints, q[:, 0], qd[:, 0], cmd, batch.dt,
+                       substeps, inputs, series)
+        return out.q
+
+    def physical_parameters(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, sub in self.named_modules():
+            if isinstance(sub, Param):
+                with torch.no_grad():
+                    v = sub()
+                out[name] = float(v) if v.numel() == 1 else v.tolist()
+        return out
+
+
+def masked_error(q_sim: Tensor, q_ref: Tensor, mask: Tensor, kind: str = "mae") -> Tensor:
+    """Mean error over masked samples: mae |e|, mse e^2, huber (delta 0.05 rad)."""
+    e = (q_sim - q_ref) * mask
+    n = mask.sum().clamp_min(1)
+    if kind == "mse":
+        return (e * e).sum() / n
+    if kind == "huber":
+        return torch.nn.functional.huber_loss(e, torch.zeros_like(e), reduction="sum",
+                                              delta=0.05) / n
+    return e.abs().sum() / n
+
+
+@torch.no_grad()
+def evaluate(model: SystemModel, plant_fn: PlantFactory, batch: RunBatch, cfg: TrainConfig,
+             chunk: int = 512) -> tuple[float, Tensor]:
+    """Full-run open-loop MAE [rad] over masked samples, and per-run MAE (B,)."""
+    per_run = []
+    for s in range(0, len(batch), chunk):
+        sub = batch.select(range(s, min(s + chunk, len(batch))))
+        q_sim = model.rollout(plant_fn(sub.labels), sub, cfg.substeps, cfg.label_inputs,
+                              cfg.use_voltage)
+        m = sub.mask.to(q_sim.dtype)
+        per_run.append(((q_sim - sub.q).abs() * m).sum((1, 2)) / m.sum((1, 2)).clamp_min(1))
+    runs = torch.cat(per_run)
+    return float(runs.mean()), runs
+
+
+def _param_groups(model: SystemModel, cfg: TrainConfig) -> list[dict[str, Any]]:
+    phys, net = [], []
+    for name, p in model.named_parameters():
+        (phys if name.endswith(".raw") else net).append(p)
+    groups = []
+    if phys:
+        groups.append({"params": phys, "lr": cfg.lr})
+    if net:
+        groups.append({"params": net, "lr": cfg.lr_net})
+    if not groups:
+        raise ConfigError("the model has no free parameters to fit")
+    return groups
+
+
+def _stage(it: int, cfg: TrainConfig) -> int:
+    acc = 0
+    for s, n in enumerate(cfg.stage_iters):
+        acc += n
+        if it < acc:
+            return s
+    return len(cfg.stage_iters) - 1
+
+
+def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBatch | None,
+        cfg: TrainConfig, ckpt_dir: str | Path | None = None,
+        log: Callable[[str], None] | None = None, stop_after: int | None = None
+        ) -> dict[str, Any]:
+    """Fit ``model`` on ``train``; returns a report. Resumes from ``ckpt_dir/last.safetensors``.
+
+    stop_after: stop (as if killed) after this many iterations in this call (for tests).
+    The model ends holding the best-validation weights.
+    """
+    cfg.validate()
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.Adam(_param_groups(model, cfg))
+    total = sum(cfg.stage_iters)
+    state: dict[str, Any] = {"iteration": 0, "best_val": math.inf, "best_iteration": -1,
+                             "bad_evals": 0, "history": [], "done": False, "seconds": 0.0}
+    best_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    ckpt = Path(ckpt_dir) / "last.safetensors" if ckpt_dir is not None else None
+    best_path = Path(ckpt_dir) / "best.safetensors" if ckpt_dir is not None else None
+    if ckpt is not None and ckpt.is_file():
+        state = load_training(ckpt, model, opt, gen)
+        if best_path is not None and best_path.is_file():
+            from neuract.fit.checkpoint import load_weights
+
+            shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            load_weights(model, best_path)
+            best_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            model.load_state_dict(shadow)
+        if log:
+            log(f"resumed at iteration {state['iteration']}")
+    say = log or (lambda s: None)
+    t_start = time.perf_counter() - state["seconds"]
+    T = train.q.shape[1]
+    steps_done = 0
+    while state["iteration"] < total and not state["done"]:
+        it = state["iteration"]
+        stage = _stage(it, cfg)
+        h = min(T, max(2, int(round(cfg.horizons[stage] / train.dt)) + 1))
+        # draw runs and window starts from the seeded generator (resumable, deterministic)
+        n_runs = len(train) if cfg.runs_per_iter <= 0 else min(cfg.runs_per_iter, len(train))
+        runs = torch.randperm(len(train), generator=gen)[:n_runs]
+        if h < T:
+            runs = runs.repeat_interleave(cfg.windows_per_run)
+            start = torch.randint(0, T - h + 1, (len(runs),), generator=gen)
+        else:
+            start = torch.zeros(len(runs), dtype=torch.long)
+        sub = train.select(runs)
+        q_sim = model.rollout(plant_fn(sub.labels), sub, cfg.substeps, cfg.label_inputs,
+                              cfg.use_voltage, start=start, horizon=h)
+        idx = start[:, None] + torch.arange(h)[None, :]
+        gather = lambda x: torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))  # noqa
+        q_ref, mask = gather(sub.q), gather(sub.mask).to(q_sim.dtype)
+        mask[:, 0] = 0  # the initial state is given, not predicted
+        loss = masked_error(q_sim, q_ref, mask, cfg.loss)
+        if not torch.isfinite(loss):
+            raise ConfigError(f"non-finite training loss at iteration {it}; lower train.lr or "
+                              "raise train.substeps")
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        state["iteration"] = it + 1
+        rec = {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
+               "train_loss": float(loss)}
+        last = state["iteration"] == total
+        if val is not None and (state["iteration"] % cfg.val_every == 0 or last):
+            v, _ = evaluate(model, plant_fn, val, cfg)
+            rec["val_mae"] = v
+            if v < state["best_val"]:
+                state.update(best_val=v, best_iteration=it + 1, bad_evals=0)
+                best_sd = {k: x.detach().clone() for k, x in model.state_dict().items()}
+                if best_path is not None:
+                    from neuract.fit.checkpoint import save_weights
+
+                    save_weights(model, best_path, {"val_mae": v, "iteration": it + 1})
+            elif stage == len(cfg.stage_iters) - 1:
+                state["bad_evals"] += 1
+                if state["bad_evals"] >= cfg.patience:
+                    state["done"] = True
+                    rec["early_stop"] = True
+            say(f"it {it + 1:4d} stage {stage} h={rec['horizon_s']:.2f}s "
+                f"loss {float(loss):.5f} val {v:.5f}")
+        state["history"].append(rec)
+        state["seconds"] = time.perf_counter() - t_start
+        if ckpt is not None and (state["iteration"] % cfg.checkpoint_every == 0 or last
+                                 or state["done"]):
+            save_training(ckpt, model, opt, gen, state)
+        steps_done += 1
+        if stop_after is not None and steps_done >= stop_after:
+            return {"interrupted": True, **state}
+    if val is not None and state["best_iteration"] >= 0:
+        model.load_state_dict(best_sd)
+    return {"interrupted": False, "fit_seconds": state["seconds"], **state}
