@@ -7,6 +7,15 @@
   telemetry features (scikit-learn, the ``peers`` extra).
 """
 
+from neuract.estimate.condition import (
+    CONDITION_BASELINES,
+    RandomForestCondition,
+    SVMCondition,
+    ThresholdCondition,
+    WindowFeatures,
+    make_condition_baseline,
+    window_features,
+)
 from neuract.estimate.momentum_observer import (
     MomentumObserver,
     momentum_observer,
@@ -16,6 +25,13 @@ from neuract.estimate.momentum_observer import (
 from neuract.estimate.residual_force import differentiate, residual_force, residual_torques
 
 __all__ = [
+    "CONDITION_BASELINES",
+    "RandomForestCondition",
+    "SVMCondition",
+    "ThresholdCondition",
+    "WindowFeatures",
+    "make_condition_baseline",
+    "window_features",
     "MomentumObserver",
     "differentiate",
     "momentum_observer",
