@@ -51,9 +51,11 @@ def resample(
             f"{traj.meta.source or traj.meta.name}: {len(t)} sample(s); resampling needs at least 2"
         )
     tg = uniform_grid(t, dt)
-    # bracketing original samples of every grid point: t[lo] <= tg <= t[hi]
-    hi = np.clip(np.searchsorted(t, tg, side="left"), 1, len(t) - 1)
+    # bracketing original samples of every grid point: t[lo] <= tg <= t[hi], lo < hi
+    hi = np.clip(np.searchsorted(t, tg, side="right"), 1, len(t) - 1)
     lo = hi - 1
+    eps = 1e-12 * max(1.0, float(np.max(np.abs(t))))
+    at_lo, at_hi = np.abs(tg - t[lo]) <= eps, np.abs(tg - t[hi]) <= eps  # on a sample
     nearest = np.where(tg - t[lo] <= t[hi] - tg, lo, hi)
     out: dict[str, np.ndarray] = {"t": tg}
     for ch in traj.channels:
@@ -65,12 +67,15 @@ def resample(
             y = np.stack([np.interp(tg, t, flat[:, i]) for i in range(flat.shape[1])], axis=1)
             out[ch] = y.reshape((len(tg),) + x.shape[1:])
         elif ch in _AND_CHANNELS:
-            exact = np.isclose(tg, t[hi], rtol=0, atol=1e-12 * max(1.0, abs(t[-1])))
-            out[ch] = np.where(exact.reshape((-1,) + (1,) * (x.ndim - 1)), x[hi], x[lo] & x[hi])
+            shape = (-1,) + (1,) * (x.ndim - 1)
+            both = x[lo] & x[hi]
+            out[ch] = np.where(
+                at_lo.reshape(shape), x[lo], np.where(at_hi.reshape(shape), x[hi], both)
+            )
         else:
             out[ch] = x[nearest]
     med = float(np.median(np.diff(t)))
-    gap = (t[hi] - t[lo]) > max_gap_factor * med
+    gap = ((t[hi] - t[lo]) > max_gap_factor * med) & ~at_lo & ~at_hi
     counts = dict(traj.meta.counts)
     if gap.any():
         valid = out.get("valid", np.ones((len(tg), traj.n_joints), dtype=bool)).copy()
