@@ -1,0 +1,47 @@
+"""NeuralActuator: a telemetry Transformer with torque, force + contact-gate and condition heads.
+
+>>> cfg = NeuralActuatorConfig(n_joints=6, mode="simulator")
+>>> model = NeuralActuator(cfg)              # ~1.42 M parameters, ~5.4 M FLOPs per sample
+>>> tau, force, gate_logit, cond = model(x)  # x: (B, 8, n_joints * n_channels) raw features
+
+Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
+parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
+``export`` (ONNX + ONNX Runtime).
+"""
+
+from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
+from neuract.neuralactuator.export import OnnxActuator, export_onnx
+from neuract.neuralactuator.features import (
+    MODES,
+    assemble,
+    channels_for,
+    feature_stats,
+    trajectory_channels,
+    windows,
+)
+from neuract.neuralactuator.fused import FusedNeuralActuator
+from neuract.neuralactuator.model import (
+    NeuralActuator,
+    NeuralActuatorConfig,
+    count_flops,
+    count_params,
+)
+
+__all__ = [
+    "NeuralActuator",
+    "NeuralActuatorConfig",
+    "FusedNeuralActuator",
+    "count_params",
+    "count_flops",
+    "MODES",
+    "channels_for",
+    "assemble",
+    "trajectory_channels",
+    "windows",
+    "feature_stats",
+    "save_checkpoint",
+    "load_checkpoint",
+    "read_config",
+    "export_onnx",
+    "OnnxActuator",
+]

@@ -1,0 +1,143 @@
+"""Model inputs for NeuralActuator: channel layout per mode, windows from Trajectories, statistics.
+
+One *token* is one time step of the telemetry history and carries every joint's channels, so a
+window is ``x: (..., history, n_joints * n_channels)`` laid out joint-major
+(``x[..., t, j * n_channels + c]``). The channel list is fixed by the mode:
+
+* ``simulator`` mode sees only what a simulator has: the commands and the (simulated) state —
+  ``q_goal, q, qd, pos_error`` and, if the simulator models it, ``temperature``. Nothing measured
+  beyond the initial state may enter a rollout in this mode.
+* ``estimator`` mode adds the real telemetry: ``q_goal, q, qd, effort, voltage, temperature,
+  pos_error`` where ``effort`` is the motor current [A] or the servo's load reading [-1..1].
+
+``pos_error = q_goal - q`` [rad] is derived, never read. Units are SI as in ``neuract.data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuract.errors import ConfigError, SchemaError
+
+MODES = ("simulator", "estimator")
+EFFORT_CHANNELS = ("current", "load")
+DERIVED = ("pos_error",)
+
+
+def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False) -> tuple:
+    """Per-joint channel names, in model order, for a mode.
+
+    mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
+    mode only); sim_temperature: simulator mode also reads a simulated ``temperature``.
+    """
+    if mode not in MODES:
+        raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
+    if mode == "simulator":
+        extra = ("temperature",) if sim_temperature else ()
+        return ("q_goal", "q", "qd", "pos_error", *extra)
+    if effort not in EFFORT_CHANNELS:
+        raise ConfigError(f"effort={effort!r} is not an effort channel; accepted: "
+                          f"{list(EFFORT_CHANNELS)}")
+    if sim_temperature:
+        raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
+                          "always reads the measured temperature")
+    return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error")
+
+
+def source_channels(channels: Sequence[str]) -> tuple:
+    """The channels that must be read from data (``channels`` minus derived ones)."""
+    return tuple(c for c in channels if c not in DERIVED)
+
+
+def assemble(parts: Mapping[str, Any], channels: Sequence[str]) -> torch.Tensor:
+    """Stack per-joint channels into model tokens.
+
+    parts: channel name -> (..., T, n_joints) tensor in SI units (``pos_error`` is derived
+    from ``q_goal`` and ``q`` when absent); returns x: (..., T, n_joints * len(channels)).
+    Only the channels in ``channels`` are read; any other key in ``parts`` is ignored, which is
+    how a mode keeps measured telemetry out of a simulator-mode model. Differentiable.
+    """
+    cols = []
+    for name in channels:
+        if name == "pos_error" and name not in parts:
+            v = torch.as_tensor(parts["q_goal"]) - torch.as_tensor(parts["q"])
+        elif name in parts:
+            v = torch.as_tensor(parts[name])
+        else:
+            raise SchemaError(f"channel {name!r} is required by the model's channels "
+                              f"{list(channels)} but missing; given: {sorted(parts)}")
+        cols.append(v)
+    shape = cols[0].shape
+    for name, v in zip(channels, cols):
+        if v.shape != shape:
+            raise SchemaError(f"channel {name!r} has shape {tuple(v.shape)}; expected "
+                              f"{tuple(shape)} like {channels[0]!r}")
+    x = torch.stack(cols, dim=-1)  # (..., T, J, C)
+    return x.flatten(-2)
+
+
+def _channel(traj: Any, name: str, n_joints: int) -> np.ndarray:
+    try:
+        v = np.asarray(traj[name], dtype=np.float64)
+    except (KeyError, IndexError) as exc:
+        raise SchemaError(f"trajectory has no channel {name!r}, required by the model") from exc
+    if v.ndim == 1:
+        v = np.repeat(v[:, None], n_joints, axis=1)  # a bus-wide channel, e.g. voltage
+    if v.ndim != 2 or v.shape[1] != n_joints:
+        raise SchemaError(f"channel {name!r} has shape {v.shape}; expected (T, {n_joints})")
+    if not np.isfinite(v).all():
+        bad = int((~np.isfinite(v)).sum())
+        raise SchemaError(f"channel {name!r} has {bad} non-finite value(s); repair or drop them "
+                          "before building NeuralActuator windows")
+    return v
+
+
+def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int) -> dict:
+    """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map)."""
+    return {c: _channel(traj, c, n_joints) for c in source_channels(channels)}
+
+
+def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
+            stride: int = 1, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """All history windows of a trajectory.
+
+    Returns x: (N, history, n_joints * len(channels)); window i covers steps
+    ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
+    """
+    parts = trajectory_channels(traj, channels, n_joints)
+    T = next(iter(parts.values())).shape[0]
+    if T < history:
+        raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
+    x = assemble({k: torch.tensor(v, dtype=dtype) for k, v in parts.items()}, channels)
+    return x.unfold(0, history, stride).permute(0, 2, 1).contiguous()
+
+
+def feature_stats(xs: Sequence[torch.Tensor] | torch.Tensor, min_std: float = 1e-3) -> tuple:
+    """Per-feature mean and std over windows ``(N, T, F)`` (or a list of them).
+
+    std is floored at ``min_std`` so constant channels (a fixed voltage) do not blow up.
+    Returns (mean, std), each (F,) float32.
+    """
+    if isinstance(xs, torch.Tensor):
+        xs = [xs]
+    flat = torch.cat([x.reshape(-1, x.shape[-1]).double() for x in xs])
+    if not torch.isfinite(flat).all():
+        raise SchemaError("feature statistics: windows contain non-finite values")
+    mean = flat.mean(0)
+    std = flat.std(0, unbiased=False).clamp_min(min_std)
+    return mean.float(), std.float()
+
+
+__all__ = [
+    "MODES",
+    "channels_for",
+    "source_channels",
+    "assemble",
+    "trajectory_channels",
+    "windows",
+    "feature_stats",
+]

@@ -1,0 +1,238 @@
+"""NeuralActuator: a small Transformer over servo telemetry history, on top of a servo model.
+
+Shapes: x: (B, T, F) raw features, T = ``history`` tokens (one per time step), F =
+``n_joints * n_channels`` (see :mod:`neuract.neuralactuator.features`). Outputs:
+
+* ``tau``: (B, n_joints) joint torque the actuator produces [N m], always inside
+  ``+-tau_max`` (a physical PD servo prior plus a learned residual, saturated with tanh);
+* ``force``: (B, 3) external force at the end effector [N];
+* ``gate_logit``: (B,) contact-gate logit (``sigmoid`` -> probability that something pushes);
+* ``condition_logits``: (B, n_joints, n_conditions) per-motor condition (0 = normal).
+
+The compute is kept lean on purpose: tokens are time steps (8 of them), the encoder is narrow,
+and most parameters sit in the head trunk that reads the flattened encoder output once. Feature
+normalisation statistics, torque limits and the servo prior live in buffers/parameters, so a
+checkpoint is self-contained. FLOPs are counted analytically by :func:`count_flops`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from neuract.errors import ConfigError
+from neuract.neuralactuator.features import channels_for
+
+
+@dataclass
+class NeuralActuatorConfig:
+    """Architecture and mode of a NeuralActuator model (the defaults are the shipped size)."""
+
+    n_joints: int = 6
+    """joints modelled (SO-101: 6, OpenManipulator-X: 5)"""
+    mode: str = "estimator"
+    """``simulator`` (commands + simulated state only) or ``estimator`` (adds telemetry)"""
+    effort: str = "current"
+    """estimator mode: effort channel, ``current`` [A] or ``load`` [-1..1]"""
+    sim_temperature: bool = False
+    """simulator mode: also read a simulated temperature [degC]"""
+    history: int = 8
+    """time steps per window (tokens)"""
+    d_model: int = 96
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    activation: str = "gelu"
+    """``gelu`` or ``relu`` (encoder feed-forward and head trunk)"""
+    d_trunk: int = 1576
+    """width of the head trunk reading the flattened encoder output"""
+    n_conditions: int = 2
+    """condition classes per motor (0 = normal, 1 = degraded, ...)"""
+    tau_max: tuple[float, ...] = (3.0,)
+    """per-joint torque limit [N m]; one value is broadcast to every joint"""
+    prior: str = "pd"
+    """physical servo prior under the learned residual: ``pd`` or ``none``"""
+    kp_init: float = 5.0
+    """initial servo stiffness of the PD prior [N m / rad]"""
+    kd_init: float = 0.1
+    """initial servo damping of the PD prior [N m s / rad]"""
+
+    @property
+    def channels(self) -> tuple:
+        return channels_for(self.mode, self.effort, self.sim_temperature)
+
+    @property
+    def n_features(self) -> int:
+        return self.n_joints * len(self.channels)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.n_joints + 3 + 1 + self.n_joints * self.n_conditions
+
+    def validate(self) -> NeuralActuatorConfig:
+        self.channels  # noqa: B018  (validates mode/effort)
+        for name in ("n_joints", "history", "d_model", "n_layers", "n_heads", "d_ff",
+                     "d_trunk", "n_conditions"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"NeuralActuatorConfig.{name}={v!r}; expected an integer >= 1")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads="
+                              f"{self.n_heads}")
+        if self.activation not in ("gelu", "relu"):
+            raise ConfigError(f"activation={self.activation!r}; accepted: ['gelu', 'relu']")
+        if self.prior not in ("pd", "none"):
+            raise ConfigError(f"prior={self.prior!r}; accepted: ['pd', 'none']")
+        if len(self.tau_max) not in (1, self.n_joints):
+            raise ConfigError(f"tau_max has {len(self.tau_max)} values; expected 1 or "
+                              f"n_joints={self.n_joints}")
+        if not all(math.isfinite(t) and t > 0 for t in self.tau_max):
+            raise ConfigError(f"tau_max={self.tau_max}; every limit must be finite and > 0 N m")
+        return self
+
+    def replace(self, **kw) -> NeuralActuatorConfig:
+        return dataclasses.replace(self, **kw).validate()
+
+
+class EncoderLayer(nn.Module):
+    """Pre-LayerNorm Transformer encoder layer; attention written as plain matmuls."""
+
+    def __init__(self, d: int, n_heads: int, d_ff: int, activation: str = "gelu"):
+        super().__init__()
+        self.n_heads = n_heads
+        self.act = F.relu if activation == "relu" else F.gelu
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, d_ff)
+        self.ff2 = nn.Linear(d_ff, d)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        B, T, D = h.shape
+        H = self.n_heads
+        qkv = self.qkv(self.ln1(h)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]  # (B, H, T, Dh)
+        att = torch.softmax((q @ k.transpose(-1, -2)) * (D // H) ** -0.5, dim=-1)
+        a = (att @ v).transpose(1, 2).reshape(B, T, D)
+        h = h + self.out(a)
+        return h + self.ff2(self.act(self.ff1(self.ln2(h))))
+
+
+class NeuralActuator(nn.Module):
+    """Telemetry Transformer with torque, force + contact-gate and condition heads.
+
+    ``forward(x)`` takes raw (unnormalised) features x: (B, T, F) and returns
+    ``(tau [N m] (B, J), force [N] (B, 3), gate_logit (B,), condition_logits (B, J, K))``.
+    """
+
+    def __init__(self, cfg: NeuralActuatorConfig | None = None):
+        super().__init__()
+        cfg = (cfg or NeuralActuatorConfig()).validate()
+        self.cfg = cfg
+        self.act = F.relu if cfg.activation == "relu" else F.gelu
+        J, T, Fdim, d = cfg.n_joints, cfg.history, cfg.n_features, cfg.d_model
+        C = len(cfg.channels)
+        self.register_buffer("x_mean", torch.zeros(Fdim))
+        self.register_buffer("x_std", torch.ones(Fdim))
+        tau = torch.tensor(cfg.tau_max, dtype=torch.float32).expand(J).clone()
+        self.register_buffer("tau_max", tau)
+        self.register_buffer("force_scale", torch.ones(3))
+        # raw-feature indices of the last step's position error and velocity (PD prior)
+        ch = cfg.channels
+        last = (T - 1) * Fdim
+        self.register_buffer("idx_err", torch.arange(J) * C + ch.index("pos_error") + last,
+                             persistent=False)
+        self.register_buffer("idx_qd", torch.arange(J) * C + ch.index("qd") + last,
+                             persistent=False)
+        self.log_kp = nn.Parameter(torch.full((J,), math.log(cfg.kp_init)))
+        self.log_kd = nn.Parameter(torch.full((J,), math.log(cfg.kd_init)))
+        self.inp = nn.Linear(Fdim, d)
+        self.pos = nn.Parameter(torch.randn(T, d) * 0.02)
+        self.layers = nn.ModuleList(EncoderLayer(d, cfg.n_heads, cfg.d_ff, cfg.activation)
+                                    for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.trunk = nn.Linear(T * d, cfg.d_trunk)
+        self.head = nn.Linear(cfg.d_trunk, cfg.n_outputs)
+        with torch.no_grad():  # start as the physical prior: small residual, zero force
+            self.head.weight.mul_(0.1)
+            self.head.bias.zero_()
+
+    # -- normalisation -------------------------------------------------------------------
+    def set_stats(self, mean: torch.Tensor, std: torch.Tensor,
+                  force_scale: torch.Tensor | None = None) -> None:
+        """Store feature statistics (F,) (and the force scale (3,) [N]) in the buffers."""
+        if mean.shape != self.x_mean.shape or std.shape != self.x_std.shape:
+            raise ConfigError(f"stats shapes {tuple(mean.shape)}/{tuple(std.shape)}; expected "
+                              f"({self.cfg.n_features},) for channels {self.cfg.channels}")
+        if not (torch.isfinite(mean).all() and torch.isfinite(std).all() and (std > 0).all()):
+            raise ConfigError("feature statistics must be finite with std > 0")
+        self.x_mean.copy_(mean)
+        self.x_std.copy_(std)
+        if force_scale is not None:
+            self.force_scale.copy_(torch.as_tensor(force_scale, dtype=torch.float32))
+
+    # -- forward ---------------------------------------------------------------------------
+    def servo_prior(self, x: torch.Tensor) -> torch.Tensor:
+        """PD servo torque of the last step, tau: (B, J) [N m] from raw x: (B, T, F)."""
+        flat = x.reshape(x.shape[0], -1)
+        if self.cfg.prior == "none":
+            return flat.new_zeros(x.shape[0], self.cfg.n_joints)
+        err, qd = flat[:, self.idx_err], flat[:, self.idx_qd]
+        return self.log_kp.exp() * err - self.log_kd.exp() * qd
+
+    def forward(self, x: torch.Tensor):
+        cfg = self.cfg
+        J = cfg.n_joints
+        h = self.inp((x - self.x_mean) / self.x_std) + self.pos
+        for layer in self.layers:
+            h = layer(h)
+        z = self.act(self.trunk(self.ln_f(h).flatten(1)))
+        out = self.head(z)
+        tau_res = out[:, :J]
+        tau = self.tau_max * torch.tanh((self.servo_prior(x) + tau_res) / self.tau_max)
+        force = out[:, J:J + 3] * self.force_scale
+        gate = out[:, J + 3]
+        cond = out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
+        return tau, force, gate, cond
+
+    @torch.no_grad()
+    def predict(self, x: torch.Tensor) -> dict:
+        """Inference helper: a dict with ``tau``, ``force``, ``gate`` (probability),
+        ``force_gated`` (force where gate > 0.5, else 0), ``condition`` (class index) and
+        ``condition_prob``. x: (..., T, F) raw features."""
+        lead = x.shape[:-2]
+        tau, force, gate, cond = self(x.reshape(-1, *x.shape[-2:]))
+        p = torch.sigmoid(gate)
+        out = {"tau": tau, "force": force, "gate": p,
+               "force_gated": force * (p > 0.5).unsqueeze(-1),
+               "condition_prob": torch.softmax(cond, -1), "condition": cond.argmax(-1)}
+        return {k: v.reshape(*lead, *v.shape[1:]) for k, v in out.items()}
+
+
+def count_params(model: nn.Module) -> int:
+    """Trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def count_flops(cfg: NeuralActuatorConfig) -> int:
+    """Analytic forward FLOPs per sample (batch 1), counting matrix products only.
+
+    One multiply-accumulate = 2 FLOPs, the convention of ``torch.utils.flop_counter``;
+    element-wise work (normalisation, LayerNorm, GELU, softmax, tanh: a few thousand FLOPs) is
+    not counted.
+    """
+    T, d, f, Fdim = cfg.history, cfg.d_model, cfg.d_ff, cfg.n_features
+    macs = T * Fdim * d  # input projection
+    per_layer = T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * f
+    macs += cfg.n_layers * per_layer
+    macs += T * d * cfg.d_trunk + cfg.d_trunk * cfg.n_outputs
+    return 2 * macs
+
+
+__all__ = ["NeuralActuatorConfig", "NeuralActuator", "count_params", "count_flops"]

@@ -1,0 +1,148 @@
+"""NeuralActuator features from Trajectories, checkpoints (safetensors + JSON), ONNX export:
+windows equal a hand-built stack, round trips are exact, ONNX Runtime equals torch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from neuract.data import Trajectory, TrajectoryMeta
+from neuract.errors import CheckpointError, SchemaError
+from neuract.neuralactuator import (
+    NeuralActuator,
+    NeuralActuatorConfig,
+    OnnxActuator,
+    export_onnx,
+    feature_stats,
+    load_checkpoint,
+    read_config,
+    save_checkpoint,
+    windows,
+)
+
+TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_trunk=48)
+
+
+def make_traj(T=30, n=3, seed=0, nan=False):
+    rng = np.random.default_rng(seed)
+    ch = {"t": np.arange(T) * 0.016}
+    for k in ("q", "qd", "q_goal", "current", "load", "voltage", "temperature"):
+        ch[k] = rng.normal(size=(T, n))
+    if nan:
+        ch["current"][5, 1] = np.nan
+    meta = TrajectoryMeta(robot="toy", joint_names=tuple("abc"[:n]), name="ep")
+    return ch if nan else Trajectory(ch, meta)
+
+
+@pytest.mark.parametrize("mode", ["simulator", "estimator"])
+def test_windows_equal_a_hand_built_stack(mode):
+    traj = make_traj()
+    cfg = NeuralActuatorConfig(**TINY, n_joints=3, mode=mode, history=4)
+    x = windows(traj, cfg.channels, n_joints=3, history=4, stride=2)
+    assert x.shape == ((30 - 4) // 2 + 1, 4, 3 * len(cfg.channels))
+    for i in (0, 5, len(x) - 1):
+        for t in range(4):
+            s = 2 * i + t
+            for j in range(3):
+                for c, name in enumerate(cfg.channels):
+                    ref = (traj["q_goal"][s, j] - traj["q"][s, j] if name == "pos_error"
+                           else traj[name][s, j])
+                    assert x[i, t, j * len(cfg.channels) + c].item() == pytest.approx(ref, 1e-6)
+
+
+def test_windows_reject_missing_and_non_finite_channels():
+    cfg = NeuralActuatorConfig(**TINY, n_joints=3)
+    traj = make_traj()
+    no_volt = {k: traj[k] for k in traj.channels if k != "voltage"}
+    with pytest.raises(SchemaError, match="voltage"):
+        windows(no_volt, cfg.channels, 3)
+    with pytest.raises(SchemaError, match="current"):
+        windows(make_traj(nan=True), cfg.channels, 3)
+    with pytest.raises(SchemaError, match="history"):
+        windows(make_traj(T=5), cfg.channels, 3, history=8)
+
+
+def test_feature_stats_are_numpys():
+    x = torch.randn(50, 8, 12) * 3 + 1
+    mean, std = feature_stats([x[:20], x[20:]])
+    flat = x.reshape(-1, 12).numpy()
+    np.testing.assert_allclose(mean.numpy(), flat.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(std.numpy(), flat.std(0), rtol=1e-5)
+    const = torch.ones(10, 8, 2)
+    assert (feature_stats(const)[1] > 0).all()
+
+
+def trained_like(cfg, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    model = NeuralActuator(cfg)
+    model.set_stats(torch.randn(cfg.n_features, generator=g),
+                    torch.rand(cfg.n_features, generator=g) + 0.5, torch.tensor([1.0, 2.0, 3.0]))
+    with torch.no_grad():
+        model.head.weight.normal_(0, 0.05, generator=g)
+        model.log_kp.add_(0.3)
+    return model.eval()
+
+
+def test_checkpoint_round_trip_is_exact(tmp_path):
+    cfg = NeuralActuatorConfig(**TINY, mode="simulator", n_joints=5, tau_max=(1, 2, 3, 4, 5))
+    model = trained_like(cfg)
+    save_checkpoint(model, tmp_path / "ck", extra={"steps": 3})
+    back = load_checkpoint(tmp_path / "ck")
+    assert back.cfg == cfg
+    x = torch.randn(4, cfg.history, cfg.n_features)
+    with torch.no_grad():
+        for u, v in zip(model(x), back(x)):
+            torch.testing.assert_close(u, v, rtol=0, atol=0)
+    torch.testing.assert_close(back.x_std, model.x_std)
+    _, info = read_config(tmp_path / "ck")
+    assert info["extra"] == {"steps": 3} and info["channels"] == list(cfg.channels)
+    with pytest.raises(Exception, match="exists"):
+        save_checkpoint(model, tmp_path / "ck")
+
+
+def test_checkpoint_errors_name_the_file(tmp_path):
+    with pytest.raises(CheckpointError, match="config.json"):
+        load_checkpoint(tmp_path / "nothing")
+    cfg = NeuralActuatorConfig(**TINY)
+    save_checkpoint(trained_like(cfg), tmp_path / "ck")
+    info = json.loads((tmp_path / "ck" / "config.json").read_text())
+    info["config"]["d_model"] = 32  # weights no longer match
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(info))
+    with pytest.raises(CheckpointError, match="model.safetensors"):
+        load_checkpoint(tmp_path / "ck")
+    info["kind"] = "other"
+    (tmp_path / "ck" / "config.json").write_text(json.dumps(info))
+    with pytest.raises(CheckpointError, match="kind"):
+        load_checkpoint(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("kw", [{}, {"mode": "simulator", "activation": "relu"}])
+def test_onnx_outputs_equal_torch_outputs(tmp_path, kw):
+    cfg = NeuralActuatorConfig(**{**TINY, **kw})
+    model = trained_like(cfg)
+    path = export_onnx(model, tmp_path / "na.onnx")
+    ort_model = OnnxActuator(path)
+    assert ort_model.channels == cfg.channels and ort_model.config["mode"] == cfg.mode
+    for B in (1, 9):  # dynamic batch
+        x = 2.0 * torch.randn(B, cfg.history, cfg.n_features)
+        got = ort_model(x.numpy())
+        with torch.no_grad():
+            ref = model(x)
+        for name, r in zip(("tau", "force", "gate_logit", "condition_logits"), ref):
+            np.testing.assert_allclose(got[name], r.numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=name)
+    with pytest.raises(SchemaError, match="shape"):
+        ort_model(np.zeros((1, cfg.history, cfg.n_features + 1), np.float32))
+
+
+def test_default_model_exports_and_matches(tmp_path):
+    model = trained_like(NeuralActuatorConfig())
+    ort_model = OnnxActuator(export_onnx(model, tmp_path / "na.onnx"))
+    x = torch.randn(3, 8, model.cfg.n_features)
+    with torch.no_grad():
+        ref = model(x)
+    for r, g in zip(ref, ort_model.run(x.numpy())):
+        np.testing.assert_allclose(g, r.numpy(), rtol=1e-4, atol=2e-5)
