@@ -1,0 +1,349 @@
+"""Run reports: Markdown plus a self-contained HTML file (tables, embedded PNG figures).
+
+>>> rep = Report("NeuralActuator on SO-101 twin")
+>>> rep.add("Open-loop rollouts", rollout_table(records), "Simulator mode: ...")
+>>> rep.add("Rollouts", rollout_figure(t, q, {"neuralactuator": q_sim}, joint_names))
+>>> md, html = write_report(run_dir, rep)
+
+Every file is written atomically (temporary sibling + rename) into ``run_dir``: the Markdown
+file links its figures as PNG files under ``figures/``; the HTML embeds them as base64 so it
+can be mailed or archived alone. Figures are drawn with matplotlib (the ``viz`` extra)
+without pyplot, so no global backend state is touched.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuract.atomic import atomic_path, write_text
+from neuract.errors import ConfigError, SchemaError
+
+__all__ = [
+    "Figure",
+    "Report",
+    "Table",
+    "confusion_figure",
+    "estimator_table",
+    "force_figure",
+    "records_table",
+    "rollout_figure",
+    "rollout_table",
+    "write_report",
+]
+
+
+# ----------------------------------------------------------------------------- items
+@dataclass
+class Table:
+    """A titled table; cells may be numbers, strings or None (shown as a dash)."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        for i, r in enumerate(self.rows):
+            if len(r) != len(self.columns):
+                raise SchemaError(f"table {self.title!r}: row {i} has {len(r)} cells; "
+                                  f"expected {len(self.columns)} ({self.columns})")
+
+
+@dataclass
+class Figure:
+    """A titled PNG image."""
+
+    title: str
+    png: bytes
+    caption: str = ""
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool | np.bool_):
+        return "yes" if v else "no"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        v = float(v)
+        if not math.isfinite(v):
+            return str(v)
+        if v != 0 and (abs(v) >= 1e5 or abs(v) < 1e-3):
+            return f"{v:.3e}"
+        return f"{v:.4g}" if abs(v) >= 100 else f"{v:.3f}"
+    return str(v)
+
+
+def _get(rec: Mapping[str, Any], path: str) -> Any:
+    cur: Any = rec
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def records_table(records: Iterable[Mapping[str, Any]], columns: Mapping[str, str] | Sequence[str],
+                  title: str, note: str = "") -> Table:
+    """Table of result records; columns are dotted key paths (``"force.contact"``), given as a
+    list or as a mapping path -> header. Missing keys show as a dash."""
+    cols = dict(columns) if isinstance(columns, Mapping) else {c: c for c in columns}
+    rows = [[_get(r, p) for p in cols] for r in records]
+    return Table(title, list(cols.values()), rows, note)
+
+
+def rollout_table(records: Sequence[Mapping[str, Any]], title: str = "Open-loop rollout joint "
+                  "MAE [deg]", note: str = "") -> Table:
+    """One row per (model, horizon) from :func:`neuract.eval.evaluate_rollouts` records."""
+    joints: list[str] = []
+    for r in records:
+        for j in r.get("joint_mae_deg") or {}:
+            if j not in joints:
+                joints.append(j)
+    cols = {"model": "model", "mode": "mode", "horizon": "horizon", "n_windows": "windows"}
+    cols.update({f"joint_mae_deg.{j}": j for j in joints})
+    cols.update({"arm_mean_deg": "arm mean", "arm_max_deg": "arm worst"})
+    return records_table(records, cols, title, note)
+
+
+def estimator_table(records: Sequence[Mapping[str, Any]], title: str = "Estimation "
+                    "(estimator mode)", note: str = "") -> Table:
+    """One row per model from :func:`neuract.eval.evaluate_estimator` records."""
+    cols = {"model": "model", "mode": "mode", "torque_rmse_mean": "torque RMSE [N m]",
+            "force.contact": "force MAE contact [N]",
+            "force.no_contact": "force MAE no contact [N]", "gate.f1": "gate F1",
+            "gate.precision": "gate precision", "gate.recall": "gate recall",
+            "gate.latency_mean_s": "gate latency [s]", "condition.accuracy": "condition acc.",
+            "condition.auc": "condition AUC"}
+    return records_table(records, cols, title, note)
+
+
+# --------------------------------------------------------------------------- figures
+def _new_figure(nrows: int, ncols: int = 1, width: float = 8.0, height: float = 2.0):
+    try:
+        from matplotlib.figure import Figure as MplFigure
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ConfigError("report figures need matplotlib; install neuract[viz]") from None
+    fig = MplFigure(figsize=(width, height * nrows), layout="constrained")
+    return fig, fig.subplots(nrows, ncols, squeeze=False)
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+def rollout_figure(t: Any, q_meas: Any, q_sim: Mapping[str, Any], joint_names: Sequence[str],
+                   title: str = "Open-loop rollout", caption: str = "") -> Figure:
+    """Measured vs simulated joint positions [deg] over time, one panel per joint.
+
+    t: (T,) [s]; q_meas: (T, n) [rad]; q_sim: model -> (T, n) [rad] (same samples).
+    """
+    t = np.asarray(t, dtype=np.float64)
+    q = np.asarray(q_meas, dtype=np.float64)
+    if q.shape != (t.shape[0], len(joint_names)):
+        raise SchemaError(f"q_meas has shape {q.shape}; expected ({t.shape[0]}, "
+                          f"{len(joint_names)})")
+    fig, ax = _new_figure(len(joint_names), height=1.6)
+    for j, name in enumerate(joint_names):
+        a = ax[j, 0]
+        a.plot(t, np.degrees(q[:, j]), color="black", lw=1.2, label="measured")
+        for model, qs in q_sim.items():
+            qs = np.asarray(qs, dtype=np.float64)
+            if qs.shape != q.shape:
+                raise SchemaError(f"q_sim[{model!r}] has shape {qs.shape}; expected {q.shape}")
+            a.plot(t, np.degrees(qs[:, j]), lw=1.0, label=model)
+        a.set_ylabel(f"{name} [deg]")
+    ax[0, 0].legend(loc="upper right", fontsize=7)
+    ax[-1, 0].set_xlabel("time [s]")
+    fig.suptitle(title)
+    return Figure(title, _png(fig), caption)
+
+
+def force_figure(t: Any, f_true: Any, f_est: Mapping[str, Any], contact: Any = None,
+                 mask: Any = None, title: str = "End-effector force", caption: str = "") -> Figure:
+    """Force components [N] over time: label (where ``mask``) vs estimates; contact shaded.
+
+    t: (T,) [s]; f_true: (T, 3) [N]; f_est: model -> (T, 3) [N]; contact, mask: (T,) bool.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    f = np.asarray(f_true, dtype=np.float64)
+    if f.shape != (t.shape[0], 3):
+        raise SchemaError(f"f_true has shape {f.shape}; expected ({t.shape[0]}, 3)")
+    if mask is not None:
+        f = np.where(np.asarray(mask, bool)[:, None], f, np.nan)  # gaps where unlabelled
+    fig, ax = _new_figure(3, height=1.6)
+    for i, axis in enumerate("xyz"):
+        a = ax[i, 0]
+        if contact is not None:
+            c = np.asarray(contact, bool)
+            a.fill_between(t, 0, 1, where=c, color="0.85", transform=a.get_xaxis_transform(),
+                           label="contact")
+        a.plot(t, f[:, i], color="black", lw=1.2, label="label")
+        for model, fe in f_est.items():
+            fe = np.asarray(fe, dtype=np.float64)
+            if fe.shape != (t.shape[0], 3):
+                raise SchemaError(f"f_est[{model!r}] has shape {fe.shape}; expected "
+                                  f"({t.shape[0]}, 3)")
+            a.plot(t, fe[:, i], lw=1.0, label=model)
+        a.set_ylabel(f"f_{axis} [N]")
+    ax[0, 0].legend(loc="upper right", fontsize=7)
+    ax[-1, 0].set_xlabel("time [s]")
+    fig.suptitle(title)
+    return Figure(title, _png(fig), caption)
+
+
+def confusion_figure(cm: Any, class_names: Sequence[str] = ("normal", "degraded"),
+                     title: str = "Condition confusion matrix", caption: str = "") -> Figure:
+    """Confusion matrix (rows true, columns predicted) as an annotated image."""
+    cm = np.asarray(cm)
+    k = len(class_names)
+    if cm.shape != (k, k):
+        raise SchemaError(f"confusion matrix has shape {cm.shape}; expected ({k}, {k}) for "
+                          f"classes {list(class_names)}")
+    fig, ax = _new_figure(1, width=3.6, height=3.2)
+    a = ax[0, 0]
+    a.imshow(cm, cmap="Blues")
+    for i in range(k):
+        for j in range(k):
+            a.text(j, i, str(cm[i, j]), ha="center", va="center",
+                   color="white" if cm[i, j] > cm.max() / 2 else "black")
+    a.set_xticks(range(k), class_names)
+    a.set_yticks(range(k), class_names)
+    a.set_xlabel("predicted")
+    a.set_ylabel("true")
+    a.set_title(title, fontsize=9)
+    return Figure(title, _png(fig), caption)
+
+
+# ---------------------------------------------------------------------------- report
+@dataclass
+class Report:
+    """Sections of tables, figures and paragraphs, rendered to Markdown and HTML."""
+
+    title: str
+    intro: str = ""
+    sections: list[tuple[str, list[Table | Figure | str]]] = field(default_factory=list)
+
+    def add(self, heading: str, *items: Table | Figure | str) -> Report:
+        """Append items to the section ``heading`` (created on first use)."""
+        for h, lst in self.sections:
+            if h == heading:
+                lst.extend(items)
+                return self
+        self.sections.append((heading, list(items)))
+        return self
+
+    def figures(self) -> list[Figure]:
+        return [it for _, items in self.sections for it in items if isinstance(it, Figure)]
+
+    # -- rendering -------------------------------------------------------------------
+    def to_markdown(self, figure_paths: Mapping[int, str] | None = None) -> str:
+        """Markdown text; ``figure_paths`` maps ``id(figure)`` to a relative PNG path."""
+        out = [f"# {self.title}", ""]
+        if self.intro:
+            out += [self.intro, ""]
+        for heading, items in self.sections:
+            out += [f"## {heading}", ""]
+            for it in items:
+                if isinstance(it, Table):
+                    out += [f"**{it.title}**", "",
+                            "| " + " | ".join(_md_cell(c) for c in it.columns) + " |",
+                            "|" + "---|" * len(it.columns)]
+                    out += ["| " + " | ".join(_md_cell(_fmt(v)) for v in r) + " |"
+                            for r in it.rows]
+                    out += ([""] + [it.note] if it.note else []) + [""]
+                elif isinstance(it, Figure):
+                    path = (figure_paths or {}).get(id(it))
+                    if path:
+                        out += [f"![{it.title}]({path})", ""]
+                    if it.caption:
+                        out += [f"*{it.caption}*", ""]
+                else:
+                    out += [str(it), ""]
+        return "\n".join(out).rstrip() + "\n"
+
+    def to_html(self) -> str:
+        """Self-contained HTML (inline CSS, figures as base64 data URIs)."""
+        e = html.escape
+        body = [f"<h1>{e(self.title)}</h1>"]
+        if self.intro:
+            body.append(f"<p>{e(self.intro)}</p>")
+        for heading, items in self.sections:
+            body.append(f"<h2>{e(heading)}</h2>")
+            for it in items:
+                if isinstance(it, Table):
+                    head = "".join(f"<th>{e(str(c))}</th>" for c in it.columns)
+                    rows = "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in r)
+                                   + "</tr>" for r in it.rows)
+                    note = f"<p class='note'>{e(it.note)}</p>" if it.note else ""
+                    body.append(f"<table><caption>{e(it.title)}</caption><thead><tr>{head}"
+                                f"</tr></thead><tbody>{rows}</tbody></table>{note}")
+                elif isinstance(it, Figure):
+                    b64 = base64.b64encode(it.png).decode("ascii")
+                    cap = f"<figcaption>{e(it.caption)}</figcaption>" if it.caption else ""
+                    body.append(f"<figure><img alt='{e(it.title)}' "
+                                f"src='data:image/png;base64,{b64}'/>{cap}</figure>")
+                else:
+                    body.append(f"<p>{e(str(it))}</p>")
+        return (
+            "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{e(self.title)}</title><style>{_CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n"
+        )
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+        "color:#222}table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+        "caption{font-weight:bold;text-align:left;padding:0.3em 0}"
+        "th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:right}"
+        "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+        "img{max-width:100%}.note,figcaption{color:#555;font-size:0.85em}")
+
+
+def _md_cell(s: str) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", s.lower()).strip("_") or "figure"
+
+
+def write_report(run_dir: str | os.PathLike, report: Report, stem: str = "report"
+                 ) -> tuple[Path, Path]:
+    """Write ``<stem>.md`` (+ ``figures/*.png``) and ``<stem>.html`` into ``run_dir``.
+
+    Each file is written atomically; existing report files of the same stem are replaced.
+    Returns the Markdown and HTML paths.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run directory {str(run_dir)!r} exists and is not a directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[int, str] = {}
+    used: set[str] = set()
+    for i, fig in enumerate(report.figures()):
+        name = f"{stem}_{i:02d}_{_slug(fig.title)}.png"
+        while name in used:
+            name = f"_{name}"
+        used.add(name)
+        with atomic_path(run_dir / "figures" / name) as tmp:
+            tmp.write_bytes(fig.png)
+        paths[id(fig)] = f"figures/{name}"
+    md, htm = run_dir / f"{stem}.md", run_dir / f"{stem}.html"
+    write_text(md, report.to_markdown(paths))
+    write_text(htm, report.to_html())
+    return md, htm
