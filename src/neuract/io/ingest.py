@@ -12,7 +12,7 @@ import fnmatch
 import os
 import tarfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -298,11 +298,6 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if not cfg.quiet:
         _print_summary(summary, cfg.out)
     return summary
-
-
-def iter_source(cfg: IngestConfig) -> Iterator[Trajectory]:
-    """Episodes of cfg.source without writing anything (for library use)."""
-    yield from read_all(cfg)
 
 
 __all__ = ["FORMATS", "IngestConfig", "read_all", "run", "summarize"]
