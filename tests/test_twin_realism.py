@@ -25,23 +25,6 @@ FILES = [
 ]
 
 
-def bands(r: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """Tolerance band of each statistic given the real file's values ``r``."""
-    b = {
-        "noise_steps": (r["noise_steps"] / 3.0, r["noise_steps"] * 3.0 + 0.2),
-        "err_move_med": (r["err_move_med"] / 3.0, r["err_move_med"] * 3.0 + 0.3),
-        "err_move_p90": (r["err_move_p90"] / 3.0, r["err_move_p90"] * 3.0),
-        "v_min": (r["v_min"] - 0.4, r["v_mean"]),
-        "v_mean": (r["v_mean"] - 0.3, r["v_mean"] + 0.3),
-        "v_max": (r["v_mean"], r["v_max"] + 0.3),
-        "temp_median": (25.0, 50.0),  # real files: 30-45 degC (spikes to 57 excluded)
-        "temp_drift_10s": (0.0, r["temp_drift_10s"] + 1.0),
-    }
-    if "load_rest" in r:
-        b["load_rest"] = (r["load_rest"] / 2.5, r["load_rest"] * 2.5)
-    return b
-
-
 @pytest.mark.parametrize("rel", FILES)
 def test_twin_replay_within_real_bands(shared_data, rel):
     from neuract.io.nad import read_nad_csv
@@ -56,7 +39,7 @@ def test_twin_replay_within_real_bands(shared_data, rel):
     twins = [realism.stats(tr) for tr in realism.replay(real, n_units=4, seed=0)]
     failures = []
     print(f"\n{rel}  ({real.meta.robot}, payload {real.meta.labels.get('payload_mass_kg')})")
-    for key, (lo, hi) in bands(r).items():
+    for key, (lo, hi) in realism.tolerance_bands(r).items():
         vals = [t[key] for t in twins if key in t]
         med = float(np.median(vals))
         ok = lo <= med <= hi

@@ -179,7 +179,7 @@ class SimConfig:
 
     physics_hz: float = 500.0
     episode_s: float = 30.0
-    n_envs: int = 16  # environments stepped in lockstep per process
+    n_envs: int = 32  # environments stepped in lockstep per process
     degraded_fraction: float = 0.25  # share of degraded-motor episodes in task 'degraded'
     payload_range_kg: Range = (0.0, 0.5)
     push_force_n: Range = (0.5, 6.0)

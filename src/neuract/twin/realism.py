@@ -104,8 +104,20 @@ def replay(real: Trajectory, n_units: int = 4, seed: int = 0,
                           {"unit": u}, None) for u, r in enumerate(recs)]
 
 
-def band(real_values: list[float], factor: float = 3.0, pad: float = 0.0
-         ) -> tuple[float, float]:
-    """Tolerance band around the real values: [min / factor - pad, max * factor + pad]."""
-    lo, hi = min(real_values), max(real_values)
-    return (lo / factor - pad, hi * factor + pad)
+def tolerance_bands(r: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Tolerance band of each statistic given a real file's values ``r``: factor 3 on noise
+    and tracking error, 2.5 on the rest load, +-0.3-0.4 V on voltages, 25-50 degC (real
+    files: 30-45 degC), and at most 1 degC more 10-s drift than the real file."""
+    b = {
+        "noise_steps": (r["noise_steps"] / 3.0, r["noise_steps"] * 3.0 + 0.2),
+        "err_move_med": (r["err_move_med"] / 3.0, r["err_move_med"] * 3.0 + 0.3),
+        "err_move_p90": (r["err_move_p90"] / 3.0, r["err_move_p90"] * 3.0),
+        "v_min": (r["v_min"] - 0.4, r["v_mean"]),
+        "v_mean": (r["v_mean"] - 0.3, r["v_mean"] + 0.3),
+        "v_max": (r["v_mean"], r["v_max"] + 0.3),
+        "temp_median": (25.0, 50.0),
+        "temp_drift_10s": (0.0, r["temp_drift_10s"] + 1.0),
+    }
+    if "load_rest" in r:
+        b["load_rest"] = (r["load_rest"] / 2.5, r["load_rest"] * 2.5)
+    return b

@@ -152,17 +152,38 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
     qpos = np.zeros((E, nq))
     qvel = np.zeros((E, m0.nv))
     phys = np.zeros((n_steps, nq)) if record_physics else None
-    cur_mass = np.full(E, -1.0)
     ar = np.arange(E)
+    # cached views into MjData/MjModel (attribute access costs more than the copy)
+    full = np.array_equal(mdof, np.arange(m0.nv)) and np.array_equal(mq, np.arange(nq))
+    qpos_v = [d.qpos for d in datas]
+    qvel_v = [d.qvel for d in datas]
+    qfrc_v = [d.qfrc_applied for d in datas]
+    fric_v = [m.dof_frictionloss for m in models]
+    pass_v = [d.qfrc_passive for d in datas]
+    cons_v = [d.qfrc_constraint for d in datas]
+    push_envs = [e for e in range(E) if has_push[e]]
+    xfrc_v = {e: datas[e].xfrc_applied[ee] for e in push_envs}
+    # payload changes as events: step -> [(env, mass)]
+    events: dict[int, list[tuple[int, float]]] = {}
+    for e in range(E):
+        for s in np.flatnonzero(np.diff(payload[e], prepend=-1.0) != 0):
+            events.setdefault(int(s), []).append((e, float(payload[e, s])))
+    use_friction = ni.friction and ni.motor
+    step = mujoco.mj_step
+    E_range = range(E)
 
     for s in range(n_steps):
-        for e in range(E):
-            qpos[e] = datas[e].qpos
-            qvel[e] = datas[e].qvel
+        for e in E_range:
+            qpos[e] = qpos_v[e]
+            qvel[e] = qvel_v[e]
         if record_physics:
             phys[s] = qpos[0]
-        q_out = qpos[:, mq] + st.gap
-        w_m = qvel[:, mdof]
+        if full:
+            q_out = qpos + st.gap
+            w_m = qvel.copy()
+        else:
+            q_out = qpos[:, mq] + st.gap
+            w_m = qvel[:, mdof]
         q_enc = q_out + offset + noise[:, s] * lsb
         if ni.quantisation:
             q_enc = np.round(q_enc / lsb) * lsb
@@ -173,19 +194,24 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
             if s == 0:
                 hist[:] = q_enc[:, None]
             hist[:, s % (W + 1)] = q_enc
-        for e in range(E):
-            m, d = models[e], datas[e]
-            d.qfrc_applied[mdof] = out.tau_em[e]
-            if ni.friction and ni.motor:
-                m.dof_frictionloss[mdof] = out.friction_bound[e]
-            mass = payload[e, s]
-            if mass != cur_mass[e]:
-                m.body_mass[ee] = mass
-                m.body_inertia[ee] = 0.4 * mass * 0.03**2  # 3 cm solid sphere
-                cur_mass[e] = mass
-            if has_push[e]:
-                d.xfrc_applied[ee, :3] = push[e, s]
-            mujoco.mj_step(m, d)
+        for e, mass in events.get(s, ()):
+            models[e].body_mass[ee] = mass
+            models[e].body_inertia[ee] = 0.4 * mass * 0.03**2  # 3 cm solid sphere
+        for e in push_envs:
+            xfrc_v[e][:3] = push[e, s]
+        tau, bound = out.tau_em, out.friction_bound
+        if full:
+            for e in E_range:
+                qfrc_v[e][:] = tau[e]
+                if use_friction:
+                    fric_v[e][:] = bound[e]
+                step(models[e], datas[e])
+        else:
+            for e in E_range:
+                qfrc_v[e][mdof] = tau[e]
+                if use_friction:
+                    fric_v[e][mdof] = bound[e]
+                step(models[e], datas[e])
         lo_i, hi_i = bounds[s], bounds[s + 1]
         if hi_i > lo_i:
             es, ks = all_e[lo_i:hi_i], all_k[lo_i:hi_i]
@@ -196,10 +222,8 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
             rec["current"][es, ks] = out.current[es]
             rec["v_servo"][es, ks] = out.v_servo[es]
             rec["temperature"][es, ks] = st.temperature[es]
-            for e, k in zip(es, ks):
-                d = datas[e]
-                rec["tau"][e, k] = (d.qfrc_applied[mdof] + d.qfrc_passive[mdof]
-                                    + d.qfrc_constraint[mdof])
+            for e, k in zip(es.tolist(), ks.tolist()):
+                rec["tau"][e, k] = (qfrc_v[e][mdof] + pass_v[e][mdof] + cons_v[e][mdof])
             if W:
                 rec_win[es, ks] = hist[es, (s + 1) % (W + 1)]
 

@@ -34,7 +34,7 @@ class TwinConfig:
     """parallel processes (results do not depend on it)"""
     episode_s: float = 30.0
     """episode length [s]"""
-    n_envs: int = 16
+    n_envs: int = 32
     """episodes stepped in lockstep per process"""
     physics_hz: float = 500.0
     """MuJoCo physics rate [Hz] (>= 500)"""
