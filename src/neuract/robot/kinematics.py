@@ -1,0 +1,142 @@
+"""Forward kinematics and Jacobians: pure functions of (robot, q).
+
+All quantities are in the world frame. Spatial motion vectors ``[omega, v]`` are referred to
+the world origin (``v`` is the velocity of the body-fixed point that currently coincides with
+the world origin), which makes the tree recursions plain sums over ancestors/descendants.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from neuract.robot.spatial import cross
+
+__all__ = [
+    "link_poses",
+    "motion_subspace",
+    "body_poses",
+    "site_poses",
+    "forward_kinematics",
+    "point_jacobian",
+    "body_jacobian",
+    "site_jacobian",
+]
+
+
+def link_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
+    """World pose of every joint/link frame.
+
+    q: (..., n_dof) joint positions [rad or m].
+    Returns R: (..., n_dof, 3, 3) and p: (..., n_dof, 3) [m] (the joint anchor; z = joint axis).
+    """
+    theta = q - robot.q_ref
+    c = torch.cos(theta)[..., None, None]
+    s = torch.sin(theta)[..., None, None]
+    R_loc = c * robot.rot_cos + s * robot.rot_sin + robot.rot_const
+    if robot.has_slide:
+        p_loc = robot.pos_const + theta[..., None] * robot.slide_axis
+    else:
+        p_loc = robot.pos_const.expand(*q.shape[:-1], *robot.pos_const.shape)
+    Rs: list[Tensor] = []
+    ps: list[Tensor] = []
+    for i, par in enumerate(robot.parent):
+        Ri, pi = R_loc[..., i, :, :], p_loc[..., i, :]
+        if par >= 0:
+            Rp = Rs[par]
+            pi = ps[par] + (Rp @ pi[..., None])[..., 0]
+            Ri = Rp @ Ri
+        Rs.append(Ri)
+        ps.append(pi)
+    return torch.stack(Rs, -3), torch.stack(ps, -2)
+
+
+def motion_subspace(robot, R: Tensor, p: Tensor) -> Tensor:
+    """World-frame joint motion subspaces ``S`` (..., n_dof, 6), ``[omega, v_O]`` per unit qd."""
+    z = R[..., :, 2]
+    S_hinge = torch.cat([z, cross(p, z)], -1)
+    if not robot.has_slide:
+        return S_hinge
+    S_slide = torch.cat([torch.zeros_like(z), z], -1)
+    return torch.where(robot.is_hinge[:, None], S_hinge, S_slide)
+
+
+def _extend(robot, R: Tensor, p: Tensor) -> tuple[Tensor, Tensor]:
+    """Append the world as a fixed extra link (index n_dof) for welded bodies/sites."""
+    eye = torch.eye(3, dtype=R.dtype, device=R.device).expand(*R.shape[:-3], 1, 3, 3)
+    zero = torch.zeros((*p.shape[:-2], 1, 3), dtype=p.dtype, device=p.device)
+    return torch.cat([R, eye], -3), torch.cat([p, zero], -2)
+
+
+def _attached_poses(R, p, link_idx, R_off, p_off):
+    Rl = R[..., link_idx, :, :]
+    return p[..., link_idx, :] + (Rl @ p_off[..., None])[..., 0], Rl @ R_off
+
+
+def body_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
+    """World pose of every body (MuJoCo ``xpos``/``xmat``, world body excluded).
+
+    Returns pos: (..., n_bodies, 3) [m] and rot: (..., n_bodies, 3, 3).
+    """
+    R, p = _extend(robot, *link_poses(robot, q))
+    return _attached_poses(R, p, robot.body_link, robot.body_R, robot.body_p)
+
+
+forward_kinematics = body_poses
+
+
+def site_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
+    """World pose of every site: pos (..., n_sites, 3) [m], rot (..., n_sites, 3, 3)."""
+    R, p = _extend(robot, *link_poses(robot, q))
+    return _attached_poses(R, p, robot.site_link, robot.site_R, robot.site_p)
+
+
+def point_jacobian(robot, S: Tensor, link: int, point: Tensor) -> Tensor:
+    """Jacobian (..., 6, n_dof) of a point fixed to ``link`` (``n_dof`` = the world).
+
+    Rows 0-2: linear velocity of ``point`` (world, (..., 3)); rows 3-5: angular velocity.
+    """
+    if link < robot.n_dof:
+        mask = robot.anc[link]
+    else:
+        mask = torch.zeros_like(robot.anc[0])
+    w = S[..., :3]
+    jp = S[..., 3:] + cross(w, point[..., None, :])
+    J = torch.cat([jp, w], -1) * mask[:, None]
+    return J.transpose(-1, -2)
+
+
+def _index(names: tuple[str, ...], key: str | int, kind: str) -> int:
+    if isinstance(key, int):
+        if not 0 <= key < len(names):
+            raise IndexError(f"{kind} index {key} out of range (0..{len(names) - 1})")
+        return key
+    try:
+        return names.index(key)
+    except ValueError:
+        from neuract.errors import RobotModelError
+
+        raise RobotModelError(f"unknown {kind} {key!r}; known: {', '.join(names)}") from None
+
+
+def body_jacobian(robot, q: Tensor, body: str | int) -> Tensor:
+    """Jacobian (..., 6, n_dof) of body ``body``'s origin, as ``mj_jacBody``: rows 0-2 = jacp
+    (linear velocity of the body origin, world), rows 3-5 = jacr (angular velocity, world)."""
+    b = _index(robot.body_names, body, "body")
+    R, p = link_poses(robot, q)
+    S = motion_subspace(robot, R, p)
+    Re, pe = _extend(robot, R, p)
+    link = int(robot.body_link[b])
+    pos, _ = _attached_poses(Re, pe, link, robot.body_R[b], robot.body_p[b])
+    return point_jacobian(robot, S, link, pos)
+
+
+def site_jacobian(robot, q: Tensor, site: str | int) -> Tensor:
+    """Jacobian (..., 6, n_dof) of a site, as ``mj_jacSite`` (rows: jacp then jacr)."""
+    s = _index(robot.site_names, site, "site")
+    R, p = link_poses(robot, q)
+    S = motion_subspace(robot, R, p)
+    Re, pe = _extend(robot, R, p)
+    link = int(robot.site_link[s])
+    pos, _ = _attached_poses(Re, pe, link, robot.site_R[s], robot.site_p[s])
+    return point_jacobian(robot, S, link, pos)

@@ -1,0 +1,163 @@
+"""Cross-check a :class:`Robot` against MuJoCo (and Pinocchio) at random states.
+
+Used by the tests and by ``neuract demo``. Every number is a relative error: for each state,
+``max |ours - reference| / max |reference|`` (reference floored at 1e-12), maximised over states.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import mujoco
+import numpy as np
+import torch
+
+__all__ = ["random_states", "reference_model", "compare_with_mujoco", "compare_with_pinocchio"]
+
+
+def random_states(robot, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """n random (q, qd, qdd) (n, n_dof) float64 arrays; q inside the joint limits."""
+    rng = np.random.default_rng(seed)
+    lo = robot.q_lower.detach().cpu().double().numpy()
+    hi = robot.q_upper.detach().cpu().double().numpy()
+    hinge = robot.is_hinge.cpu().numpy()
+    dflt = np.where(hinge, np.pi, 0.05)
+    lo = np.where(np.isfinite(lo), lo, -dflt)
+    hi = np.where(np.isfinite(hi), hi, dflt)
+    q = rng.uniform(lo, hi, size=(n, robot.n_dof))
+    scale = np.where(hinge, 1.0, 0.05)
+    qd = rng.normal(size=(n, robot.n_dof)) * 2.0 * scale
+    qdd = rng.normal(size=(n, robot.n_dof)) * 5.0 * scale
+    return q, qd, qdd
+
+
+def reference_model(robot) -> mujoco.MjModel:
+    """A copy of ``robot.mj_model`` with constraints (limits, friction loss, equality,
+    contacts), passive forces (springs, dampers) and actuators disabled: rigid bodies only."""
+    m = copy.deepcopy(robot.mj_model)
+    for bit in ("mjDSBL_CONSTRAINT", "mjDSBL_DAMPER", "mjDSBL_SPRING", "mjDSBL_ACTUATION"):
+        m.opt.disableflags |= int(getattr(mujoco.mjtDisableBit, bit))
+    return m
+
+
+def _rel(ours: np.ndarray, ref: np.ndarray) -> float:
+    ours = ours.reshape(ours.shape[0], -1)
+    ref = ref.reshape(ref.shape[0], -1)
+    den = np.maximum(np.abs(ref).max(-1), 1e-12)
+    return float((np.abs(ours - ref).max(-1) / den).max())
+
+
+def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, float]:
+    """Relative errors of M, bias, inverse/forward dynamics, FK, Jacobians, external torques."""
+    m = reference_model(robot)
+    d = mujoco.MjData(m)
+    nv, nb, ns = m.nv, m.nbody, m.nsite
+    q, qd, qdd = random_states(robot, n_states, seed)
+    rng = np.random.default_rng(seed + 1)
+    wrench = rng.normal(size=(n_states, nb - 1, 6))
+    ref = {k: [] for k in ("M", "bias", "inv", "fwd", "xpos", "xmat", "jac", "spos", "smat",
+                           "sjac", "ext")}
+    for k in range(n_states):
+        d.qpos[:], d.qvel[:], d.qacc[:] = q[k], qd[k], qdd[k]
+        mujoco.mj_inverse(m, d)
+        M = np.zeros((nv, nv))
+        mujoco.mj_fullM(m, d, M)
+        ref["M"].append(M)
+        ref["bias"].append(d.qfrc_bias.copy())
+        ref["inv"].append(d.qfrc_inverse.copy())
+        ref["xpos"].append(d.xpos[1:].copy())
+        ref["xmat"].append(d.xmat[1:].reshape(-1, 3, 3).copy())
+        ref["spos"].append(d.site_xpos.copy())
+        ref["smat"].append(d.site_xmat.reshape(-1, 3, 3).copy())
+        jac, sjac = [], []
+        ext = np.zeros(nv)
+        for b in range(1, nb):
+            jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
+            mujoco.mj_jacBody(m, d, jp, jr, b)
+            jac.append(np.vstack([jp, jr]))
+            mujoco.mj_applyFT(m, d, wrench[k, b - 1, :3].copy(), wrench[k, b - 1, 3:].copy(),
+                              d.xpos[b].copy(), b, ext)
+        for s in range(ns):
+            jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
+            mujoco.mj_jacSite(m, d, jp, jr, s)
+            sjac.append(np.vstack([jp, jr]))
+        ref["jac"].append(np.stack(jac))
+        ref["sjac"].append(np.stack(sjac) if sjac else np.zeros((0, 6, nv)))
+        ref["ext"].append(ext)
+        # forward dynamics with an external wrench: MuJoCo applies xfrc_applied at the COM
+        d.xfrc_applied[1:, :3] = wrench[k, :, :3]
+        d.xfrc_applied[1:, 3:] = wrench[k, :, 3:] + np.cross(d.xpos[1:] - d.xipos[1:],
+                                                            wrench[k, :, :3])
+        d.qfrc_applied[:] = ref["inv"][-1]
+        mujoco.mj_forward(m, d)
+        ref["fwd"].append(d.qacc.copy())
+        d.xfrc_applied[:] = 0.0
+        d.qfrc_applied[:] = 0.0
+    ref = {k: np.stack(v) for k, v in ref.items()}
+
+    r = robot.to(dtype=torch.float64)
+    qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))
+    wt = torch.as_tensor(wrench)
+    tau_inv = r.inverse_dynamics(qt, qdt, qddt)
+    pos, rot = r.forward_kinematics(qt)
+    out = {
+        "mass_matrix": _rel(r.mass_matrix(qt).numpy(), ref["M"]),
+        "bias_forces": _rel(r.bias_forces(qt, qdt).numpy(), ref["bias"]),
+        "inverse_dynamics": _rel(tau_inv.numpy(), ref["inv"]),
+        "forward_dynamics_ext": _rel(
+            r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"]), wt).numpy(), ref["fwd"]),
+        "body_pos": _rel(pos.numpy(), ref["xpos"]),
+        "body_rot": _rel(rot.numpy(), ref["xmat"]),
+        "body_jacobian": _rel(
+            torch.stack([r.body_jacobian(qt, b) for b in range(nb - 1)], 1).numpy(), ref["jac"]),
+        "external_torques": _rel(r.external_torques(qt, wt).numpy(), ref["ext"]),
+        "regressor": _rel((r.regressor(qt, qdt, qddt) @ r.inertial_parameters()).numpy(),
+                          (tau_inv - r.armature * qddt).numpy()),
+    }
+    if ns:
+        spos, srot = r.site_poses(qt)
+        out["site_pos"] = _rel(spos.numpy(), ref["spos"])
+        out["site_rot"] = _rel(srot.numpy(), ref["smat"])
+        out["site_jacobian"] = _rel(
+            torch.stack([r.site_jacobian(qt, s) for s in range(ns)], 1).numpy(), ref["sjac"])
+    return out
+
+
+def compare_with_pinocchio(robot, urdf_path, n_states: int = 100, seed: int = 0
+                           ) -> dict[str, float]:
+    """Relative errors of M, RNEA and link poses against Pinocchio built from the same URDF.
+
+    Pinocchio carries no armature, so the robot's armature is subtracted from M first.
+    """
+    import pinocchio as pin
+
+    pm = pin.buildModelFromUrdf(str(urdf_path))
+    pd = pm.createData()
+    idx = [pm.joints[pm.getJointId(name)].idx_q for name in robot.joint_names]
+    q, qd, qdd = random_states(robot, n_states, seed)
+    r = robot.to(dtype=torch.float64)
+    frames = [(i, pm.getFrameId(name)) for i, name in enumerate(r.body_names)
+              if pm.existFrame(name)]
+    Ms, taus, pos, rot = [], [], [], []
+    for k in range(n_states):
+        qp, vp, ap = (np.zeros(pm.nq) for _ in range(3))
+        qp[idx], vp[idx], ap[idx] = q[k], qd[k], qdd[k]
+        M = pin.crba(pm, pd, qp)
+        M = np.triu(M) + np.triu(M, 1).T
+        Ms.append(M[np.ix_(idx, idx)])
+        taus.append(pin.rnea(pm, pd, qp, vp, ap)[idx])
+        pin.framesForwardKinematics(pm, pd, qp)
+        pos.append(np.stack([pd.oMf[f].translation for _, f in frames]))
+        rot.append(np.stack([pd.oMf[f].rotation for _, f in frames]))
+    qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))
+    bp, br = r.forward_kinematics(qt)
+    sel = [i for i, _ in frames]
+    return {
+        "mass_matrix": _rel(r.mass_matrix(qt).numpy() - np.diag(r.armature.numpy()),
+                            np.stack(Ms)),
+        "rnea": _rel(r.inverse_dynamics(qt, qdt, qddt).numpy() - r.armature.numpy() * qdd,
+                     np.stack(taus)),
+        "body_pos": _rel(bp[:, sel].numpy(), np.stack(pos)),
+        "body_rot": _rel(br[:, sel].numpy(), np.stack(rot)),
+        "n_frames_compared": float(len(frames)),
+    }

@@ -1,0 +1,65 @@
+"""One integration step of the joint-space dynamics.
+
+``euler`` is semi-implicit (symplectic) Euler, the scheme of MuJoCo's default integrator:
+``qd' = qd + dt * qdd(q, qd)``, ``q' = q + dt * qd'``. With ``implicit_damping=True`` the joint
+damping is treated implicitly like MuJoCo does (``(M + dt D) qdd = tau - b - D qd + ...``).
+``rk4`` is the classical Runge-Kutta scheme with the torque held over the step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from neuract.errors import ConfigError
+from neuract.robot.dynamics import mass_matrix_and_bias, passive_torques
+
+__all__ = ["INTEGRATORS", "accelerations", "step"]
+
+INTEGRATORS = ("euler", "rk4")
+
+
+def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | None = None,
+                  passive: bool = True, friction_eps: float = 1e-2,
+                  implicit_dt: float = 0.0) -> Tensor:
+    """qdd (..., n_dof) from applied torques tau (..., n_dof) [N m], plus passive torques.
+
+    ``implicit_dt > 0`` adds ``implicit_dt * diag(damping)`` to M (MuJoCo's implicit damping).
+    """
+    M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
+    force = tau - b
+    if passive:
+        force = force + passive_torques(robot, qd, friction_eps)
+    if implicit_dt > 0.0:
+        M = M + torch.diag_embed(implicit_dt * robot.damping)
+    L = torch.linalg.cholesky(M)
+    return torch.cholesky_solve(force[..., None], L)[..., 0]
+
+
+def step(robot, q: Tensor, qd: Tensor, tau: Tensor, dt: float, *, integrator: str = "euler",
+         f_ext: Tensor | None = None, passive: bool = True, friction_eps: float = 1e-2,
+         implicit_damping: bool = False) -> tuple[Tensor, Tensor]:
+    """Advance (q, qd) (..., n_dof) by dt [s] under torque tau (..., n_dof) [N m].
+
+    Returns the new (q, qd). ``passive`` adds damping and smooth dry friction
+    (:func:`~neuract.robot.dynamics.passive_torques`); f_ext: (..., n_bodies, 6) body wrenches.
+    """
+    kw = dict(f_ext=f_ext, passive=passive, friction_eps=friction_eps)
+    if integrator == "euler":
+        qdd = accelerations(robot, q, qd, tau, implicit_dt=dt if implicit_damping else 0.0, **kw)
+        qd1 = qd + dt * qdd
+        return q + dt * qd1, qd1
+    if integrator == "rk4":
+        if implicit_damping:
+            raise ConfigError("implicit_damping is only available with integrator='euler'")
+        k1q, k1v = qd, accelerations(robot, q, qd, tau, **kw)
+        k2q = qd + 0.5 * dt * k1v
+        k2v = accelerations(robot, q + 0.5 * dt * k1q, k2q, tau, **kw)
+        k3q = qd + 0.5 * dt * k2v
+        k3v = accelerations(robot, q + 0.5 * dt * k2q, k3q, tau, **kw)
+        k4q = qd + dt * k3v
+        k4v = accelerations(robot, q + dt * k3q, k4q, tau, **kw)
+        q1 = q + dt / 6.0 * (k1q + 2 * k2q + 2 * k3q + k4q)
+        qd1 = qd + dt / 6.0 * (k1v + 2 * k2v + 2 * k3v + k4v)
+        return q1, qd1
+    raise ConfigError(f"unknown integrator {integrator!r}; valid: {', '.join(INTEGRATORS)}")
