@@ -187,35 +187,61 @@ def servo_step(p: ServoParams, st: ServoState, goal: np.ndarray, q_enc: np.ndarr
         tau = kp_ideal * err
         zero = np.zeros_like(tau)
         return ServoOut(zero, zero, tau, zero, np.broadcast_to(v_bus[:, None], tau.shape))
+    c = _derived(p, dt)
     if ni.quantisation:
-        err = np.where(np.abs(err) <= p.deadband, 0.0, err)
-    duty = p.kp * p.p_scale * err - p.kd * p.d_scale * w_motor
-    np.clip(duty, -1.0, 1.0, out=duty)
-    v_servo = v_bus[:, None] + (p.volt_offset if ni.noise else 0.0)
+        err[np.abs(err) <= p.deadband] = 0.0
+    duty = c["p_gain"] * err
+    duty -= c["d_gain"] * w_motor
+    np.maximum(duty, -1.0, out=duty)
+    np.minimum(duty, 1.0, out=duty)
+    v_col = v_bus[:, None]
+    v_servo = v_col + p.volt_offset if ni.noise else np.repeat(v_col, err.shape[1], 1)
     if ni.thermal:
         dtemp = st.temperature - T_REF
         res = p.resistance * (1.0 + p.r_temp_coeff * dtemp)
-        kt = p.kt * (1.0 + p.kt_temp_coeff * dtemp)
+        kt_isat = c["kt_isat"] * (1.0 + p.kt_temp_coeff * dtemp)
     else:
-        res, kt = p.resistance, p.kt
-    current = (duty * v_servo - p.ke * w_motor) / res
-    np.clip(current, -p.current_limit, p.current_limit, out=current)
-    tau_em = kt * p.i_sat * np.tanh(current / p.i_sat)
+        res, kt_isat = p.resistance, c["kt_isat"]
+    current = duty * v_servo
+    current -= p.ke * w_motor
+    current /= res
+    np.maximum(current, c["neg_ilim"], out=current)
+    np.minimum(current, p.current_limit, out=current)
+    tau_em = kt_isat * np.tanh(current * c["inv_isat"])
+    abs_tau = np.abs(tau_em)
     if ni.friction:
-        s = np.exp(-np.power(np.abs(w_motor) / p.stribeck_speed, p.stribeck_alpha))
-        bound = p.coulomb + p.stribeck * s + (p.load_mu + p.load_mu_stribeck * s) * np.abs(tau_em)
+        s = np.exp(-np.power(np.abs(w_motor) * c["inv_ws"], p.stribeck_alpha))
+        bound = p.coulomb + p.stribeck * s
+        bound += (p.load_mu + p.load_mu_stribeck * s) * abs_tau
     else:
         bound = np.zeros_like(tau_em)
     if ni.thermal:
-        heat = current * current * res
-        st.temperature += dt * (heat - (st.temperature - p.ambient) / p.r_th) * (p.r_th / p.tau_th)
+        st.temperature += c["th_heat"] * (current * current * res)
+        st.temperature -= c["th_cool"] * (st.temperature - p.ambient)
     st.supply_current = np.abs(duty * current).sum(axis=1) + 0.05
     if ni.backlash:
-        tau_t = tau_em - p.viscous * w_motor - p.armature * (w_motor - st.w_prev) / dt
-        target = p.backlash * np.tanh(tau_t / 0.02)
-        st.gap += (target - st.gap) * np.minimum(dt / p.backlash_lag, 1.0)
+        tau_t = tau_em - p.viscous * w_motor
+        tau_t -= c["arm_dt"] * (w_motor - st.w_prev)
+        target = p.backlash * np.tanh(tau_t * 50.0)  # flank switch scale 0.02 N m
+        st.gap += (target - st.gap) * c["lag"]
     st.w_prev = w_motor
     return ServoOut(duty, current, tau_em, bound, v_servo)
+
+
+def _derived(p: ServoParams, dt: float) -> dict[str, np.ndarray]:
+    """Per-step constants of ``p`` (computed once per parameter set and time step)."""
+    cache = getattr(p, "_derived_cache", None)
+    if cache is None or cache[0] != dt:
+        d = {
+            "p_gain": p.kp * p.p_scale, "d_gain": p.kd * p.d_scale,
+            "kt_isat": p.kt * p.i_sat, "inv_isat": 1.0 / p.i_sat,
+            "neg_ilim": -p.current_limit, "inv_ws": 1.0 / p.stribeck_speed,
+            "th_heat": dt * p.r_th / p.tau_th, "th_cool": dt / p.tau_th,
+            "arm_dt": p.armature / dt, "lag": np.minimum(dt / p.backlash_lag, 1.0),
+        }
+        cache = (dt, d)
+        object.__setattr__(p, "_derived_cache", cache)
+    return cache[1]
 
 
 def bus_voltage(bus: UnitBus, st: ServoState, ni: Nonidealities) -> np.ndarray:
