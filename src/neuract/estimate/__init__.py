@@ -3,6 +3,7 @@
 - :mod:`.momentum_observer`: generalized momentum observer (sensorless external joint torque)
   and the J^T (damped) pseudo-inverse mapping to an end-effector force.
 - :mod:`.residual_force`: model-based residual ``inverse_dynamics - tau`` through J^T.
+- :mod:`.force`: both as estimators over trajectories for the evaluation protocol.
 - :mod:`.condition`: threshold, SVM and random-forest motor-condition classifiers on windowed
   telemetry features (scikit-learn, the ``peers`` extra).
 """
@@ -16,6 +17,7 @@ from neuract.estimate.condition import (
     make_condition_baseline,
     window_features,
 )
+from neuract.estimate.force import FORCE_METHODS, force_estimator
 from neuract.estimate.momentum_observer import (
     MomentumObserver,
     momentum_observer,
@@ -26,6 +28,7 @@ from neuract.estimate.residual_force import differentiate, residual_force, resid
 
 __all__ = [
     "CONDITION_BASELINES",
+    "FORCE_METHODS",
     "RandomForestCondition",
     "SVMCondition",
     "ThresholdCondition",
@@ -34,6 +37,7 @@ __all__ = [
     "window_features",
     "MomentumObserver",
     "differentiate",
+    "force_estimator",
     "momentum_observer",
     "momentum_terms",
     "residual_force",

@@ -39,9 +39,10 @@ __all__ = ["MomentumObserver", "momentum_observer", "momentum_terms", "torque_to
 
 
 def _tensor(x: Any, robot, name: str) -> Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, Tensor) else x)
-    if not torch.is_floating_point(t):
-        t = t.to(torch.float64)
+    if isinstance(x, Tensor):
+        t = x
+    else:  # a copy: trajectory arrays are read-only
+        t = torch.from_numpy(np.array(x, dtype=np.float64, copy=True))
     t = t.to(dtype=robot.dtype, device=robot.device)
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).sum())
