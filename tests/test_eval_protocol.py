@@ -164,3 +164,32 @@ def test_estimator_records():
     assert r["force"]["contact"] == pytest.approx(0.2)
     assert r["gate"]["latency_mean_s"] == pytest.approx(0.02)
     assert r["condition"]["accuracy"] == 1.0 and r["condition"]["auc"] == 1.0
+
+
+def test_history_gives_only_past_samples():
+    tr = _lag_traj(n=300, seed=6)
+    q, t = tr["q"], tr["t"]
+    seen = []
+
+    def spy(batch):
+        seen.append(batch)
+        return _lag_sim(batch)
+
+    recs = P.evaluate_rollouts(spy, [tr], "spy", horizons=[10, "full"], history=8)
+    assert recs[0]["n_windows"] == len(P.window_starts(300 - 7, 10, 10))
+    assert recs[0]["arm_max_deg"] < 1e-9 and recs[0]["history"] == 8
+    assert recs[1]["n_windows"] == 1
+    for b in seen:
+        assert b.past["q"].shape == (b.batch_size, 8, 2) and set(b.past) == {"q", "qd", "q_goal"}
+        assert np.array_equal(b.past["q"][:, -1], b.q0)
+        assert (b.t_past <= 0).all() and (b.t_past[:, -1] == 0).all()
+        for i in range(b.batch_size):
+            t0 = int(np.flatnonzero(np.isclose(q, b.q0[i]).all(-1))[0])
+            assert t0 >= 7
+            assert np.array_equal(b.past["q"][i], q[t0 - 7:t0 + 1])  # nothing after t0
+            assert np.allclose(b.t_past[i], t[t0 - 7:t0 + 1] - t[t0])
+    with pytest.raises(SchemaError, match="past channels"):
+        P.SimBatch(q0=np.zeros((1, 2)), qd0=np.zeros((1, 2)),
+                   inputs={"q_goal": np.zeros((1, 3, 2))}, t=np.zeros((1, 4)),
+                   joint_names=("a", "b"), robot="toy", past={"current": np.zeros((1, 2, 2))},
+                   t_past=np.zeros((1, 2)))

@@ -5,18 +5,23 @@ Simulator mode (``mode="simulator"``)
 For each horizon ``H`` in (10, 50, 100, 300, 600) samples, and for the full trajectory,
 windows start every ``stride`` samples (default ``H``) at ``t0 = 0, stride, 2 stride, ...``
 while ``t0 + H <= T - 1``. The simulator receives a :class:`SimBatch`: the measured initial
-state ``(q[t0], qd[t0])``, the commands ``q_goal[t0 : t0 + H]`` and the sample times; it
-returns the simulated positions at samples ``t0 + 1 .. t0 + H``, i.e. shape (B, H, n), which
-are compared with the measured ``q[t0 + 1 : t0 + H + 1]``. The joint MAE [deg] pools every
+state ``(q[t0], qd[t0])``, the commands ``q_goal[t0 : t0 + H]`` and the sample times. It
+returns the simulated positions at samples ``t0 + 1 .. t0 + H``, shape (B, H, n), which are
+compared with the measured ``q[t0 + 1 : t0 + H + 1]``. The joint MAE [deg] pools every
 predicted sample of every window (windows of one horizon have equal weight); the full
 trajectory is one window from ``t0 = 0`` to the end.
 
+Models with a telemetry history (NeuralActuator: 8 steps) ask for ``history = h``: the batch
+then also carries the measured past ``q``, ``qd`` and commands at samples ``t0 - h + 1 .. t0``
+(``batch.past``), and windows start at ``t0 = h - 1, h - 1 + stride, ...``. Use one
+``history`` for every model compared in a run so that their windows coincide.
+
 The simulation rule is enforced by construction: the protocol builds every :class:`SimBatch`
-itself from the trajectory, and a batch can hold only the initial state and the channels in
-:data:`SIM_INPUTS` (commands and exogenous conditions a simulator is given). Measured
-positions, velocities, currents, loads, temperatures, torques, contact and condition labels
-cannot be put into a batch (``SimBatch`` raises :class:`SchemaError`), and the arrays are
-read-only copies.
+itself from the trajectory, and a batch can hold only the initial state (with its past) and
+the channels in :data:`SIM_INPUTS` (commands and exogenous conditions a simulator is
+given). Measured positions, velocities, currents, loads, temperatures, torques, contact and
+condition labels after t0 cannot be put into a batch (``SimBatch`` raises
+:class:`SchemaError`), and the arrays are read-only copies.
 
 Estimator mode (``mode="estimator"``)
 -------------------------------------
@@ -30,7 +35,7 @@ Every result record carries ``mode``, ``model`` and ``protocol`` keys.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -68,6 +73,9 @@ class SimBatch:
     inputs: channel -> (B, H, ...) commands at samples t0 .. t0 + H - 1 (see SIM_INPUTS).
     t: (B, H + 1) sample times relative to the window start [s] (t[:, 0] = 0).
     joint_names, robot: from the trajectory metadata.
+    past: channel -> (B, h, ...) measured ``q``, ``qd`` and the inputs at samples
+    t0 - h + 1 .. t0 (empty unless a history was requested); past["q"][:, -1] == q0.
+    t_past: (B, h) their times relative to the window start [s] (<= 0).
     """
 
     q0: np.ndarray
@@ -76,6 +84,8 @@ class SimBatch:
     t: np.ndarray
     joint_names: tuple[str, ...]
     robot: str
+    past: Mapping[str, np.ndarray] = field(default_factory=dict)
+    t_past: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.inputs) - SIM_INPUTS)
@@ -93,13 +103,24 @@ class SimBatch:
             if v.shape[:2] != (b, h):
                 raise SchemaError(f"SimBatch input {k!r} has shape {v.shape}; expected "
                                   f"({b}, {h}, ...)")
-        frozen = {}
-        for k, v in self.inputs.items():
-            v = np.array(v, copy=True)
-            v.setflags(write=False)
-            frozen[k] = v
-        object.__setattr__(self, "inputs", MappingProxyType(frozen))
-        for name in ("q0", "qd0", "t"):
+        bad = sorted(set(self.past) - SIM_INPUTS - {"q", "qd"})
+        if bad:
+            raise SchemaError(f"past channels {bad} are not allowed in simulator mode; "
+                              f"allowed: {sorted(SIM_INPUTS | {'q', 'qd'})}")
+        for k, v in self.past.items():
+            if v.shape[0] != b or (self.t_past is None or v.shape[1] != self.t_past.shape[1]):
+                raise SchemaError(f"SimBatch past {k!r} has shape {v.shape}; expected ({b}, h, "
+                                  "...) matching t_past")
+        for field_name in ("inputs", "past"):
+            frozen = {}
+            for k, v in getattr(self, field_name).items():
+                v = np.array(v, copy=True)
+                v.setflags(write=False)
+                frozen[k] = v
+            object.__setattr__(self, field_name, MappingProxyType(frozen))
+        if self.t_past is None:
+            object.__setattr__(self, "t_past", np.zeros((b, 0)))
+        for name in ("q0", "qd0", "t", "t_past"):
             v = np.array(getattr(self, name), dtype=np.float64, copy=True)
             v.setflags(write=False)
             object.__setattr__(self, name, v)
@@ -181,15 +202,17 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
                       horizons: Sequence[int | str] = (*HORIZONS, "full"),
                       stride: int | Mapping[int, int] | None = None,
                       inputs: Sequence[str] = ("q_goal",), batch_size: int = 256,
-                      gripper: str | None = "gripper") -> list[dict[str, Any]]:
+                      gripper: str | None = "gripper", history: int = 0
+                      ) -> list[dict[str, Any]]:
     """Open-loop rollout joint MAE [deg] per horizon (simulator mode).
 
     simulator: see :data:`Simulator`; trajs: :class:`~neuract.data.Trajectory` objects of one
     robot (same joints) with ``t``, ``q``, ``q_goal``; name: model name for the records.
     stride: window stride [samples] (default: the horizon, i.e. non-overlapping windows), an
     int for all horizons or a dict horizon -> stride. inputs: channels given to the
-    simulator (subset of :data:`SIM_INPUTS`). Samples with ``valid`` False are left out of
-    the error, and windows starting on such a sample are skipped.
+    simulator (subset of :data:`SIM_INPUTS`). history: number of measured samples up to and
+    including t0 given as ``batch.past`` (see the module docstring). Samples with ``valid``
+    False are left out of the error, and windows starting on such a sample are skipped.
 
     Returns one record per horizon: ``mode``, ``model``, ``protocol``, ``horizon``,
     ``stride``, ``n_windows``, ``n_samples``, ``inputs``, ``joint_mae_deg`` (per joint),
@@ -203,6 +226,8 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
     trajs = list(trajs)
     if not trajs:
         raise ConfigError("evaluate_rollouts needs at least one trajectory")
+    if history < 0:
+        raise ConfigError(f"history = {history}; expected >= 0 samples")
     joint_names = tuple(trajs[0].meta.joint_names)
     for tr in trajs:
         if tuple(tr.meta.joint_names) != joint_names:
@@ -215,25 +240,34 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
     records = []
     for h in horizons:
         if h == "full":
-            rec = _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper)
+            rec = _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper, history)
         elif isinstance(h, int | np.integer) and h >= 1:
             s = stride.get(h, h) if isinstance(stride, Mapping) else (stride or int(h))
             rec = _evaluate_horizon(simulator, trajs, name, int(h), int(s), inputs,
-                                    joint_names, batch_size, gripper)
+                                    joint_names, batch_size, gripper, history)
         else:
             raise ConfigError(f"horizon {h!r} must be a positive int or 'full'")
+        rec["history"] = history
         records.append(rec)
     return records
 
 
-def _batch(traj, starts: np.ndarray, h: int, inputs: Sequence[str], qd: np.ndarray) -> SimBatch:
+def _batch(traj, starts: np.ndarray, h: int, inputs: Sequence[str], qd: np.ndarray,
+           history: int = 0) -> SimBatch:
     idx = starts[:, None] + np.arange(h)[None, :]
     t = np.asarray(traj["t"], dtype=np.float64)
     tw = t[starts[:, None] + np.arange(h + 1)[None, :]]
+    past, t_past = {}, None
+    if history:
+        pidx = starts[:, None] + np.arange(-history + 1, 1)[None, :]  # never after t0
+        past = {k: np.asarray(traj[k])[pidx] for k in inputs}
+        past["q"] = np.asarray(traj["q"])[pidx]
+        past["qd"] = qd[pidx]
+        t_past = t[pidx] - tw[:, :1]
     return SimBatch(q0=np.asarray(traj["q"])[starts], qd0=qd[starts],
                     inputs={k: np.asarray(traj[k])[idx] for k in inputs},
                     t=tw - tw[:, :1], joint_names=tuple(traj.meta.joint_names),
-                    robot=traj.meta.robot)
+                    robot=traj.meta.robot, past=past, t_past=t_past)
 
 
 def _valid(traj) -> np.ndarray:
@@ -257,17 +291,19 @@ def _record(name, h, s, inputs, joint_names, preds, trues, masks, n_windows, gri
     return rec
 
 
-def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_size, gripper):
+def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_size, gripper,
+                      history):
     preds, trues, masks, n_windows = [], [], [], 0
+    first = max(history - 1, 0)
     for tr in trajs:
         valid = _valid(tr)
-        starts = window_starts(len(tr), h, s)
+        starts = window_starts(len(tr) - first, h, s) + first
         starts = starts[valid[starts].all(-1)]
         qd = _initial_qd(tr)
         q = np.asarray(tr["q"], dtype=np.float64)
         for i in range(0, len(starts), batch_size):
             st = starts[i:i + batch_size]
-            out = _run_batch(simulator, _batch(tr, st, h, inputs, qd), name)
+            out = _run_batch(simulator, _batch(tr, st, h, inputs, qd, history), name)
             idx = st[:, None] + np.arange(1, h + 1)[None, :]
             preds.append(out.reshape(-1, out.shape[-1]))
             trues.append(q[idx].reshape(-1, q.shape[-1]))
@@ -276,18 +312,19 @@ def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_s
     return _record(name, h, s, inputs, joint_names, preds, trues, masks, n_windows, gripper)
 
 
-def _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper):
+def _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper, history):
     preds, trues, masks, n_windows = [], [], [], 0
+    first = max(history - 1, 0)
     for tr in trajs:
-        h = len(tr) - 1
+        h = len(tr) - 1 - first
         valid = _valid(tr)
-        if h < 1 or not valid[0].all():
+        if h < 1 or not valid[first].all():
             continue
-        st = np.zeros(1, dtype=np.int64)
-        out = _run_batch(simulator, _batch(tr, st, h, inputs, _initial_qd(tr)), name)
+        st = np.full(1, first, dtype=np.int64)
+        out = _run_batch(simulator, _batch(tr, st, h, inputs, _initial_qd(tr), history), name)
         preds.append(out[0])
-        trues.append(np.asarray(tr["q"], dtype=np.float64)[1:])
-        masks.append(valid[1:])
+        trues.append(np.asarray(tr["q"], dtype=np.float64)[first + 1:])
+        masks.append(valid[first + 1:])
         n_windows += 1
     return _record(name, "full", None, inputs, joint_names, preds, trues, masks, n_windows,
                    gripper)
