@@ -193,3 +193,23 @@ def test_history_gives_only_past_samples():
                    inputs={"q_goal": np.zeros((1, 3, 2))}, t=np.zeros((1, 4)),
                    joint_names=("a", "b"), robot="toy", past={"current": np.zeros((1, 2, 2))},
                    t_past=np.zeros((1, 2)))
+
+
+@pytest.mark.realdata
+def test_reference_simulators_on_nad_test_files(shared_data):
+    from neuract.io import iter_nad
+
+    trajs = [t for t in iter_nad(shared_data / "nad") if t.meta.labels.get("split") == "test"]
+    assert {t.meta.robot for t in trajs} == {"omx", "so101"}
+    for robot in ("omx", "so101"):
+        tt = [t for t in trajs if t.meta.robot == robot]
+        hold = P.evaluate_rollouts(P.hold_simulator, tt, "hold")
+        goal = P.evaluate_rollouts(P.goal_simulator, tt, "goal")
+        for rec in hold + goal:
+            assert rec["mode"] == "simulator"
+            h = rec["horizon"]
+            if h != "full":
+                assert rec["n_windows"] == sum(len(P.window_starts(len(t), h, h)) for t in tt)
+        arm = [r["arm_mean_deg"] for r in hold if r["n_windows"] and r["horizon"] != "full"]
+        assert arm == sorted(arm)  # holding still drifts further from the arm over time
+        assert goal[-1]["arm_mean_deg"] < hold[-1]["arm_mean_deg"]  # full trajectory

@@ -51,6 +51,7 @@ __all__ = [
     "Simulator",
     "evaluate_estimator",
     "evaluate_rollouts",
+    "goal_simulator",
     "hold_simulator",
     "per_window",
     "window_starts",
@@ -162,6 +163,12 @@ def per_window(fn: Callable[..., Any]) -> Simulator:
 def hold_simulator(batch: SimBatch) -> np.ndarray:
     """Trivial reference: the arm stays where it starts (q = q0 over the window)."""
     return np.repeat(batch.q0[:, None, :], batch.horizon, axis=1)
+
+
+def goal_simulator(batch: SimBatch) -> np.ndarray:
+    """Command-following reference: an ideal servo reaching each goal one sample later
+    (q[t0 + k + 1] = q_goal[t0 + k]); uses nothing but the commands."""
+    return np.array(batch.q_goal, dtype=np.float64)
 
 
 def window_starts(n_samples: int, horizon: int, stride: int) -> np.ndarray:
