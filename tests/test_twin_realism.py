@@ -52,11 +52,12 @@ def test_twin_replay_within_real_bands(shared_data, rel):
     assert not failures, "; ".join(failures)
 
 
-def test_twin_temperature_over_minutes(shared_data):
-    """Three minutes of holding 500 g: winding temperature stays in the real range and
-    drifts no faster over 10 s than the real files allow (<= 2 degC)."""
-    cfg = GenerateConfig(robot="so101", tasks=("lift",), minutes=2 * 3.0, units=2, seed=4,
-                         sim=SimConfig(episode_s=180.0, n_envs=2,
+@pytest.mark.parametrize("minutes", [1.0, pytest.param(3.0, marks=pytest.mark.slow)])
+def test_twin_temperature_over_minutes(shared_data, minutes):
+    """Minutes of holding 500 g: winding temperature stays in the real range and drifts no
+    faster over 10 s than the real files allow (<= 2 degC)."""
+    cfg = GenerateConfig(robot="so101", tasks=("lift",), minutes=minutes, units=1, seed=4,
+                         sim=SimConfig(episode_s=60.0 * minutes, n_envs=1,
                                        payload_range_kg=(0.5, 0.5)))
     drifts, temps = [], []
     for tr in generate(cfg):
@@ -64,10 +65,11 @@ def test_twin_temperature_over_minutes(shared_data):
         k = int(round(tr.meta.rate_hz * 10))
         drifts.append(np.abs(temp[k:] - temp[:-k]).max())
         temps.append((temp.min(), temp.max(), np.median(temp[-60:] - temp[:60], axis=0)))
-    print("\n3 min hold, 500 g: per-unit temp min/max and drift per joint [degC]:")
+    print(f"\n{minutes:.0f} min hold, 500 g: temp min/max and drift per joint [degC]:")
     for t in temps:
         print(f"  {t[0]:.0f} .. {t[1]:.0f}  drift {np.round(t[2], 1)}")
     print(f"  max 10 s drift {max(drifts):.1f} degC (real NAD files: <= 1 degC over ~10 s)")
     assert max(drifts) <= 2.0
     assert all(25.0 <= t[0] and t[1] <= 60.0 for t in temps)
-    assert any(np.max(t[2]) >= 1.0 for t in temps)  # the loaded motors do warm up
+    # the loaded shoulder motor warms up (>= 1 degC after 3 min; not cooling after 1 min)
+    assert all(t[2][1] >= (1.0 if minutes >= 3 else 0.0) for t in temps)
