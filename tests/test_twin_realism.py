@@ -4,13 +4,14 @@ around the real value. Prints both distributions (pytest -s)."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
 import pytest
 
 from neuract.twin import realism
-from neuract.twin.config import SimConfig
+from neuract.twin.config import SimConfig, so101_spec
 from neuract.twin.generate import GenerateConfig, generate
 
 pytestmark = pytest.mark.realdata
@@ -50,6 +51,29 @@ def test_twin_replay_within_real_bands(shared_data, rel):
             failures.append(f"{key}: twin median {med:.3f} outside [{lo:.3f}, {hi:.3f}] "
                             f"(real {r[key]:.3f})")
     assert not failures, "; ".join(failures)
+
+
+def test_realism_bands_reject_a_wrong_twin(shared_data):
+    """Negative control: the same bands reject a twin whose firmware gain is 4x too low
+    (P = 4 instead of LeRobot's 16) and whose supply sags 4x too much."""
+    from neuract.io.nad import read_nad_csv
+
+    path = shared_data / "nad" / "so101/go_up_and_stay_still/500g/train/001.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} missing")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = read_nad_csv(path)
+    good = so101_spec()
+    wrong = dataclasses.replace(
+        good, servo=dataclasses.replace(good.servo, kp=4.0),
+        bus=dataclasses.replace(good.bus, supply_resistance=(2.0, 4.0)))
+    r = realism.stats(real)
+    twins = [realism.stats(tr) for tr in realism.replay(real, n_units=2, spec=wrong)]
+    out = [key for key, (lo, hi) in realism.tolerance_bands(r).items()
+           if not lo <= np.median([t[key] for t in twins if key in t]) <= hi]
+    print("\nwrong twin (P=4, 4x sag) out of band:", out)
+    assert {"v_min", "v_mean"} & set(out) and {"err_move_med", "load_rest"} & set(out)
 
 
 @pytest.mark.parametrize("minutes", [1.0, pytest.param(3.0, marks=pytest.mark.slow)])

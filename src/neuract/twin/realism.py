@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from neuract.data.trajectory import Trajectory
-from neuract.twin.config import ROBOT_SPECS, SimConfig
+from neuract.twin.config import ROBOT_SPECS, RobotTwinSpec, SimConfig
 from neuract.twin.generate import _model, episode_rng, unit_rng
 from neuract.twin.servo import sample_unit
 from neuract.twin.sim import Job, simulate
@@ -80,11 +80,12 @@ def stats(tr: Trajectory) -> dict[str, float]:
     return out
 
 
-def replay(real: Trajectory, n_units: int = 4, seed: int = 0,
-           physics_hz: float = 500.0) -> list[Trajectory]:
-    """The twin driven by ``real``'s goal trajectory and payload, on ``n_units`` units."""
+def replay(real: Trajectory, n_units: int = 4, seed: int = 0, physics_hz: float = 500.0,
+           spec: RobotTwinSpec | None = None) -> list[Trajectory]:
+    """The twin driven by ``real``'s goal trajectory and payload, on ``n_units`` units
+    (``spec`` overrides the robot's default twin spec, e.g. for a negative control)."""
     robot = real.meta.robot
-    spec = ROBOT_SPECS[robot]()
+    spec = spec or ROBOT_SPECS[robot]()
     tm = _model(robot, physics_hz)
     n = tm.n
     t = real["t"] - real["t"][0]
