@@ -165,6 +165,18 @@ def test_estimator_records():
     assert r["gate"]["latency_mean_s"] == pytest.approx(0.02)
     assert r["condition"]["accuracy"] == 1.0 and r["condition"]["auc"] == 1.0
 
+    def warmup(traj):  # no output for the first 8 samples (NaN there)
+        out = {k: np.array(v, dtype=float) for k, v in est(traj).items()}
+        for v in out.values():
+            v[:8] = np.nan
+        out["tau"][8:] += 1.0
+        return {**out, "valid": np.arange(len(traj)) >= 8}
+
+    w = P.evaluate_estimator(warmup, [tr], "warmup")
+    assert w["torque_rmse"]["j1"] == pytest.approx(1.5)
+    assert w["force"]["n_all"] == n - 8 and w["gate"]["n_samples"] == n - 8
+    assert w["condition"]["accuracy"] == 1.0
+
 
 def test_history_gives_only_past_samples():
     tr = _lag_traj(n=300, seed=6)
