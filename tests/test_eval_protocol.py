@@ -104,6 +104,13 @@ def test_simulator_never_sees_measured_future_positions():
                    t=np.zeros((1, 4)), joint_names=("a", "b"), robot="toy")
     with pytest.raises(ConfigError, match="not allowed"):
         P.evaluate_rollouts(spy, [tr], "cheat", inputs=("current",))
+    assert all(dict(b.labels) == {} for b in seen)  # no labels unless asked for
+    seen.clear()
+    tr = tr.replace(labels={"kp": 32.0, "hidden": {"friction": 0.1}})
+    P.evaluate_rollouts(spy, [tr], "kp", horizons=[10], labels=("kp",))
+    assert all(dict(b.labels) == {"kp": 32.0} for b in seen)
+    with pytest.raises(SchemaError, match="no label 'payload'"):
+        P.evaluate_rollouts(spy, [tr], "x", labels=("payload",))
 
 
 def test_bad_simulator_output_is_rejected():

@@ -34,6 +34,7 @@ Every result record carries ``mode``, ``model`` and ``protocol`` keys.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -77,6 +78,9 @@ class SimBatch:
     past: channel -> (B, h, ...) measured ``q``, ``qd`` and the inputs at samples
     t0 - h + 1 .. t0 (empty unless a history was requested); past["q"][:, -1] == q0.
     t_past: (B, h) their times relative to the window start [s] (<= 0).
+    labels: the trajectory labels requested with ``evaluate_rollouts(labels=...)`` (firmware
+    gains, payload mass, ...): known facts a simulator may be configured with. None by
+    default (twin labels also hold the hidden ground truth). A batch never mixes trajectories.
     """
 
     q0: np.ndarray
@@ -87,6 +91,7 @@ class SimBatch:
     robot: str
     past: Mapping[str, np.ndarray] = field(default_factory=dict)
     t_past: np.ndarray | None = None
+    labels: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         bad = sorted(set(self.inputs) - SIM_INPUTS)
@@ -119,6 +124,7 @@ class SimBatch:
                 v.setflags(write=False)
                 frozen[k] = v
             object.__setattr__(self, field_name, MappingProxyType(frozen))
+        object.__setattr__(self, "labels", MappingProxyType(copy.deepcopy(dict(self.labels))))
         if self.t_past is None:
             object.__setattr__(self, "t_past", np.zeros((b, 0)))
         for name in ("q0", "qd0", "t", "t_past"):
@@ -209,8 +215,8 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
                       horizons: Sequence[int | str] = (*HORIZONS, "full"),
                       stride: int | Mapping[int, int] | None = None,
                       inputs: Sequence[str] = ("q_goal",), batch_size: int = 256,
-                      gripper: str | None = "gripper", history: int = 0
-                      ) -> list[dict[str, Any]]:
+                      gripper: str | None = "gripper", history: int = 0,
+                      labels: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Open-loop rollout joint MAE [deg] per horizon (simulator mode).
 
     simulator: see :data:`Simulator`; trajs: :class:`~neuract.data.Trajectory` objects of one
@@ -218,7 +224,8 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
     stride: window stride [samples] (default: the horizon, i.e. non-overlapping windows), an
     int for all horizons or a dict horizon -> stride. inputs: channels given to the
     simulator (subset of :data:`SIM_INPUTS`). history: number of measured samples up to and
-    including t0 given as ``batch.past`` (see the module docstring). Samples with ``valid``
+    including t0 given as ``batch.past`` (see the module docstring). labels: trajectory label
+    keys passed as ``batch.labels`` (e.g. ``("kp",)``). Samples with ``valid``
     False are left out of the error, and windows starting on such a sample are skipped.
 
     Returns one record per horizon: ``mode``, ``model``, ``protocol``, ``horizon``,
@@ -244,23 +251,29 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
             if ch not in tr:
                 raise SchemaError(f"trajectory {tr.meta.name!r} lacks channel {ch!r} needed "
                                   "by the rollout protocol")
+        for k in labels:
+            if k not in tr.meta.labels:
+                raise SchemaError(f"trajectory {tr.meta.name!r} has no label {k!r}; labels: "
+                                  f"{sorted(tr.meta.labels)}")
+    tagged = [(tr, {k: tr.meta.labels[k] for k in labels}) for tr in trajs]
     records = []
     for h in horizons:
         if h == "full":
-            rec = _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper, history)
+            rec = _evaluate_full(simulator, tagged, name, inputs, joint_names, gripper, history)
         elif isinstance(h, int | np.integer) and h >= 1:
             s = stride.get(h, h) if isinstance(stride, Mapping) else (stride or int(h))
-            rec = _evaluate_horizon(simulator, trajs, name, int(h), int(s), inputs,
+            rec = _evaluate_horizon(simulator, tagged, name, int(h), int(s), inputs,
                                     joint_names, batch_size, gripper, history)
         else:
             raise ConfigError(f"horizon {h!r} must be a positive int or 'full'")
         rec["history"] = history
+        rec["labels"] = list(labels)
         records.append(rec)
     return records
 
 
 def _batch(traj, starts: np.ndarray, h: int, inputs: Sequence[str], qd: np.ndarray,
-           history: int = 0) -> SimBatch:
+           history: int = 0, labels: Mapping[str, Any] | None = None) -> SimBatch:
     idx = starts[:, None] + np.arange(h)[None, :]
     t = np.asarray(traj["t"], dtype=np.float64)
     tw = t[starts[:, None] + np.arange(h + 1)[None, :]]
@@ -274,7 +287,8 @@ def _batch(traj, starts: np.ndarray, h: int, inputs: Sequence[str], qd: np.ndarr
     return SimBatch(q0=np.asarray(traj["q"])[starts], qd0=qd[starts],
                     inputs={k: np.asarray(traj[k])[idx] for k in inputs},
                     t=tw - tw[:, :1], joint_names=tuple(traj.meta.joint_names),
-                    robot=traj.meta.robot, past=past, t_past=t_past)
+                    robot=traj.meta.robot, past=past, t_past=t_past,
+                    labels=labels or {})
 
 
 def _valid(traj) -> np.ndarray:
@@ -302,7 +316,7 @@ def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_s
                       history):
     preds, trues, masks, n_windows = [], [], [], 0
     first = max(history - 1, 0)
-    for tr in trajs:
+    for tr, labels in trajs:
         valid = _valid(tr)
         starts = window_starts(len(tr) - first, h, s) + first
         starts = starts[valid[starts].all(-1)]
@@ -310,7 +324,7 @@ def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_s
         q = np.asarray(tr["q"], dtype=np.float64)
         for i in range(0, len(starts), batch_size):
             st = starts[i:i + batch_size]
-            out = _run_batch(simulator, _batch(tr, st, h, inputs, qd, history), name)
+            out = _run_batch(simulator, _batch(tr, st, h, inputs, qd, history, labels), name)
             idx = st[:, None] + np.arange(1, h + 1)[None, :]
             preds.append(out.reshape(-1, out.shape[-1]))
             trues.append(q[idx].reshape(-1, q.shape[-1]))
@@ -322,13 +336,14 @@ def _evaluate_horizon(simulator, trajs, name, h, s, inputs, joint_names, batch_s
 def _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper, history):
     preds, trues, masks, n_windows = [], [], [], 0
     first = max(history - 1, 0)
-    for tr in trajs:
+    for tr, labels in trajs:
         h = len(tr) - 1 - first
         valid = _valid(tr)
         if h < 1 or not valid[first].all():
             continue
         st = np.full(1, first, dtype=np.int64)
-        out = _run_batch(simulator, _batch(tr, st, h, inputs, _initial_qd(tr), history), name)
+        out = _run_batch(simulator, _batch(tr, st, h, inputs, _initial_qd(tr), history, labels),
+                         name)
         preds.append(out[0])
         trues.append(np.asarray(tr["q"], dtype=np.float64)[first + 1:])
         masks.append(valid[first + 1:])
