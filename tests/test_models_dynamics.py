@@ -135,3 +135,16 @@ def test_hybrid_starts_at_base_and_learns_residual():
     with torch.no_grad():
         after = ((hy.inverse(q, qd, qdd) - tau) ** 2).mean()
     assert after < 0.2 * before
+
+
+def test_robot_model_adapter_matches_closed_form_planar2():
+    robot_mod = pytest.importorskip("neuract.robot")
+    if not hasattr(robot_mod, "load_robot"):
+        pytest.skip("rigid-body core not available yet")
+    from neuract.models import RobotModel
+
+    model = RobotModel(robot_mod.load_robot("planar2"), fv=ARM.fv, fc=ARM.fc)
+    q, qd, qdd = random_states(2, 50, seed=11)
+    torch.testing.assert_close(model.inverse(q, qd, qdd), ARM.inverse(q, qd, qdd))
+    torch.testing.assert_close(model.forward(q, qd, ARM.inverse(q, qd, qdd)), qdd)
+    torch.testing.assert_close(model.mass_matrix(q), ARM.mass_matrix(q))

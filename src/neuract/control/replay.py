@@ -55,6 +55,12 @@ def episode_metrics(q, q_d, tau, dt, settle_tol, fail_tol) -> dict[str, float]:
     }
 
 
+def _nanmean(xs: list[float]) -> float:
+    x = np.asarray(xs, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
 @dataclass
 class ReplayReport:
     episodes: list[dict]
@@ -67,7 +73,7 @@ class ReplayReport:
         out = {}
         for val, eps in sorted(groups.items()):
             ok = [e for e in eps if not e["failed"]]
-            mean = {m: float(np.nanmean([e[m] for e in ok])) if ok else float("nan")
+            mean = {m: _nanmean([e[m] for e in ok])
                     for m in ("rms", "max", "settling_time", "effort")}
             out[val] = {**mean, "failure_rate": 1 - len(ok) / len(eps), "n": len(eps)}
         return out

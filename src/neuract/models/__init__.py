@@ -6,7 +6,7 @@ from neuract.models.base import MODELS, DynamicsModel
 from neuract.models.hybrid import HybridModel
 from neuract.models.lagrangian import LagrangianModel
 from neuract.models.mlp import MLPModel
-from neuract.models.rigid_body import RigidBodyModel
+from neuract.models.rigid_body import RigidBodyModel, RobotModel
 from neuract.models.training import fit_inverse_model, nmse
 from neuract.models.two_link import TwoLinkArm, TwoLinkParams, two_link_regressor
 
@@ -17,6 +17,7 @@ __all__ = [
     "LagrangianModel",
     "MLPModel",
     "RigidBodyModel",
+    "RobotModel",
     "TwoLinkArm",
     "TwoLinkParams",
     "fit_inverse_model",

@@ -57,4 +57,36 @@ class RigidBodyModel(DynamicsModel):
         return (y @ self.beta.to(y)) + self.friction(qd)
 
 
-__all__ = ["RigidBodyModel", "Regressor"]
+@MODELS.register("robot")
+class RobotModel(DynamicsModel):
+    """The core's rigid-body ``Robot`` behind the ``DynamicsModel`` interface.
+
+    ``inverse = robot.inverse_dynamics - robot.passive_torques(qd)`` (the motor must also
+    overcome joint damping and friction), ``forward`` the matching solve; extra viscous
+    ``fv`` [N m s/rad] and Coulomb ``fc`` [N m] joint friction may be added on top.
+    """
+
+    def __init__(self, robot, fv=None, fc=None, v_eps: float = 0.01) -> None:
+        super().__init__()
+        self.robot = robot
+        self.n_dof = robot.n_dof
+        self.v_eps = v_eps
+        zeros = torch.zeros(self.n_dof, dtype=torch.float64)
+        self.register_buffer("fv", zeros if fv is None else torch.as_tensor(fv).double())
+        self.register_buffer("fc", zeros if fc is None else torch.as_tensor(fc).double())
+
+    def friction(self, qd: torch.Tensor) -> torch.Tensor:
+        extra = self.fv.to(qd) * qd + self.fc.to(qd) * torch.tanh(qd / self.v_eps)
+        return extra - self.robot.passive_torques(qd)
+
+    def mass_matrix(self, q: torch.Tensor, qd: torch.Tensor | None = None) -> torch.Tensor:
+        return self.robot.mass_matrix(q)  # armature included
+
+    def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
+        return self.robot.inverse_dynamics(q, qd, qdd) + self.friction(qd)
+
+    def forward(self, q: torch.Tensor, qd: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
+        return self.robot.forward_dynamics(q, qd, tau - self.friction(qd))
+
+
+__all__ = ["RigidBodyModel", "Regressor", "RobotModel"]
