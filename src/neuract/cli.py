@@ -12,7 +12,9 @@ import sys
 
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
 VERBS: dict[str, tuple[str, str, str]] = {
+    "control": ("neuract.control.cli_control", "ControlConfig", "replay-test model-based control"),
     "demo": ("neuract.demo", "DemoConfig", "run the main job on the embedded default"),
+    "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),
 }
