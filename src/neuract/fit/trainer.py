@@ -95,6 +95,10 @@ class SystemModel(nn.Module):
                        substeps, inputs, series)
         return out.q
 
+    def forward(self, plant: Plant, batch: RunBatch, **kwargs: Any) -> Tensor:
+        """Same as :meth:`rollout` (lets ``torch.func.functional_call`` swap parameters)."""
+        return self.rollout(plant, batch, **kwargs)
+
     def physical_parameters(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for name, sub in self.named_modules():
@@ -218,7 +222,7 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         opt.step()
         state["iteration"] = it + 1
         rec = {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
-               "train_loss": float(loss)}
+               "train_loss": loss.item()}
         last = state["iteration"] == total
         if val is not None and (state["iteration"] % cfg.val_every == 0 or last):
             v, _ = evaluate(model, plant_fn, val, cfg)
@@ -236,7 +240,7 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
                     state["done"] = True
                     rec["early_stop"] = True
             say(f"it {it + 1:4d} stage {stage} h={rec['horizon_s']:.2f}s "
-                f"loss {float(loss):.5f} val {v:.5f}")
+                f"loss {loss.item():.5f} val {v:.5f}")
         state["history"].append(rec)
         state["seconds"] = time.perf_counter() - t_start
         if ckpt is not None and (state["iteration"] % cfg.checkpoint_every == 0 or last

@@ -73,7 +73,8 @@ class Pendulum:
             raise ConfigError(f"pendulum metadata lacks {exc}; needs mass and length") from None
         arm = [float(m["arm_mass"]) if m.get("arm_mass") is not None else bench_arm_mass(ell)
                for m, ell in zip(metas, length)]
-        return cls(torch.tensor(mass), torch.tensor(length), torch.tensor(arm), dtype=dtype)
+        return cls(torch.tensor(mass, dtype=dtype), torch.tensor(length, dtype=dtype),
+                   torch.tensor(arm, dtype=dtype), dtype=dtype)
 
     @property
     def inertia(self) -> Tensor:
