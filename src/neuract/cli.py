@@ -15,6 +15,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "control": ("neuract.control.cli_control", "ControlConfig", "replay-test model-based control"),
     "demo": ("neuract.demo", "DemoConfig", "run the main job on the embedded default"),
     "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
+    "fit": ("neuract.fit.verb", "FitConfig", "identify an actuator model from positions only"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),
 }
