@@ -4,6 +4,7 @@
   precision / recall / F1 / detection latency, condition accuracy / ROC AUC, torque RMSE.
 - :mod:`.protocol`: windowed open-loop rollouts at horizons 10, 50, 100, 300, 600 and the
   full trajectory (simulator mode) and estimator-mode scoring; every record has a ``mode``.
+- :mod:`.adapters`: wrap identified models (actuator + joints + plant) as simulators.
 - :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures).
 """
 
