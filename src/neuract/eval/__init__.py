@@ -8,6 +8,7 @@
 - :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures).
 """
 
+from neuract.eval.adapters import system_model_simulator
 from neuract.eval.metrics import (
     GateCounts,
     condition_metrics,
@@ -73,6 +74,7 @@ __all__ = [
     "roc_auc",
     "rollout_figure",
     "rollout_table",
+    "system_model_simulator",
     "torque_rmse",
     "window_starts",
     "write_report",
