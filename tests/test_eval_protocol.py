@@ -113,6 +113,17 @@ def test_simulator_never_sees_measured_future_positions():
         P.evaluate_rollouts(spy, [tr], "x", labels=("payload",))
 
 
+def test_simulate_full_matches_full_horizon_record():
+    tr = _lag_traj(n=150, seed=8)
+    q_sim = P.simulate_full(P.hold_simulator, tr)
+    assert q_sim.shape == tr["q"].shape and np.array_equal(q_sim[0], tr["q"][0])
+    assert (q_sim == tr["q"][0]).all()
+    rec = P.evaluate_rollouts(P.hold_simulator, [tr], "hold", horizons=["full"])[0]
+    want = np.degrees(np.abs(q_sim[1:] - tr["q"][1:]).mean(0))
+    assert np.allclose(list(rec["joint_mae_deg"].values()), want)
+    assert np.allclose(P.simulate_full(_lag_sim, tr, history=8), tr["q"])
+
+
 def test_bad_simulator_output_is_rejected():
     tr = _lag_traj(n=100)
     with pytest.raises(SchemaError, match="shape"):

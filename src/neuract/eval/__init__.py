@@ -31,6 +31,7 @@ from neuract.eval.protocol import (
     goal_simulator,
     hold_simulator,
     per_window,
+    simulate_full,
     window_starts,
 )
 from neuract.eval.report import (
@@ -74,6 +75,7 @@ __all__ = [
     "roc_auc",
     "rollout_figure",
     "rollout_table",
+    "simulate_full",
     "system_model_simulator",
     "torque_rmse",
     "window_starts",

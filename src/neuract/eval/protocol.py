@@ -55,6 +55,7 @@ __all__ = [
     "goal_simulator",
     "hold_simulator",
     "per_window",
+    "simulate_full",
     "window_starts",
 ]
 
@@ -350,6 +351,29 @@ def _evaluate_full(simulator, trajs, name, inputs, joint_names, gripper, history
         n_windows += 1
     return _record(name, "full", None, inputs, joint_names, preds, trues, masks, n_windows,
                    gripper)
+
+
+def simulate_full(simulator: Simulator, traj, name: str = "simulator",
+                  inputs: Sequence[str] = ("q_goal",), history: int = 0,
+                  labels: Sequence[str] = ()) -> np.ndarray:
+    """Open-loop simulation of a whole trajectory, (T, n) aligned with ``traj["q"]`` (the
+    first ``max(history, 1)`` samples are the measured initial state), e.g. for plots."""
+    inputs = tuple(dict.fromkeys(("q_goal", *inputs)))
+    bad = sorted(set(inputs) - SIM_INPUTS)
+    if bad:
+        raise ConfigError(f"inputs {bad} are not allowed in simulator mode; allowed: "
+                          f"{sorted(SIM_INPUTS)}")
+    first = max(history - 1, 0)
+    h = len(traj) - 1 - first
+    if h < 1:
+        raise SchemaError(f"trajectory {traj.meta.name!r} has {len(traj)} samples; too short "
+                          f"for a rollout with history {history}")
+    lab = {k: traj.meta.labels[k] for k in labels}
+    batch = _batch(traj, np.full(1, first, dtype=np.int64), h, inputs, _initial_qd(traj),
+                   history, lab)
+    q = np.array(traj["q"], dtype=np.float64)
+    q[first + 1:] = _run_batch(simulator, batch, name)[0]
+    return q
 
 
 # ------------------------------------------------------------------------- estimator
