@@ -93,9 +93,10 @@ class FusedNeuralActuator(nn.Module):
         h = (torch.matmul(x, self.w_in) + self.b_tok).reshape(-1, d)  # (B*T, d)
         for L in self.layers:
             qkv = torch.addmm(L.b_qkv, F.layer_norm(h, (d,)), L.w_qkv)
-            qkv = qkv.reshape(-1, T, 3, H, d // H).permute(2, 0, 3, 1, 4)  # (3, B, H, T, dh)
-            att = torch.softmax(torch.matmul(qkv[0], qkv[1].transpose(-1, -2)), dim=-1)
-            a = torch.matmul(att, qkv[2]).transpose(1, 2).reshape(-1, d)
+            qkv = qkv.reshape(-1, T, 3 * H, d // H).transpose(1, 2)  # (B, 3H, T, dh)
+            q, k, v = qkv.split(H, dim=1)
+            att = torch.softmax(torch.matmul(q, k.transpose(-1, -2)), dim=-1)
+            a = torch.matmul(att, v).transpose(1, 2).reshape(-1, d)
             h = h + torch.addmm(L.b_out, a, L.w_out)
             f = act(torch.addmm(L.b_ff1, F.layer_norm(h, (d,)), L.w_ff1))
             h = h + torch.addmm(L.b_ff2, f, L.w_ff2)

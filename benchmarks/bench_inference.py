@@ -1,0 +1,303 @@
+"""NeuralActuator inference speed on this CPU, 1 thread: torch eager, torch fused + TorchScript,
+ONNX Runtime; a naive 8-token encoder (the issue's calibration model) runs in the same rounds.
+
+Writes ``benchmarks/results/inference.json`` and ``inference.md``. The machine is shared with
+other engineers, so backends are interleaved round by round (every backend sees the same
+load), each number is the median over all timed calls, and the spread (p10/p90 of calls,
+min/max of per-round medians) and the load average are reported beside it.
+
+    python benchmarks/bench_inference.py [--rounds 7] [--calls-b1 600] [--calls-b32 60]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import platform  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.neuralactuator import (  # noqa: E402
+    FusedNeuralActuator,
+    NeuralActuator,
+    NeuralActuatorConfig,
+    OnnxActuator,
+    count_flops,
+    count_params,
+    export_onnx,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGET_B1_MS = 0.15
+TARGET_B32_SPS = 11_000
+# the issue's calibration of the naive encoder on this machine (quiet): batch-1 ms per backend
+# and batch-32 samples/s; the same model runs in every round here, so the ratio says how much
+# of the machine this run actually got
+CALIBRATION = {"naive-encoder torch-eager": {"batch1_p50_ms": 1.77, "batch32_samples_per_s": 3600},
+               "naive-encoder onnxruntime": {"batch1_p50_ms": 0.67, "batch32_samples_per_s": 3600}}
+
+
+class NaiveEncoder(nn.Module):
+    """The issue's calibration model: tokens = time steps, d 192, 4 post-LN layers (ffn 768),
+    mean-pooled, linear heads; ~1.8 M parameters, ~29 M FLOPs per sample."""
+
+    def __init__(self, n_features: int, n_out: int, d: int = 192, layers: int = 4):
+        super().__init__()
+        self.inp = nn.Linear(n_features, d)
+        layer = nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d, n_out)
+
+    def forward(self, x):
+        return self.head(self.enc(self.inp(x)).mean(1))
+
+
+def naive_flops(n_features: int, n_out: int, T: int = 8, d: int = 192, layers: int = 4) -> int:
+    per_layer = T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * 4 * d
+    return 2 * (T * n_features * d + layers * per_layer + d * n_out)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def time_calls(fn, x, n: int, warmup: int) -> np.ndarray:
+    for _ in range(warmup):
+        fn(x)
+    out = np.empty(n)
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(x)
+        out[i] = time.perf_counter() - t0
+    return out
+
+
+def build_backends(tmp: Path) -> tuple[dict, dict]:
+    cfg = NeuralActuatorConfig()
+    g = torch.Generator().manual_seed(0)
+    model = NeuralActuator(cfg)
+    model.set_stats(torch.randn(cfg.n_features, generator=g),
+                    torch.rand(cfg.n_features, generator=g) + 0.5)
+    model.eval()
+    x1 = torch.randn(1, cfg.history, cfg.n_features, generator=g)
+    fused = FusedNeuralActuator(model).eval()
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scripted = torch.jit.freeze(torch.jit.trace(fused, x1))
+    onnx_model = OnnxActuator(export_onnx(model, tmp / "neuralactuator.onnx"), threads=1)
+
+    naive = NaiveEncoder(cfg.n_features, cfg.n_outputs).eval()
+    with warnings.catch_warnings():  # grad enabled: no fused fast path, exportable ops
+        warnings.simplefilter("ignore")
+        torch.onnx.export(naive, (x1,), str(tmp / "naive.onnx"), dynamo=False,
+                          input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    from neuract.neuralactuator.export import ort_session
+
+    naive_sess = ort_session(tmp / "naive.onnx", threads=1)
+
+    backends = {
+        "torch-eager": ("torch", model),
+        "torch-fused-jit": ("torch", scripted),
+        "onnxruntime": ("numpy", onnx_model.run),
+        "naive-encoder torch-eager": ("torch", naive),
+        "naive-encoder onnxruntime": ("numpy", lambda x: naive_sess.run(None, {"x": x})),
+    }
+    # every NeuralActuator backend must compute the same thing
+    xb = torch.randn(32, cfg.history, cfg.n_features, generator=g)
+    with torch.inference_mode():
+        ref = model(xb)
+        diffs = {
+            "torch-fused-jit": max(float((a - b).abs().max()) for a, b in zip(ref, scripted(xb))),
+            "onnxruntime": max(float(np.abs(a.numpy() - b).max())
+                               for a, b in zip(ref, onnx_model.run(xb.numpy()))),
+        }
+    info = {
+        "config": cfg,
+        "n_params": count_params(model),
+        "flops_per_sample": count_flops(cfg),
+        "naive_n_params": count_params(naive),
+        "naive_flops_per_sample": naive_flops(cfg.n_features, cfg.n_outputs),
+        "max_abs_diff_vs_torch_eager": diffs,
+    }
+    return backends, info
+
+
+def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
+    torch.set_num_threads(1)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as td:
+        backends, info = build_backends(Path(td))
+        cfg = info["config"]
+        g = torch.Generator().manual_seed(1)
+        inputs = {B: torch.randn(B, cfg.history, cfg.n_features, generator=g) for B in (1, 32)}
+        samples = {name: {1: [], 32: []} for name in backends}
+        started = time.time()
+        with torch.inference_mode():
+            for r in range(rounds):
+                for name, (kind, fn) in backends.items():
+                    for B, n in ((1, calls_b1), (32, calls_b32)):
+                        x = inputs[B] if kind == "torch" else inputs[B].numpy()
+                        samples[name][B].append(time_calls(fn, x, n, warmup=max(10, n // 10)))
+                print(f"round {r + 1}/{rounds} done ({time.time() - started:.0f} s)", flush=True)
+    load_after = os.getloadavg()
+
+    results = {}
+    for name, per_b in samples.items():
+        b1 = np.concatenate(per_b[1]) * 1e3
+        b32 = np.concatenate(per_b[32])
+        r1 = [float(np.median(s) * 1e3) for s in per_b[1]]
+        r32 = [float(32 / np.median(s)) for s in per_b[32]]
+        row = {
+            "batch1_p50_ms": float(np.median(b1)),
+            "batch1_p10_ms": float(np.percentile(b1, 10)),
+            "batch1_p90_ms": float(np.percentile(b1, 90)),
+            "batch1_round_p50_ms_min": min(r1),
+            "batch1_round_p50_ms_max": max(r1),
+            "batch32_samples_per_s": float(32 / np.median(b32)),
+            "batch32_round_samples_per_s_min": min(r32),
+            "batch32_round_samples_per_s_max": max(r32),
+            "batch32_p50_ms": float(np.median(b32) * 1e3),
+        }
+        if name in CALIBRATION:
+            row["calibration_quiet_machine"] = CALIBRATION[name]
+        if not name.startswith("naive"):
+            row["meets_batch1_target"] = row["batch1_p50_ms"] <= TARGET_B1_MS
+            row["meets_batch32_target"] = row["batch32_samples_per_s"] >= TARGET_B32_SPS
+        results[name] = row
+    for be in ("torch-eager", "onnxruntime"):
+        n = results[f"naive-encoder {be}"]
+        m = results[be]
+        m["speedup_vs_naive_batch1"] = n["batch1_p50_ms"] / m["batch1_p50_ms"]
+        m["speedup_vs_naive_batch32"] = m["batch32_samples_per_s"] / n["batch32_samples_per_s"]
+    cfgd = info.pop("config")
+    return {
+        "benchmark": "neuralactuator inference",
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+        "machine": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "threads_used": 1,
+                    "shared": True, "loadavg_1_5_15_before": load_before,
+                    "loadavg_1_5_15_after": load_after},
+        "versions": {"torch": torch.__version__, "onnxruntime": _ort_version(),
+                     "python": platform.python_version()},
+        "protocol": {"rounds": rounds, "calls_per_round_batch1": calls_b1,
+                     "calls_per_round_batch32": calls_b32, "interleaved": True,
+                     "statistic": "median over all timed calls; samples/s = 32 / median"},
+        "targets": {"batch1_p50_ms": TARGET_B1_MS, "batch32_samples_per_s": TARGET_B32_SPS},
+        "model": {"config": cfgd, **info},
+        "backends": results,
+    }
+
+
+def _ort_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+def markdown(res: dict) -> str:
+    m = res["model"]
+    mach = res["machine"]
+    lines = [
+        "# NeuralActuator inference speed",
+        "",
+        f"Default model: {m['n_params'] / 1e6:.3f} M parameters, "
+        f"{m['flops_per_sample'] / 1e6:.2f} M FLOPs per sample (matrix products, 1 MAC = 2 "
+        f"FLOPs). Calibration model (naive encoder): {m['naive_n_params'] / 1e6:.2f} M "
+        f"parameters, {m['naive_flops_per_sample'] / 1e6:.1f} M FLOPs per sample.",
+        "",
+        f"CPU: {mach['cpu']}, {mach['logical_cpus']} logical CPUs, **1 thread**. "
+        f"The machine is **shared** with other engineers: load average "
+        f"{mach['loadavg_1_5_15_before'][0]:.1f} before / "
+        f"{mach['loadavg_1_5_15_after'][0]:.1f} after the run on "
+        f"{mach['logical_cpus']} CPUs. Backends are interleaved over "
+        f"{res['protocol']['rounds']} rounds; numbers are medians over all timed calls, spread "
+        "= p10-p90 of calls (batch 1) and min-max of per-round medians. Date: "
+        f"{res['date_utc']} UTC; torch {res['versions']['torch']}, onnxruntime "
+        f"{res['versions']['onnxruntime']}.",
+        "",
+        f"Targets: batch-1 p50 <= {res['targets']['batch1_p50_ms']} ms, batch 32 >= "
+        f"{res['targets']['batch32_samples_per_s']:,} samples/s.",
+        "",
+        "| backend | batch-1 p50 [ms] | batch-1 p10-p90 [ms] | batch-32 [samples/s] | "
+        "batch-32 round range | targets met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in res["backends"].items():
+        met = ("-" if "meets_batch1_target" not in r else
+               f"b1 {'yes' if r['meets_batch1_target'] else 'no'}, "
+               f"b32 {'yes' if r['meets_batch32_target'] else 'no'}")
+        lines.append(
+            f"| {name} | {r['batch1_p50_ms']:.3f} | {r['batch1_p10_ms']:.3f}-"
+            f"{r['batch1_p90_ms']:.3f} | {r['batch32_samples_per_s']:,.0f} | "
+            f"{r['batch32_round_samples_per_s_min']:,.0f}-"
+            f"{r['batch32_round_samples_per_s_max']:,.0f} | {met} |")
+    lines += ["", "Quietest round (lowest per-round median; the machine is shared, so this is the "
+              "closest to an unloaded measurement):", ""]
+    for name, r in res["backends"].items():
+        if name.startswith("naive"):
+            continue
+        lines.append(f"- {name}: batch 1 {r['batch1_round_p50_ms_min']:.3f} ms, batch 32 "
+                     f"{r['batch32_round_samples_per_s_max']:,.0f} samples/s")
+    lines += ["", "How loaded the machine was: the naive calibration encoder, measured by the "
+              "issue on a quiet machine, ran here at:", ""]
+    for name, cal in CALIBRATION.items():
+        r = res["backends"][name]
+        lines.append(f"- {name}: batch 1 {r['batch1_p50_ms']:.3f} ms (calibration "
+                     f"{cal['batch1_p50_ms']} ms), batch 32 {r['batch32_samples_per_s']:,.0f} "
+                     f"samples/s (calibration {cal['batch32_samples_per_s']:,})")
+    lines += ["", "Speed-up over the naive encoder in the same run: "]
+    for be in ("torch-eager", "onnxruntime"):
+        r = res["backends"][be]
+        lines.append(f"- {be}: batch 1 x{r['speedup_vs_naive_batch1']:.1f}, batch 32 "
+                     f"x{r['speedup_vs_naive_batch32']:.1f}")
+    d = m["max_abs_diff_vs_torch_eager"]
+    lines += [
+        "",
+        "All NeuralActuator backends compute the same function: max |difference| to torch "
+        "eager over every output at batch 32: "
+        + ", ".join(f"{k} {v:.1e}" for k, v in d.items()) + ".",
+        "",
+        "`torch-fused-jit` is `FusedNeuralActuator` (normalisation, LayerNorm affines, "
+        "positional embedding, torque limit and force scale folded into the matrices) traced "
+        "and frozen with TorchScript; `onnxruntime` runs the same folded graph exported to "
+        "ONNX (all graph optimisations, 1 intra-op thread, sequential).",
+        "",
+        "Reproduce: `python benchmarks/bench_inference.py`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls-b1", type=int, default=600)
+    ap.add_argument("--calls-b32", type=int, default=60)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    a = ap.parse_args()
+    res = run(a.rounds, a.calls_b1, a.calls_b32)
+    write_json(a.out / "inference.json", res)
+    write_text(a.out / "inference.md", markdown(res))
+    print(markdown(res))
+
+
+if __name__ == "__main__":
+    main()
