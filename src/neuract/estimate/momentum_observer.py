@@ -65,9 +65,7 @@ def momentum_terms(robot, q: Tensor, qd: Tensor, eps: float | None = None
     """
     if eps is None:
         eps = 1e-6 if q.dtype == torch.float64 else 1e-3
-    from neuract.robot.dynamics import mass_matrix_and_bias
-
-    M, b = mass_matrix_and_bias(robot, q, qd)
+    M, b = robot.mass_matrix(q), robot.bias_forces(q, qd)
     Mp = robot.mass_matrix(q + eps * qd)
     Mm = robot.mass_matrix(q - eps * qd)
     mdot_qd = ((Mp - Mm) @ qd[..., None])[..., 0] / (2 * eps)
