@@ -8,8 +8,13 @@ import pytest
 from neuract.data import Trajectory
 from neuract.data.trajectory import TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
-from neuract.estimate import CONDITION_BASELINES, make_condition_baseline, window_features
-from neuract.eval import condition_metrics
+from neuract.estimate import (
+    CONDITION_BASELINES,
+    condition_estimator,
+    make_condition_baseline,
+    window_features,
+)
+from neuract.eval import condition_metrics, evaluate_estimator
 
 pytest.importorskip("sklearn")
 NAMES = ["threshold", "svm", "random_forest"]
@@ -103,3 +108,20 @@ def test_window_features_separate_degraded_motor():
         window_features(train, window=1000)
     with pytest.raises(SchemaError, match="need channels"):
         window_features(train, stats=["temp_mean"])
+
+
+def test_condition_estimator_is_causal_and_scores_per_sample():
+    train = [_servo_traj(bool(i % 2), i) for i in range(8)]
+    test = [_servo_traj(bool(i % 2), 200 + i) for i in range(4)]
+    wf = window_features(train, window=64, stride=32)
+    clf = make_condition_baseline("threshold").fit(wf.features, wf.labels)
+    est = condition_estimator(clf, window=64, stride=32)
+    out = est(test[0])
+    assert not out["valid"][:63].any() and out["valid"][63:].all()
+    assert np.isnan(out["condition_prob"][:63]).all()
+    # sample 100 uses the window [32, 96) (latest one ended), not [64, 128)
+    w = window_features([test[0]], window=64, stride=32)
+    assert np.allclose(out["condition_prob"][100], clf.predict_proba(w.features[1:2])[0])
+    rec = evaluate_estimator(est, test, "threshold")
+    assert rec["mode"] == "estimator" and rec["condition"]["n"] == 4 * (400 - 63)
+    assert rec["condition"]["accuracy"] > 0.9

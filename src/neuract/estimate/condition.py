@@ -38,6 +38,7 @@ __all__ = [
     "SVMCondition",
     "ThresholdCondition",
     "WindowFeatures",
+    "condition_estimator",
     "make_condition_baseline",
     "window_features",
 ]
@@ -314,3 +315,27 @@ class RandomForestCondition(_Base):
 def make_condition_baseline(name: str, **kwargs: Any) -> ConditionClassifier:
     """Build a registered baseline by name (``threshold``, ``svm``, ``random_forest``)."""
     return CONDITION_BASELINES.get(name)(**kwargs)
+
+
+def condition_estimator(clf: ConditionClassifier, window: int = 64, stride: int = 32,
+                        stats: Sequence[str] | None = None):
+    """A per-sample estimator ``est(traj) -> {"condition_prob" (T, K), "valid" (T,)}`` for
+    :func:`neuract.eval.evaluate_estimator` from a fitted window classifier.
+
+    Causal: sample k gets the prediction of the latest window that ends at or before k;
+    samples before the first window ends are marked invalid. ``window``, ``stride`` and
+    ``stats`` must be those the classifier was trained with.
+    """
+
+    def est(traj) -> dict[str, np.ndarray]:
+        wf = window_features([traj], window, stride, stats)
+        proba = np.asarray(clf.predict_proba(wf.features), dtype=np.float64)
+        n = len(traj)
+        ends = wf.start + window - 1
+        idx = np.searchsorted(ends, np.arange(n), side="right") - 1  # latest window ended
+        valid = idx >= 0
+        out = np.full((n, proba.shape[1]), np.nan)
+        out[valid] = proba[idx[valid]]
+        return {"condition_prob": out, "valid": valid}
+
+    return est
