@@ -8,6 +8,7 @@ import pytest
 from neuract.data import Trajectory
 from neuract.data.trajectory import TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
+from neuract.eval import evaluate_estimator
 from neuract.eval import protocol as P
 
 ALPHA = 0.2  # first-order servo lag of the synthetic arm
@@ -176,7 +177,7 @@ def test_estimator_records():
                 "contact_prob": np.roll(traj["contact"], 2).astype(float),
                 "condition_prob": traj["condition"].astype(float) * 0.8 + 0.1}
 
-    r = P.evaluate_estimator(est, [tr], "oracle")
+    r = evaluate_estimator(est, [tr], "oracle")
     assert r["mode"] == "estimator"
     assert r["torque_rmse"]["j1"] == pytest.approx(0.5)
     assert r["force"]["contact"] == pytest.approx(0.2)
@@ -190,7 +191,7 @@ def test_estimator_records():
         out["tau"][8:] += 1.0
         return {**out, "valid": np.arange(len(traj)) >= 8}
 
-    w = P.evaluate_estimator(warmup, [tr], "warmup")
+    w = evaluate_estimator(warmup, [tr], "warmup")
     assert w["torque_rmse"]["j1"] == pytest.approx(1.5)
     assert w["force"]["n_all"] == n - 8 and w["gate"]["n_samples"] == n - 8
     assert w["condition"]["accuracy"] == 1.0

@@ -3,12 +3,14 @@
 - :mod:`.metrics`: joint MAE [deg], force MAE [N] (contact / no contact), contact-gate
   precision / recall / F1 / detection latency, condition accuracy / ROC AUC, torque RMSE.
 - :mod:`.protocol`: windowed open-loop rollouts at horizons 10, 50, 100, 300, 600 and the
-  full trajectory (simulator mode) and estimator-mode scoring; every record has a ``mode``.
+  full trajectory (simulator mode); :mod:`.estimation`: estimator-mode scoring. Every
+  result record has a ``mode``.
 - :mod:`.adapters`: wrap identified models (actuator + joints + plant) as simulators.
 - :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures).
 """
 
 from neuract.eval.adapters import system_model_simulator
+from neuract.eval.estimation import Estimator, evaluate_estimator
 from neuract.eval.metrics import (
     GateCounts,
     condition_metrics,
@@ -26,7 +28,6 @@ from neuract.eval.protocol import (
     SIM_INPUTS,
     SimBatch,
     Simulator,
-    evaluate_estimator,
     evaluate_rollouts,
     goal_simulator,
     hold_simulator,
@@ -50,6 +51,7 @@ from neuract.eval.report import (
 __all__ = [
     "HORIZONS",
     "SIM_INPUTS",
+    "Estimator",
     "Figure",
     "GateCounts",
     "Report",

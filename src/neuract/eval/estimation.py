@@ -1,0 +1,86 @@
+"""The NeuralActuator evaluation protocol, estimator mode (``mode="estimator"``).
+
+:func:`evaluate_estimator` streams whole trajectories (all telemetry) through an estimator and
+scores torque RMSE, force MAE (contact / no contact), gate precision / recall / F1 / detection
+latency and condition accuracy / AUC wherever the trajectory has the labels (definitions in
+:mod:`neuract.eval.metrics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from neuract.errors import SchemaError
+from neuract.eval import metrics
+
+__all__ = ["Estimator", "evaluate_estimator"]
+
+Estimator = Callable[[Any], Mapping[str, Any]]
+"""``out = estimator(traj)`` with any of ``tau`` (T, n) [N m], ``ee_force`` (T, 3) [N],
+``contact_prob`` (T,), ``condition_prob`` (T,) or (T, K)."""
+
+
+def _as_np(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
+                       gate_threshold: float = 0.5) -> dict[str, Any]:
+    """Estimator-mode metrics over trajectories, wherever both output and label exist.
+
+    The estimator may also return ``valid`` (T,) bool: samples where it has an output (e.g.
+    False during a history warm-up); the other samples are left out of every metric (and
+    may hold NaN).
+
+    Returns ``{"mode": "estimator", "model", "protocol": "estimation", "torque_rmse" (per
+    joint [N m] or None), "force" (see :func:`metrics.force_mae`), "gate" (see
+    :class:`metrics.GateCounts`), "condition" (see :func:`metrics.condition_metrics`)}``.
+    """
+    tau_p, tau_t, tau_m, f_p, f_t, f_c, f_m, cond_p, cond_t = ([] for _ in range(9))
+    gate = None
+    joint_names = None
+    for tr in trajs:
+        out = estimator(tr)
+        n = len(tr)
+        joint_names = tuple(tr.meta.joint_names)
+        ok = np.ones(n, bool) if "valid" not in out else np.asarray(out["valid"], bool)
+        if ok.shape != (n,):
+            raise SchemaError(f"estimator {name!r} returned valid of shape {ok.shape} for "
+                              f"trajectory {tr.meta.name!r}; expected ({n},)")
+        if "tau" in out and "tau" in tr:
+            tau_p.append(_as_np(out["tau"]))
+            tau_t.append(np.asarray(tr["tau"], dtype=np.float64))
+            tau_m.append(ok)
+        if "ee_force" in out and "ee_force" in tr:
+            f_p.append(_as_np(out["ee_force"]))
+            f_t.append(np.asarray(tr["ee_force"], dtype=np.float64))
+            f_m.append(np.asarray(tr.get("ee_force_mask", np.ones(n, bool)), bool) & ok)
+            f_c.append(np.asarray(tr.get("contact", np.zeros(n, bool)), bool))
+        if "contact_prob" in out and "contact" in tr:
+            g = metrics.gate_counts(_as_np(out["contact_prob"]), tr["contact"], tr["t"],
+                                    gate_threshold, valid=ok)
+            gate = g if gate is None else gate + g
+        if "condition_prob" in out and "condition" in tr:
+            cond_p.append(_as_np(out["condition_prob"])[ok])
+            cond_t.append(np.asarray(tr["condition"], dtype=np.int64)[ok])
+    rec: dict[str, Any] = {"mode": "estimator", "model": name, "protocol": "estimation"}
+    if tau_p:
+        rmse = metrics.torque_rmse(np.concatenate(tau_p), np.concatenate(tau_t),
+                                   np.concatenate(tau_m))
+        rec["torque_rmse"] = dict(zip(joint_names, rmse.tolist()))
+        rec["torque_rmse_mean"] = float(rmse.mean())
+    else:
+        rec["torque_rmse"] = rec["torque_rmse_mean"] = None
+    rec["force"] = (metrics.force_mae(np.concatenate(f_p), np.concatenate(f_t),
+                                      np.concatenate(f_c), np.concatenate(f_m))
+                    if f_p else None)
+    rec["gate"] = gate.metrics() if gate is not None else None
+    rec["condition"] = (metrics.condition_metrics(np.concatenate(cond_p),
+                                                  np.concatenate(cond_t))
+                        if cond_p else None)
+    return rec
