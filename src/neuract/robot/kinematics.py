@@ -13,6 +13,7 @@ from torch import Tensor
 from neuract.robot.spatial import cross
 
 __all__ = [
+    "link_transforms",
     "link_poses",
     "motion_subspace",
     "body_poses",
@@ -24,31 +25,28 @@ __all__ = [
 ]
 
 
-def link_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
-    """World pose of every joint/link frame.
+def link_transforms(robot, q: Tensor) -> Tensor:
+    """World pose of every joint/link frame as homogeneous transforms (..., n_dof, 4, 4).
 
-    q: (..., n_dof) joint positions [rad or m].
-    Returns R: (..., n_dof, 3, 3) and p: (..., n_dof, 3) [m] (the joint anchor; z = joint axis).
+    q: (..., n_dof) joint positions [rad or m]. The frame origin is the joint anchor and its
+    z axis the joint axis.
     """
-    theta = q - robot.q_ref
-    c = torch.cos(theta)[..., None, None]
-    s = torch.sin(theta)[..., None, None]
-    R_loc = c * robot.rot_cos + s * robot.rot_sin + robot.rot_const
+    theta = (q - robot.q_ref)[..., None, None]
+    T_loc = torch.addcmul(robot.T_const, torch.cos(theta), robot.T_cos)
+    T_loc = torch.addcmul(T_loc, torch.sin(theta), robot.T_sin)
     if robot.has_slide:
-        p_loc = robot.pos_const + theta[..., None] * robot.slide_axis
-    else:
-        p_loc = robot.pos_const.expand(*q.shape[:-1], *robot.pos_const.shape)
-    Rs: list[Tensor] = []
-    ps: list[Tensor] = []
+        T_loc = torch.addcmul(T_loc, theta, robot.T_slide)
+    Ts: list[Tensor] = []
     for i, par in enumerate(robot.parent):
-        Ri, pi = R_loc[..., i, :, :], p_loc[..., i, :]
-        if par >= 0:
-            Rp = Rs[par]
-            pi = ps[par] + (Rp @ pi[..., None])[..., 0]
-            Ri = Rp @ Ri
-        Rs.append(Ri)
-        ps.append(pi)
-    return torch.stack(Rs, -3), torch.stack(ps, -2)
+        Ti = T_loc[..., i, :, :]
+        Ts.append(Ti if par < 0 else Ts[par] @ Ti)
+    return torch.stack(Ts, -3)
+
+
+def link_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
+    """World pose of every link frame: R (..., n_dof, 3, 3) and p (..., n_dof, 3) [m]."""
+    T = link_transforms(robot, q)
+    return T[..., :3, :3], T[..., :3, 3]
 
 
 def motion_subspace(robot, R: Tensor, p: Tensor) -> Tensor:

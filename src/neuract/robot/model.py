@@ -64,13 +64,19 @@ class Robot:
     q_upper: Tensor = field(repr=False)
     # --- derived (filled in __post_init__) ---
     has_slide: bool = field(init=False, repr=False)
+    is_chain: bool = field(init=False, repr=False)  # parent[i] == i - 1 for every link
     anc_strict: Tensor = field(init=False, repr=False)
     base_acc: Tensor = field(init=False, repr=False)
     body_to_link: Tensor = field(init=False, repr=False)
+    T_cos: Tensor = field(init=False, repr=False)  # local transform = T_const + cos T_cos + ...
+    T_sin: Tensor = field(init=False, repr=False)
+    T_const: Tensor = field(init=False, repr=False)
+    T_slide: Tensor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.parent)
         object.__setattr__(self, "has_slide", bool((~self.is_hinge).any()))
+        object.__setattr__(self, "is_chain", self.parent == tuple(range(-1, n - 1)))
         eye = torch.eye(n, dtype=self.anc.dtype, device=self.anc.device)
         object.__setattr__(self, "anc_strict", self.anc - eye)
         object.__setattr__(self, "base_acc", torch.cat([torch.zeros_like(self.gravity),
@@ -79,6 +85,18 @@ class Robot:
                           device=self.anc.device)
         b2l[self.body_link, torch.arange(len(self.body_names))] = 1.0
         object.__setattr__(self, "body_to_link", b2l[:n])
+        zeros = self.rot_cos.new_zeros(n, 4, 4)
+        T_cos, T_sin, T_const, T_slide = zeros.clone(), zeros.clone(), zeros.clone(), zeros
+        T_cos[:, :3, :3] = self.rot_cos
+        T_sin[:, :3, :3] = self.rot_sin
+        T_const[:, :3, :3] = self.rot_const
+        T_const[:, :3, 3] = self.pos_const
+        T_const[:, 3, 3] = 1.0
+        T_slide = T_slide.clone()
+        T_slide[:, :3, 3] = self.slide_axis
+        for k, v in (("T_cos", T_cos), ("T_sin", T_sin), ("T_const", T_const),
+                     ("T_slide", T_slide)):
+            object.__setattr__(self, k, v)
 
     # ------------------------------------------------------------------ basics
     @property

@@ -125,19 +125,22 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
 
 def compare_with_pinocchio(robot, urdf_path, n_states: int = 100, seed: int = 0
                            ) -> dict[str, float]:
-    """Relative errors of M, RNEA and link poses against Pinocchio built from the same URDF.
-
-    Pinocchio carries no armature, so the robot's armature is subtracted from M first.
-    """
+    """Relative errors of M, RNEA and link poses against Pinocchio built from the same file
+    (URDF, or MJCF through Pinocchio's own MJCF parser). Armature is left out on both sides."""
     import pinocchio as pin
 
-    pm = pin.buildModelFromUrdf(str(urdf_path))
+    if str(urdf_path).endswith(".xml"):
+        pm = pin.buildModelFromMJCF(str(urdf_path))
+        pm.armature[:] = 0.0
+    else:
+        pm = pin.buildModelFromUrdf(str(urdf_path))
     pd = pm.createData()
     idx = [pm.joints[pm.getJointId(name)].idx_q for name in robot.joint_names]
     q, qd, qdd = random_states(robot, n_states, seed)
     r = robot.to(dtype=torch.float64)
-    frames = [(i, pm.getFrameId(name)) for i, name in enumerate(r.body_names)
-              if pm.existFrame(name)]
+    body = pin.FrameType.BODY
+    frames = [(i, pm.getFrameId(name, body)) for i, name in enumerate(r.body_names)
+              if pm.existFrame(name, body)]
     Ms, taus, pos, rot = [], [], [], []
     for k in range(n_states):
         qp, vp, ap = (np.zeros(pm.nq) for _ in range(3))

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from neuract.errors import ConfigError
+from neuract.robot.adjoint import forward_dynamics_adjoint
 from neuract.robot.dynamics import mass_matrix_and_bias, passive_torques
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
@@ -19,32 +20,42 @@ __all__ = ["INTEGRATORS", "accelerations", "step"]
 INTEGRATORS = ("euler", "rk4")
 
 
+def _needs_plain_autograd(robot) -> bool:
+    fixed = ("gravity", "q_ref", "T_cos", "T_sin", "T_const", "T_slide", "body_R", "body_p")
+    return any(getattr(robot, n).requires_grad for n in fixed)
+
+
 def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | None = None,
                   passive: bool = True, friction_eps: float = 1e-2,
-                  implicit_dt: float = 0.0) -> Tensor:
+                  implicit_dt: float = 0.0, adjoint: bool = False) -> Tensor:
     """qdd (..., n_dof) from applied torques tau (..., n_dof) [N m], plus passive torques.
 
     ``implicit_dt > 0`` adds ``implicit_dt * diag(damping)`` to M (MuJoCo's implicit damping).
+    ``adjoint=True`` differentiates with the implicit-function backward of
+    :mod:`neuract.robot.adjoint` (first-order, faster); ``False`` uses plain autograd.
     """
+    if adjoint and torch.is_grad_enabled() and not _needs_plain_autograd(robot):
+        return forward_dynamics_adjoint(robot, q, qd, tau, f_ext=f_ext, passive=passive,
+                                        friction_eps=friction_eps, implicit_dt=implicit_dt)
     M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
     force = tau - b
     if passive:
         force = force + passive_torques(robot, qd, friction_eps)
     if implicit_dt > 0.0:
         M = M + torch.diag_embed(implicit_dt * robot.damping)
-    L = torch.linalg.cholesky(M)
-    return torch.cholesky_solve(force[..., None], L)[..., 0]
+    return torch.linalg.solve(M, force[..., None])[..., 0]
 
 
 def step(robot, q: Tensor, qd: Tensor, tau: Tensor, dt: float, *, integrator: str = "euler",
          f_ext: Tensor | None = None, passive: bool = True, friction_eps: float = 1e-2,
-         implicit_damping: bool = False) -> tuple[Tensor, Tensor]:
+         implicit_damping: bool = False, adjoint: bool = False) -> tuple[Tensor, Tensor]:
     """Advance (q, qd) (..., n_dof) by dt [s] under torque tau (..., n_dof) [N m].
 
     Returns the new (q, qd). ``passive`` adds damping and smooth dry friction
-    (:func:`~neuract.robot.dynamics.passive_torques`); f_ext: (..., n_bodies, 6) body wrenches.
+    (:func:`~neuract.robot.dynamics.passive_torques`); f_ext: (..., n_bodies, 6) body wrenches;
+    ``adjoint`` selects the analytic backward pass (see :func:`accelerations`).
     """
-    kw = dict(f_ext=f_ext, passive=passive, friction_eps=friction_eps)
+    kw = dict(f_ext=f_ext, passive=passive, friction_eps=friction_eps, adjoint=adjoint)
     if integrator == "euler":
         qdd = accelerations(robot, q, qd, tau, implicit_dt=dt if implicit_damping else 0.0, **kw)
         qd1 = qd + dt * qdd

@@ -51,6 +51,10 @@ def rollout(robot, q0: Tensor, qd0: Tensor, controls: Tensor | TorqueFn, dt: flo
     qs, qds, taus = [q], [qd], []
     for t in range(n_steps):
         tau = policy(t, q, qd)
+        if t == 0:  # batch shape of the whole rollout: q0, qd0 and the torques broadcast
+            shape = torch.broadcast_shapes(q.shape, qd.shape, tau.shape)
+            q, qd = q.expand(shape), qd.expand(shape)
+            qs[0], qds[0] = q, qd
         q, qd = step(robot, q, qd, tau, dt, **step_kwargs)
         qs.append(q)
         qds.append(qd)
