@@ -57,6 +57,7 @@ DATA = ROOT.parent / "shared" / "data" / "kscale_sts3215_12v"
 PEERS_PY = Path(os.environ.get("NEURACT_PEERS_PYTHON", "/work/peers-venv/bin/python"))
 HELD_OUT_KP, HELD_OUT_MASS = 16, 0.969
 PLANT = lambda labels: Pendulum.from_meta(labels)  # noqa: E731
+CONTEXT, CTX_SCALE = ("kp", "voltage", "torque_enable"), (32.0, 12.0, 1.0)
 MENAGERIE = dict(damping=0.60, armature=0.028, frictionloss=0.052, kp_at_32=17.8,
                  forcerange=3.35)
 
@@ -159,8 +160,7 @@ def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
                neural: NeuralConfig | None = None, arch: str | None = None) -> SystemModel:
     cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
                          backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
-                         neural=neural or NeuralConfig(context=("kp", "voltage"),
-                                                       context_scale=(32.0, 12.0)))
+                         neural=neural or NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE))
     act = build_actuator(cfg)
     joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
     model = SystemModel(act, joints).double()
@@ -172,24 +172,37 @@ def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
 
 
 def train_cfg(quick: bool, neural: bool = False, seed: int = 0) -> TrainConfig:
+    """Fit schedules: short windows first (multiple shooting), then 3 s windows; validation
+    always simulates whole 6 s validation runs open loop."""
     if quick:
-        return TrainConfig(seed=seed, horizons=(1.0, 6.0), stage_iters=(15, 5), runs_per_iter=32,
+        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(15, 5), runs_per_iter=32,
                            substeps=1, val_every=5, patience=3, lr=0.05,
                            label_inputs=("kp",))
     if neural:
-        return TrainConfig(seed=seed, horizons=(1.0, 2.0, 6.0), stage_iters=(120, 60, 30),
-                           runs_per_iter=64, substeps=1, val_every=10, patience=4, lr=0.01,
-                           lr_net=2e-3, label_inputs=("kp",))
-    return TrainConfig(seed=seed, horizons=(1.0, 2.0, 6.0), stage_iters=(80, 40, 30),
-                       runs_per_iter=64, substeps=1, val_every=10, patience=4, lr=0.05,
+        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(100, 50),
+                           runs_per_iter=48, substeps=1, val_every=10, patience=4, lr=0.01,
+                           lr_net=3e-3, label_inputs=("kp",))
+    return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(70, 40),
+                       runs_per_iter=48, substeps=1, val_every=10, patience=4, lr=0.05,
                        label_inputs=("kp",))
 
 
-def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfig, name: str
-             ) -> tuple[SystemModel, float]:
+def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfig, name: str,
+             cache: Path | None = None) -> tuple[SystemModel, float, float]:
+    """Fit (or load a cached fit of) one model; returns (model, fit seconds, val MAE)."""
+    from neuract.fit.checkpoint import load_weights, save_weights
+
+    path = cache / f"{name}.safetensors" if cache is not None else None
+    if path is not None and path.is_file():
+        meta = load_weights(model, path)
+        print(f"  [{name}] loaded cached fit {path}")
+        return model, float(meta["fit_seconds"]), float(meta["val_mae"])
     t0 = time.perf_counter()
-    fit(model, PLANT, train, val, cfg, log=lambda s: print(f"  [{name}] {s}", flush=True))
-    return model, time.perf_counter() - t0
+    rep = fit(model, PLANT, train, val, cfg, log=lambda s: print(f"  [{name}] {s}", flush=True))
+    secs = time.perf_counter() - t0
+    if path is not None:
+        save_weights(model, path, {"fit_seconds": secs, "val_mae": rep["best_val"]})
+    return model, secs, float(rep["best_val"])
 
 
 def kscale_published(test: RunBatch, which: str, volt: float | None, substeps: int = 1
@@ -253,8 +266,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="wall-time budget of each BAM CMA-ES fit (M1, M6)")
     ap.add_argument("--bam-train-runs", type=int, default=0,
                     help="training runs given to BAM's CMA-ES (0 = all)")
+    ap.add_argument("--sysid-train-runs", type=int, default=60,
+                    help="training runs given to mujoco.sysid (its rollouts are per run)")
     ap.add_argument("--out-name", default="sts3215_pendulum")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--merge", type=Path, nargs="*", default=[],
+                    help="results JSON files (same split) whose models are carried over, so "
+                         "model subsets can run as separate processes")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="directory of fitted models to reuse (written after each fit)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if not (args.data / "raw.tgz").is_file():
@@ -274,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     train, val, test = b.select(tr_idx), b.select(va_idx), b.select(te_idx)
     print(f"split: train {len(train)}, val {len(val)}, test {len(test)} runs")
     models: dict[str, dict] = {}
+    for path in args.merge:
+        prev = json.loads(Path(path).read_text())
+        if prev["split"]["n_test"] != len(test) or prev["split"]["n_train"] != len(train):
+            print(f"--merge {path}: different split, ignored", file=sys.stderr)
+            continue
+        models.update(prev["models"])
 
     def record(name, q_sim, fit_s, **extra):
         s = scores(q_sim, test)
@@ -316,11 +342,11 @@ def main(argv: list[str] | None = None) -> int:
                 record(key, res[key], info["models"][key]["fit_seconds"],
                        **{k: v for k, v in info["models"][key].items() if k != "fit_seconds"})
     # (c) mujoco.sysid, in the peers venv
-    if want("mujoco_sysid") and not args.quick:
-        sys_tr = sorted(rng.choice(tr_idx, min(60, len(tr_idx)), replace=False))
+    if want("mujoco_sysid"):
+        n_sys = 24 if args.quick else args.sysid_train_runs
+        sys_tr = sorted(rng.choice(tr_idx, min(n_sys, len(tr_idx)), replace=False))
         payload = {f"train_{k}": v for k, v in peer_payload(b.select(sys_tr)).items()}
-        payload |= {f"test_{k}": v for k, v in peer_payload(test).items()}
-        res = run_peer("peers_sts3215_sysid.py", payload, [], timeout=1800)
+        res = run_peer("peers_sts3215_sysid.py", payload, [], timeout=3600)
         if res is None:
             models["mujoco_sysid"] = {"status": "not available",
                                       "notes": f"peers venv python not found at {PEERS_PY}"}
@@ -328,9 +354,17 @@ def main(argv: list[str] | None = None) -> int:
             models["mujoco_sysid"] = {"status": "failed", "notes": str(res["error"])}
         else:
             info = json.loads(str(res["info"]))
-            record("mujoco_sysid", res["q_sim"], info["fit_seconds"], **info["extra"])
+            v = info["values"]
+            fitted_mj = dict(damping=v["damping"], armature=v["armature"],
+                             frictionloss=v["frictionloss"], kp_at_32=32 * v["kp_per_fw_kp"],
+                             forcerange=v["forcerange"])
+            record("mujoco_sysid", menagerie_mujoco(test, params=fitted_mj),
+                   info["fit_seconds"], parameters=fitted_mj,
+                   notes=f"mujoco.sysid (Gauss-Newton, FD Jacobian) on {info['n_runs']} "
+                         "training runs without lift_and_drop, from the Menagerie values; "
+                         "test simulated in MuJoCo C")
     # (d) ours, parametric
-    fitted: dict[str, SystemModel] = {}
+    fitted: dict[str, tuple[SystemModel, float]] = {}
     variants = {
         "ours_m1": dict(friction="m1"),
         "ours_m6": dict(friction="m6"),
@@ -338,39 +372,40 @@ def main(argv: list[str] | None = None) -> int:
         "ours_m6_delay": dict(friction="m6", delay=0.03),
         "ours_m6_delay_backlash": dict(friction="m6", delay=0.03, backlash=0.01),
     }
+    cache = args.cache
     for name, kw in variants.items():
         if not want(name):
             continue
         cfg = train_cfg(args.quick)
-        model, secs = fit_ours(make_model(**kw), train, val, cfg, name)
-        fitted[name] = model
-        record(name, rollout_np(model, test, cfg.substeps), secs,
+        model, secs, vmae = fit_ours(make_model(**kw), train, val, cfg, name, cache)
+        fitted[name] = (model, vmae)
+        record(name, rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
                parameters=model.physical_parameters(), config=kw)
     # (e) ours, neural
     if want("ours_mlp"):
         torch.manual_seed(0)
-        ncfg = NeuralConfig(context=("kp", "voltage"), context_scale=(32.0, 12.0), hidden=32,
-                            tau_max=5.0)
+        ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32, tau_max=5.0)
         model = make_model(arch="mlp", neural=ncfg)
         cfg = train_cfg(args.quick, neural=True)
-        model, secs = fit_ours(model, train, val, cfg, "ours_mlp")
-        record("ours_mlp", rollout_np(model, test, cfg.substeps), secs,
+        model, secs, vmae = fit_ours(model, train, val, cfg, "ours_mlp", cache)
+        record("ours_mlp", rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
-    base_name = next((n for n in ("ours_m6_delay_backlash", "ours_m6_delay", "ours_m1_delay")
-                      if n in fitted), None)
+    # the residual sits on the parametric model with the best VALIDATION error
+    base_name = min(fitted, key=lambda n: fitted[n][1]) if fitted else None
     for arch in ("mlp", "gru"):
         name = f"ours_residual_{arch}"
         if not want(name) or base_name is None:
             continue
         torch.manual_seed(0)
         kw = variants[base_name]
-        ncfg = NeuralConfig(context=("kp", "voltage"), context_scale=(32.0, 12.0), hidden=32,
+        ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32,
                             residual_scale=0.5)
         model = make_model(residual=arch, neural=ncfg, **kw)
-        model.load_state_dict(fitted[base_name].state_dict(), strict=False)
+        model.warm_start_from(fitted[base_name][0])  # the fitted model becomes the base
         cfg = train_cfg(args.quick, neural=True)
-        model, secs = fit_ours(model, train, val, cfg, name)
+        model, secs, vmae = fit_ours(model, train, val, cfg, name, cache)
         record(name, rollout_np(model, test, cfg.substeps), secs, base=base_name,
+               val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
                parameters=model.physical_parameters())
     write_results(args, models, len(train), len(val), len(test))

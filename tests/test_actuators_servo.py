@@ -136,3 +136,17 @@ def test_invalid_servo_config_names_the_field():
         ServoActuator(ServoConfig(R=0.0))
     with pytest.raises(ConfigError, match="max_duty"):
         ServoActuator(ServoConfig(max_duty=1.5))
+
+
+@pytest.mark.parametrize("mode", ["coast", "brake"])
+def test_torque_disabled_coasts_or_brakes(mode):
+    s = ServoActuator(ServoConfig(kt=KT, R=R, voltage=V, disabled=mode)).double()
+    for qd in (-2.0, 0.0, 2.0):
+        st = _state(qd=qd, torque_enable=0.0)
+        tau = _f(s.motor_torque(_t([[1.0]]), st))
+        expected = 0.0 if mode == "coast" else -KT * KT * qd / R  # shorted winding
+        assert tau == approx(expected)
+        on = _f(s.motor_torque(_t([[1.0]]), _state(qd=qd, torque_enable=1.0)))
+        assert on == approx(KT * (V - KT * qd) / R)
+    with pytest.raises(ConfigError, match="disabled"):
+        ServoActuator(ServoConfig(disabled="float"))

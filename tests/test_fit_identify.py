@@ -142,7 +142,9 @@ def test_neural_residual_beats_parametric_when_truth_is_outside_the_family():
     param = make("none")
     fit(param, PLANT, train, train, cfg)
     neural = make("mlp")
-    neural.load_state_dict(param.state_dict(), strict=False)  # residual on the fitted model
+    neural.warm_start_from(param)  # residual on the fitted model
+    e_start, _ = evaluate(neural, PLANT, test, cfg)
+    assert e_start == pytest.approx(evaluate(param, PLANT, test, cfg)[0], rel=1e-9)
     fit(neural, PLANT, train, train, cfg)
     e_param, _ = evaluate(param, PLANT, test, cfg)
     e_neural, _ = evaluate(neural, PLANT, test, cfg)

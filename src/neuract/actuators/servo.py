@@ -50,6 +50,7 @@ class ServoConfig:
     delay_frames: int = 8  # history frames kept for the delay line
     smooth: bool = False  # smooth clips (duty, current, backlash) for gradients
     fit_error_gain: bool = False  # fit a multiplicative correction of error_gain
+    disabled: str = "coast"  # torque off: "coast" (bridge open, no current) or "brake" (shorted)
 
 
 # Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
@@ -70,6 +71,8 @@ class ServoActuator(Actuator):
         for name in ("error_gain", "voltage", "kt", "R", "control_dt"):
             if not getattr(cfg, name) > 0:
                 raise ConfigError(f"servo.{name} must be > 0, got {getattr(cfg, name)}")
+        if cfg.disabled not in ("coast", "brake"):
+            raise ConfigError(f"servo.disabled={cfg.disabled!r}; valid: coast, brake")
         if not 0 < cfg.max_duty <= 1:
             raise ConfigError(f"servo.max_duty must be in (0, 1], got {cfg.max_duty}")
         self.cfg = cfg
@@ -137,12 +140,14 @@ class ServoActuator(Actuator):
         """(..., n) DC-motor output torque [N m] for a duty cycle, with back-EMF and limits."""
         V = state.get("voltage", self.cfg.voltage)
         kt, R = self.kt(), self.R()
+        enable = state.get("torque_enable")
+        if enable is not None and self.cfg.disabled == "brake":
+            duty, enable = duty * enable, None  # shorted winding: back-EMF current only
         current = (duty * V - kt * state.qd) / R
         if self.cfg.current_limit > 0:
             lim = self.cfg.current_limit
             current = softclip(current, lim) if self.cfg.smooth else current.clamp(-lim, lim)
         tau = kt * current
-        enable = state.get("torque_enable")
         return tau if enable is None else tau * enable
 
     def torque(self, command: Tensor, state: ActuatorState, history: History | None = None

@@ -99,6 +99,23 @@ class SystemModel(nn.Module):
         """Same as :meth:`rollout` (lets ``torch.func.functional_call`` swap parameters)."""
         return self.rollout(plant, batch, **kwargs)
 
+    def warm_start_from(self, other: SystemModel) -> None:
+        """Copy a fitted physical model into this one; if this actuator is a neural residual
+        on a physical base, ``other``'s actuator becomes that base (the net keeps its init)."""
+        from neuract.actuators.neural import NeuralActuator
+
+        sd = other.state_dict()
+        if (isinstance(self.actuator, NeuralActuator) and self.actuator.base is not None
+                and not isinstance(other.actuator, NeuralActuator)):
+            sd = {(k.replace("actuator.", "actuator.base.", 1) if k.startswith("actuator.")
+                   else k): v for k, v in sd.items()}
+        missing, unexpected = self.load_state_dict(sd, strict=False)
+        if unexpected or any(".net." not in k for k in missing):
+            raise ConfigError(
+                f"warm start does not match: missing {sorted(missing)}, unexpected "
+                f"{sorted(unexpected)}"
+            )
+
     def physical_parameters(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for name, sub in self.named_modules():

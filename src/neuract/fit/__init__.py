@@ -1,0 +1,41 @@
+"""Fitting: differentiable rollouts, the trainer, checkpoints, least squares, excitation.
+
+- :mod:`~neuract.fit.simulate`: open-loop rollout of a plant + actuator + joint parameters.
+- :mod:`~neuract.fit.batch`: recorded runs as one tensor batch; splits by run.
+- :mod:`~neuract.fit.trainer`: multiple shooting, horizon curriculum, early stopping, resume.
+- :mod:`~neuract.fit.checkpoint`: safetensors + JSON checkpoints.
+- :mod:`~neuract.fit.identify`: runs on disk -> fitted model (``neuract fit``, :mod:`.verb`).
+- :mod:`~neuract.fit.least_squares`, :mod:`~neuract.fit.excitation`: linear identification.
+
+Names are imported lazily (no work at import time). ``simulate`` and ``identify`` are also
+module names here: use ``neuract.fit.simulate.simulate`` and ``neuract.fit.identify.identify``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "JointParams": "neuract.fit.simulate",
+    "JointParamsConfig": "neuract.fit.simulate",
+    "RunBatch": "neuract.fit.batch",
+    "batch_from_trajectories": "neuract.fit.batch",
+    "split_runs": "neuract.fit.batch",
+    "SystemModel": "neuract.fit.trainer",
+    "TrainConfig": "neuract.fit.trainer",
+    "fit": "neuract.fit.trainer",
+    "evaluate": "neuract.fit.trainer",
+    "load_runs": "neuract.fit.identify",
+    "save_weights": "neuract.fit.checkpoint",
+    "load_weights": "neuract.fit.checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'neuract.fit' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY)
