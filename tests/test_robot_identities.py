@@ -8,6 +8,7 @@ import torch
 from _robot_cases import ALL_CASES, load_case
 from neuract.errors import ConfigError, NotPhysicallyConsistent
 from neuract.robot import LearnableRobot
+from neuract.robot.dynamics import solve_symmetric
 from neuract.robot.params import inertial_to_log_cholesky, log_cholesky_to_inertial
 from neuract.robot.spatial import pi_transform_matrix, pseudo_inertia, transform_pi
 from neuract.robot.validate import random_states
@@ -124,3 +125,16 @@ def test_learnable_robot_starts_at_base_and_trains(tmp_path):
     assert names == {"inertia_theta", "armature_raw", "damping_raw"}
     with pytest.raises(ConfigError, match="valid: inertia"):
         LearnableRobot(robot, learn=("mass",))
+
+
+def test_solve_symmetric_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(4, 5, 5, dtype=torch.float64, generator=g)
+    A = (A @ A.transpose(-1, -2) + 5 * torch.eye(5, dtype=torch.float64)).requires_grad_(True)
+    b = torch.randn(3, 1, 5, dtype=torch.float64, generator=g, requires_grad=True)
+
+    def f(A, b):  # symmetrise so that finite differences stay in the symmetric set
+        return solve_symmetric(0.5 * (A + A.transpose(-1, -2)), b)
+
+    assert torch.autograd.gradcheck(f, (A, b))
+    torch.testing.assert_close(f(A, b), torch.linalg.solve(A, b.expand(3, 4, 5)[..., None])[..., 0])

@@ -53,19 +53,21 @@ class _ForwardDynamics(torch.autograd.Function):
         passive, friction_eps, implicit_dt = opts
         r = _with_params(robot, params)
         M, force = _solve_forces(r, q, qd, tau, f_ext, passive, friction_eps, implicit_dt)
-        qdd = torch.linalg.solve(M, force[..., None])[..., 0]
+        shape = torch.broadcast_shapes(M.shape[:-2], force.shape[:-1])
+        LU, piv = torch.linalg.lu_factor(M.expand(*shape, *M.shape[-2:]))
+        qdd = torch.linalg.lu_solve(LU, piv, force.expand(*shape, M.shape[-1])[..., None])[..., 0]
         ctx.robot, ctx.opts = robot, opts
         ctx.tau_shape = tau.shape
-        ctx.save_for_backward(q, qd, qdd, M, f_ext, *params)
+        ctx.save_for_backward(q, qd, qdd, LU, piv, f_ext, *params)
         return qdd
 
     @staticmethod
     @once_differentiable
     def backward(ctx, g):
-        q, qd, qdd, M, f_ext, *params = ctx.saved_tensors
+        q, qd, qdd, LU, piv, f_ext, *params = ctx.saved_tensors
         passive, friction_eps, implicit_dt = ctx.opts
         need = ctx.needs_input_grad  # robot, opts, q, qd, tau, f_ext, *params
-        u = torch.linalg.solve(M, g[..., None])[..., 0]
+        u = torch.linalg.lu_solve(LU, piv, g[..., None])[..., 0]  # M_hat is symmetric
         names = ["q", "qd", "f_ext", *PARAM_FIELDS]
         flags = [need[2], need[3], need[5], *need[6:]]
         values = [q, qd, f_ext, *params]

@@ -2,8 +2,11 @@
 
 Pure functions of ``(robot, q, qd, ...)``, batched over leading dimensions and differentiable.
 Everything is computed in world coordinates with spatial vectors referred to the world origin
-(see :mod:`neuract.robot.kinematics`), so the recursions over the tree become matrix products
-with the constant ancestor mask ``robot.anc`` (``anc[i, j] = 1`` when j is i or an ancestor).
+(see :mod:`neuract.robot.kinematics`), so the recursions over the tree become sums over
+ancestors/descendants: cumulative sums for serial chains, products with the constant ancestor
+mask ``robot.anc`` (``anc[i, j] = 1`` when j is i or an ancestor) for trees. Link inertias are
+carried as world-frame parameters (m, h = m c, I about the origin) and every spatial product
+is written with 3-vector cross products (fewer flops than 6x6 spatial matrices).
 
 What each function includes:
 
@@ -11,12 +14,11 @@ What each function includes:
   external wrenches; NOT damping or friction (add :func:`passive_torques` yourself). This is
   MuJoCo's ``mj_inverse`` with the passive and constraint forces switched off.
 - ``bias_forces`` = ``b(q, qd)`` = Coriolis/centrifugal + gravity (MuJoCo's ``qfrc_bias``).
-- ``forward_dynamics`` solves ``M qdd = tau - b + J^T f_ext`` by Cholesky (no passive terms).
+- ``forward_dynamics`` solves ``M qdd = tau - b + J^T f_ext`` (no passive terms) with
+  :func:`solve_symmetric`.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 from torch import Tensor
@@ -33,6 +35,7 @@ __all__ = [
     "mass_matrix_and_bias",
     "inverse_dynamics",
     "forward_dynamics",
+    "solve_symmetric",
     "passive_torques",
     "external_torques",
     "kinetic_energy",
@@ -46,41 +49,15 @@ def _cross_motion(a: Tensor, b: Tensor) -> Tensor:
     return torch.cat([cross(wa, wb), cross(wa, vb) + cross(va, wb)], -1)
 
 
-@functools.lru_cache(maxsize=16)
-def _maps(dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
-    """Constant linear maps: SK (3, 9) with skew(v).flatten() = v @ SK; CRM (6, 36) with
-    crm(v).flatten() = v @ CRM (spatial motion cross-product matrix); G (10, 36) with
-    I6.flatten() = pi @ G (6x6 spatial inertia from the 10 inertial parameters)."""
-    eps = torch.zeros(3, 3, 3, dtype=torch.float64)
-    for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)):
-        eps[i, j, k], eps[i, k, j] = 1.0, -1.0
-    SK = -eps.permute(2, 0, 1).reshape(3, 9)  # skew(v)[i, j] = -eps[i, j, k] v[k]
-    sk = SK.reshape(3, 3, 3)
-    CRM = torch.zeros(6, 6, 6, dtype=torch.float64)
-    CRM[:3, :3, :3] = sk  # omega x (angular)
-    CRM[:3, 3:, 3:] = sk  # omega x (linear)
-    CRM[3:, 3:, :3] = sk  # v x (angular -> linear)
-    G = torch.zeros(10, 6, 6, dtype=torch.float64)
-    G[0, 3:, 3:] = torch.eye(3, dtype=torch.float64)
-    G[1:4, :3, 3:] = sk
-    G[1:4, 3:, :3] = -sk
-    for col, (a, b) in enumerate(((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))):
-        G[4 + col, a, b] = G[4 + col, b, a] = 1.0
-    return tuple(x.reshape(x.shape[0], -1).to(dtype=dtype, device=device) for x in (SK, CRM, G))
-
-
 def world_inertials(robot, R: Tensor, p: Tensor) -> Tensor:
     """Inertial parameters of every link in world frame / about the world origin (..., n, 10)."""
     return transform_pi(robot.pi_link, R, p)
 
 
-def _spatial_inertias(robot, R: Tensor, p: Tensor) -> Tensor:
-    """6x6 spatial inertias (..., n, 6, 6) of every link, world axes, about the world origin.
-
-    ``[[I_O, [h]x], [-[h]x, m 1]]`` from the link parameters (m, h_l, I_l) and the link pose:
-    h = m p + R h_l; I_O = R I_l R^T + (m|p|^2 + 2 p.R h_l) 1 - p h^T - (R h_l) p^T.
-    """
-    SK, _, _ = _maps(R.dtype, R.device)
+def _world_params(robot, R: Tensor, p: Tensor) -> Tensor:
+    """Link inertial parameters in world axes about the world origin, packed (..., n, 13):
+    [m, h (3), I_O (9, row-major)] from the link parameters (m, h_l, I_l) and the link pose:
+    h = m p + R h_l; I_O = R I_l R^T + (m|p|^2 + 2 p.R h_l) 1 - p h^T - (R h_l) p^T."""
     pi = robot.pi_link
     m, h_l, I_l = pi[:, 0], pi[:, 1:4], inertia_from_vec(pi[:, 4:])
     eye = torch.eye(3, dtype=R.dtype, device=R.device)
@@ -89,9 +66,46 @@ def _spatial_inertias(robot, R: Tensor, p: Tensor) -> Tensor:
     scal = (p * (h + hr)).sum(-1)
     I_O = (R @ I_l @ R.transpose(-1, -2) + scal[..., None, None] * eye
            - p[..., :, None] * h[..., None, :] - hr[..., :, None] * p[..., None, :])
-    hx = (h @ SK).unflatten(-1, (3, 3))
-    mI = (m[:, None, None] * eye).expand(hx.shape)
-    return torch.cat([torch.cat([I_O, hx], -1), torch.cat([-hx, mI], -1)], -2)
+    return torch.cat([m[:, None].expand(h[..., :1].shape), h, I_O.flatten(-2)], -1)
+
+
+def _rnea_vec(robot, W, S, qd, qdd, ext=None):
+    """RNEA over packed world parameters W (..., n, 13) with 3-vector algebra."""
+    m, h, I = W[..., :1], W[..., 1:4], W[..., 4:].unflatten(-1, (3, 3))
+    Sqd = S * qd[..., None]
+    vel = _sum_ancestors(robot, Sqd)
+    w, v = vel[..., :3], vel[..., 3:]
+    c = torch.linalg.cross(torch.stack([w, w, v], -2), Sqd.unflatten(-1, (2, 3))[..., [0, 1, 0], :])
+    rel = torch.cat([c[..., 0, :], c[..., 1, :] + c[..., 2, :]], -1)
+    if qdd is not None:
+        rel = rel + S * qdd[..., None]
+    acc = _sum_ancestors(robot, rel) + robot.base_acc
+    dw, dv = acc[..., :3], acc[..., 3:]
+    Iw = I @ torch.stack([w, dw], -1)  # (..., n, 3, 2): I w, I dw
+    hc = torch.linalg.cross(h[..., None, :].expand(*h.shape[:-1], 4, 3),
+                            torch.stack([v, w, dv, dw], -2))  # h x v, h x w, h x dv, h x dw
+    Iv_n = Iw[..., 0] + hc[..., 0, :]
+    Iv_f = m * v - hc[..., 1, :]
+    c2 = torch.linalg.cross(torch.stack([w, v, w], -2), torch.stack([Iv_n, Iv_f, Iv_f], -2))
+    f_n = Iw[..., 1] + hc[..., 2, :] + c2[..., 0, :] + c2[..., 1, :]
+    f_f = m * dv - hc[..., 3, :] + c2[..., 2, :]
+    f = torch.cat([f_n, f_f], -1)
+    if ext is not None:
+        f = f - ext
+    return (S * _sum_descendants(robot, f)).sum(-1)
+
+
+def _crba_vec(robot, W, S):
+    Wc = _sum_descendants(robot, W)
+    m, h, I = Wc[..., :1], Wc[..., 1:4], Wc[..., 4:].unflatten(-1, (3, 3))
+    sw, sv = S[..., :3], S[..., 3:]
+    hc = torch.linalg.cross(h[..., None, :].expand(*h.shape[:-1], 2, 3),
+                            torch.stack([sv, sw], -2))
+    F = torch.cat([(I @ sw[..., None])[..., 0] + hc[..., 0, :], m * sv - hc[..., 1, :]], -1)
+    P = F @ S.transpose(-1, -2)  # P[i, j] = F_i . S_j
+    lower = P * robot.anc
+    M = lower + (lower * robot.anc_strict).transpose(-1, -2)
+    return M + torch.diag_embed(robot.armature)
 
 
 def _sum_ancestors(robot, x: Tensor) -> Tensor:
@@ -127,23 +141,6 @@ def _ext_forces(robot, q, R, p, f_ext):
     return _link_wrenches(robot, pos, f_ext)
 
 
-def _rnea_core(robot, Iw, S, qd, qdd, ext=None):
-    _, CRM, _ = _maps(S.dtype, S.device)
-    Sqd = S * qd[..., None]
-    vel = _sum_ancestors(robot, Sqd)
-    crm_v = (vel @ CRM).unflatten(-1, (6, 6))
-    rel = (crm_v @ Sqd[..., None])[..., 0]
-    if qdd is not None:
-        rel = rel + S * qdd[..., None]
-    acc = _sum_ancestors(robot, rel) + robot.base_acc
-    Iv = Iw @ vel[..., None]
-    # f = I a + v x* (I v), with v x* = -crm(v)^T
-    f = (Iw @ acc[..., None] - crm_v.transpose(-1, -2) @ Iv)[..., 0]
-    if ext is not None:
-        f = f - ext
-    return (S * _sum_descendants(robot, f)).sum(-1)
-
-
 def rnea(robot, q: Tensor, qd: Tensor, qdd: Tensor, f_ext: Tensor | None = None) -> Tensor:
     """Recursive Newton-Euler inverse dynamics (rigid bodies + gravity, no armature).
 
@@ -153,7 +150,7 @@ def rnea(robot, q: Tensor, qd: Tensor, qdd: Tensor, f_ext: Tensor | None = None)
     R, p = link_poses(robot, q)
     S = motion_subspace(robot, R, p)
     ext = None if f_ext is None else _ext_forces(robot, q, R, p, f_ext)
-    return _rnea_core(robot, _spatial_inertias(robot, R, p), S, qd, qdd, ext)
+    return _rnea_vec(robot, _world_params(robot, R, p), S, qd, qdd, ext)
 
 
 def bias_forces(robot, q: Tensor, qd: Tensor) -> Tensor:
@@ -166,19 +163,10 @@ def gravity_torques(robot, q: Tensor) -> Tensor:
     return bias_forces(robot, q, torch.zeros_like(q))
 
 
-def _crba_core(robot, Iw, S):
-    Ic = _sum_descendants(robot, Iw.flatten(-2)).unflatten(-1, (6, 6))
-    F = (Ic @ S[..., None])[..., 0]
-    P = F @ S.transpose(-1, -2)  # P[i, j] = F_i . S_j
-    lower = P * robot.anc
-    M = lower + (lower * robot.anc_strict).transpose(-1, -2)
-    return M + torch.diag_embed(robot.armature)
-
-
 def mass_matrix(robot, q: Tensor) -> Tensor:
     """Joint-space inertia matrix M(q) (..., n_dof, n_dof) including armature (CRBA)."""
     R, p = link_poses(robot, q)
-    return _crba_core(robot, _spatial_inertias(robot, R, p), motion_subspace(robot, R, p))
+    return _crba_vec(robot, _world_params(robot, R, p), motion_subspace(robot, R, p))
 
 
 def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = None):
@@ -186,8 +174,8 @@ def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = No
     R, p = link_poses(robot, q)
     S = motion_subspace(robot, R, p)
     ext = None if f_ext is None else _ext_forces(robot, q, R, p, f_ext)
-    Iw = _spatial_inertias(robot, R, p)
-    return _crba_core(robot, Iw, S), _rnea_core(robot, Iw, S, qd, None, ext)
+    W = _world_params(robot, R, p)
+    return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, ext)
 
 
 def inverse_dynamics(robot, q: Tensor, qd: Tensor, qdd: Tensor,
@@ -196,16 +184,51 @@ def inverse_dynamics(robot, q: Tensor, qd: Tensor, qdd: Tensor,
     return rnea(robot, q, qd, qdd, f_ext) + robot.armature * qdd
 
 
+class _SymSolve(torch.autograd.Function):
+    """x = A^{-1} b for symmetric A (..., n, n), b (..., n); backward without transposes:
+    grad_b = A^{-1} g, grad_A = -grad_b x^T (A = A^T)."""
+
+    @staticmethod
+    def forward(ctx, A, b):
+        LU, piv = torch.linalg.lu_factor(A)
+        x = torch.linalg.lu_solve(LU, piv, b[..., None])[..., 0]
+        ctx.save_for_backward(LU, piv, x)
+        ctx.shapes = (A.shape, b.shape)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        LU, piv, x = ctx.saved_tensors
+        gb = torch.linalg.lu_solve(LU, piv, g[..., None])[..., 0]
+        gA = -gb[..., :, None] * x[..., None, :] if ctx.needs_input_grad[0] else None
+        if gA is not None:
+            gA = gA.sum_to_size(ctx.shapes[0])
+        return gA, gb.sum_to_size(ctx.shapes[1]) if ctx.needs_input_grad[1] else None
+
+
+def solve_symmetric(A: Tensor, b: Tensor) -> Tensor:
+    """Solve A x = b for symmetric positive definite A (..., n, n), b (..., n) -> x (..., n).
+
+    Batched LU (faster than a Cholesky solve for batches of small matrices in torch on CPU)
+    with a backward pass that exploits the symmetry (first-order differentiable).
+    """
+    shape = torch.broadcast_shapes(A.shape[:-2], b.shape[:-1])
+    A = A.expand(*shape, *A.shape[-2:])
+    b = b.expand(*shape, b.shape[-1])
+    if not torch.is_grad_enabled() or not (A.requires_grad or b.requires_grad):
+        return torch.linalg.solve(A, b[..., None])[..., 0]
+    return _SymSolve.apply(A, b)
+
+
 def forward_dynamics(robot, q: Tensor, qd: Tensor, tau: Tensor,
                      f_ext: Tensor | None = None) -> Tensor:
     """Joint accelerations qdd (..., n_dof) [rad/s^2] from applied torques tau (..., n_dof).
 
-    Solves M qdd = tau - b + J^T f_ext (``torch.linalg.solve``: for batches of small matrices it
-    is faster on CPU than a Cholesky solve, forward and backward); passive torques are not
+    Solves M qdd = tau - b + J^T f_ext with :func:`solve_symmetric`; passive torques are not
     added (pass ``tau + passive_torques(robot, qd)`` for those).
     """
     M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
-    return torch.linalg.solve(M, (tau - b)[..., None])[..., 0]
+    return solve_symmetric(M, tau - b)
 
 
 def passive_torques(robot, qd: Tensor, friction_eps: float = 1e-2) -> Tensor:

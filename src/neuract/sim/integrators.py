@@ -13,7 +13,7 @@ from torch import Tensor
 
 from neuract.errors import ConfigError
 from neuract.robot.adjoint import forward_dynamics_adjoint
-from neuract.robot.dynamics import mass_matrix_and_bias, passive_torques
+from neuract.robot.dynamics import mass_matrix_and_bias, passive_torques, solve_symmetric
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
 
@@ -43,7 +43,7 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
         force = force + passive_torques(robot, qd, friction_eps)
     if implicit_dt > 0.0:
         M = M + torch.diag_embed(implicit_dt * robot.damping)
-    return torch.linalg.solve(M, force[..., None])[..., 0]
+    return solve_symmetric(M, force)
 
 
 def step(robot, q: Tensor, qd: Tensor, tau: Tensor, dt: float, *, integrator: str = "euler",
