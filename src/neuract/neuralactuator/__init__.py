@@ -6,7 +6,8 @@
 
 Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
 parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
-``export`` (ONNX + ONNX Runtime).
+``export`` (ONNX + ONNX Runtime), ``train`` (pose-only torque through the differentiable
+simulator, supervised force / gate / condition, fine-tuning, the rollout-protocol adapter).
 """
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
@@ -26,6 +27,7 @@ from neuract.neuralactuator.model import (
     count_flops,
     count_params,
 )
+from neuract.neuralactuator.train import TrainConfig, fine_tune, simulator, train
 
 __all__ = [
     "NeuralActuator",
@@ -44,4 +46,8 @@ __all__ = [
     "read_config",
     "export_onnx",
     "OnnxActuator",
+    "TrainConfig",
+    "train",
+    "fine_tune",
+    "simulator",
 ]

@@ -181,12 +181,21 @@ class NeuralActuator(nn.Module):
     def servo_prior(self, x: torch.Tensor) -> torch.Tensor:
         """PD servo torque of the last step, tau: (B, J) [N m] from raw x: (B, T, F)."""
         flat = x.reshape(x.shape[0], -1)
-        if self.cfg.prior == "none":
-            return flat.new_zeros(x.shape[0], self.cfg.n_joints)
-        err, qd = flat[:, self.idx_err], flat[:, self.idx_qd]
-        return self.log_kp.exp() * err - self.log_kd.exp() * qd
+        return self.pd_torque(flat[:, self.idx_err], flat[:, self.idx_qd])
 
-    def forward(self, x: torch.Tensor):
+    def pd_torque(self, pos_error: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        """The physical servo prior ``kp * pos_error - kd * qd`` (..., J) [N m] (0 if none)."""
+        if self.cfg.prior == "none":
+            return torch.zeros_like(pos_error)
+        return self.log_kp.exp() * pos_error - self.log_kd.exp() * qd
+
+    def saturate(self, tau: torch.Tensor) -> torch.Tensor:
+        """Smooth torque limit ``tau_max * tanh(tau / tau_max)`` (..., J) [N m]."""
+        return self.tau_max * torch.tanh(tau / self.tau_max)
+
+    def heads(self, x: torch.Tensor):
+        """Network outputs before the actuator: (tau_residual [N m] (B, J), force [N] (B, 3),
+        gate_logit (B,), condition_logits (B, J, K)) from raw x: (B, T, F)."""
         cfg = self.cfg
         J = cfg.n_joints
         h = self.inp((x - self.x_mean) / self.x_std) + self.pos
@@ -194,11 +203,12 @@ class NeuralActuator(nn.Module):
             h = layer(h)
         z = self.act(self.trunk(self.ln_f(h).flatten(1)))
         out = self.head(z)
-        tau_res = out[:, :J]
-        tau = self.tau_max * torch.tanh((self.servo_prior(x) + tau_res) / self.tau_max)
         force = out[:, J:J + 3] * self.force_scale
-        gate = out[:, J + 3]
-        cond = out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
+        return out[:, :J], force, out[:, J + 3], out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
+
+    def forward(self, x: torch.Tensor):
+        res, force, gate, cond = self.heads(x)
+        tau = self.saturate(self.servo_prior(x) + res)
         return tau, force, gate, cond
 
     @torch.no_grad()
