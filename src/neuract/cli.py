@@ -13,7 +13,9 @@ import sys
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
 VERBS: dict[str, tuple[str, str, str]] = {
     "control": ("neuract.control.cli_control", "ControlConfig", "replay-test model-based control"),
-    "demo": ("neuract.demo", "DemoConfig", "run the main job on the embedded default"),
+    "demo": ("neuract.demo", "DemoConfig", "twin SO-101 -> NeuralActuator + baselines -> report"),
+    "estimate": ("neuract.pipeline.verbs", "EstimateConfig", "stream telemetry through a model"),
+    "evaluate": ("neuract.pipeline.verbs", "EvaluateConfig", "NeuralActuator vs baselines, report"),
     "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
     "fit": ("neuract.fit.verb", "FitConfig", "identify an actuator model from positions only"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),

@@ -1,0 +1,322 @@
+"""One experiment: fit NeuralActuator (both modes) and every baseline on training episodes,
+then score all of them on test episodes with the same protocol.
+
+Simulator mode (open-loop rollouts at horizons 10/50/100/300/600 and full, every model
+given the same measured 8-step past so that windows coincide): NeuralActuator (simulator
+mode), MuJoCo's default position servo, the parametric servo fitted pose-only, the MLP
+(Hwangbo) and GRU actuator nets fitted pose-only.
+
+Estimator mode (whole test episodes, real telemetry): NeuralActuator (estimator mode) for
+torque, force, gate and condition; tau = Kt I; the fitted parametric/neural actuators' torque;
+momentum observer and model-based residual (J^T) on the Kt I torque; threshold / SVM /
+random-forest condition classifiers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuract.errors import ConfigError
+
+ProgressFn = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``."""
+
+
+@dataclass
+class ModelSize:
+    """NeuralActuator architecture (defaults: the shipped 1.43 M-parameter size)."""
+
+    history: int = 8
+    d_model: int = 96
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    d_trunk: int = 1576
+
+
+@dataclass
+class ExperimentConfig:
+    """Training sizes of every model and the evaluation protocol."""
+
+    size: ModelSize = field(default_factory=ModelSize)
+    sim_steps: int = 150
+    """NeuralActuator simulator-mode optimiser steps"""
+    est_steps: int = 200
+    """NeuralActuator estimator-mode optimiser steps"""
+    batch: int = 32
+    sim_horizon: int = 12
+    """simulator-mode training rollout length [telemetry steps]"""
+    est_horizon: int = 8
+    substeps: int = 2
+    """physics steps per telemetry step (training and NeuralActuator rollouts)"""
+    lr: float = 1e-3
+    parametric_friction: tuple[str, ...] = ("coulomb_viscous", "stribeck")
+    """friction models tried for the parametric servo; the best on the training episodes is
+    the 'best parametric' baseline"""
+    baseline_iters: int = 40
+    """identification iterations per fitted baseline (parametric, MLP, GRU)"""
+    neural_baselines: tuple[str, ...] = ("mlp", "gru")
+    horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
+    full: bool = True
+    """also score the full-trajectory rollout"""
+    figure_samples: int = 600
+    """samples of the first test episode simulated open loop for the rollout figure"""
+    seed: int = 0
+
+
+@dataclass
+class RobotSetup:
+    """Everything robot-specific an experiment needs."""
+
+    name: str
+    robot: Any
+    """rigid-body model (float32) whose joints are the trajectories' joints"""
+    robot64: Any
+    site: str
+    """end-effector site for forces"""
+    mujoco_xml: str | None
+    """MJCF with a position actuator per joint (MuJoCo default-servo baseline)"""
+    servo: str = "sts3215"
+    """parametric servo family"""
+    effort: str = "load"
+    """NeuralActuator estimator effort channel"""
+    tau_max: tuple[float, ...] = (3.35,)
+    force_joints: tuple[str, ...] | None = None
+    """joints used by the J^T force mapping (None: all)"""
+
+
+def so101_setup() -> RobotSetup:
+    from neuract.robot import load_robot
+    from neuract.robot.bundled import bundled_path
+
+    return RobotSetup("so101", load_robot("so101", dtype=torch.float32),
+                      load_robot("so101", dtype=torch.float64), "gripperframe",
+                      str(bundled_path("so101")), "sts3215", "load", (3.35,),
+                      ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"))
+
+
+def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int):
+    from neuract.neuralactuator import NeuralActuatorConfig
+
+    return NeuralActuatorConfig(n_joints=n_joints, mode=mode, effort=setup.effort,
+                                history=size.history, d_model=size.d_model,
+                                n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
+                                d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
+                                kd_init=1.0)
+
+
+def _noop(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
+                   cfg: ExperimentConfig, out_dir: str | Path | None = None,
+                   progress: ProgressFn | None = None,
+                   pretrained: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fit everything on ``train``, score on ``test``; returns the results dict (JSON-able
+    apart from ``_figures``, raw arrays for the report). Checkpoints go to ``out_dir``.
+    pretrained: mode -> NeuralActuator to evaluate instead of training that mode."""
+    from neuract.actuators import ActuatorConfig
+    from neuract.estimate import force_estimator
+    from neuract.eval import evaluate_estimator, evaluate_rollouts
+    from neuract.neuralactuator import count_flops, count_params, save_checkpoint
+    from neuract.pipeline import baselines as bl
+    from neuract.pipeline.na_eval import na_estimate, na_simulator
+    from neuract.pipeline.na_train import NATrainConfig, train_neuralactuator
+
+    progress = progress or _noop
+    torch.manual_seed(cfg.seed)
+    train, test = list(train), list(test)
+    if not train or not test:
+        raise ConfigError(f"need training and test episodes; got {len(train)} and {len(test)}")
+    n = len(train[0].meta.joint_names)
+    horizons: list[Any] = [h for h in cfg.horizons]
+    if cfg.full:
+        horizons.append("full")
+    hist = cfg.size.history
+    res: dict[str, Any] = {"robot": setup.name, "n_train": len(train), "n_test": len(test),
+                           "train_minutes": sum(float(tr["t"][-1] - tr["t"][0]) for tr in train)
+                           / 60, "test_minutes": sum(float(tr["t"][-1] - tr["t"][0])
+                                                     for tr in test) / 60,
+                           "models": {}, "rollouts": [], "estimation": [], "timings_s": {}}
+    sims: dict[str, Any] = {}
+    ests: dict[str, Any] = {}
+    t_all = time.perf_counter()
+
+    def timed(name, fn, *args, **kwargs):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        res["timings_s"][name] = round(time.perf_counter() - t0, 1)
+        return out
+
+    # ---- NeuralActuator, both modes, pose-only
+    na = {}
+    for mode, steps, horizon in (("simulator", cfg.sim_steps, cfg.sim_horizon),
+                                 ("estimator", cfg.est_steps, cfg.est_horizon)):
+        if pretrained and mode in pretrained:
+            model = pretrained[mode]
+            na[mode] = model
+            res["models"][f"NeuralActuator[{mode}]"] = {
+                "mode": mode, "params": count_params(model), "flops": count_flops(model.cfg),
+                "train": "pretrained checkpoint"}
+            continue
+        if steps <= 0:
+            continue
+        ncfg = na_config(setup, mode, cfg.size, n)
+        tc = NATrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
+                           substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
+        stage = f"NeuralActuator ({mode} mode, pose-only)"
+        model, rep = timed(f"train_na_{mode}", train_neuralactuator, train, setup.robot, ncfg,
+                           tc, site=setup.site,
+                           progress=lambda s, t, info, st=stage: progress(st, s, t))
+        na[mode] = model
+        name = f"NeuralActuator[{mode}]"
+        res["models"][name] = {"mode": mode, "params": count_params(model),
+                               "flops": count_flops(model.cfg), "train": rep}
+        if out_dir is not None:
+            save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
+                            extra={"robot": setup.name, "train": {k: v for k, v in rep.items()
+                                                                  if k != "history"}},
+                            overwrite=True)
+    if "simulator" in na:
+        sims["NeuralActuator"] = na_simulator(na["simulator"], setup.robot, cfg.substeps)
+    if "estimator" in na:
+        ests["NeuralActuator"] = lambda tr: na_estimate(na["estimator"], tr)
+
+    # ---- simulator baselines
+    if setup.mujoco_xml:
+        sims["MuJoCo default servo"] = bl.mujoco_servo_simulator(setup.mujoco_xml,
+                                                                 train[0].meta.joint_names)
+        res["models"]["MuJoCo default servo"] = {"mode": "simulator", "params": 0, "flops": None}
+    fitted: dict[str, Any] = {}
+    fits = [(f"parametric {setup.servo}+{fr}", ActuatorConfig(type=setup.servo, friction=fr,
+                                                              control_dt=0.016))
+            for fr in cfg.parametric_friction]
+    fits += [(f"{arch.upper()} actuator net", ActuatorConfig(type=arch, control_dt=0.016))
+             for arch in cfg.neural_baselines]
+    for name, acfg in fits:
+        if cfg.baseline_iters <= 0:
+            break
+        from neuract.fit.trainer import TrainConfig
+
+        it = cfg.baseline_iters
+        tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(it // 2, it - it // 2),
+                         windows_per_run=4, runs_per_iter=8, label_inputs=(), use_voltage=True,
+                         seed=cfg.seed, lr_net=3e-3)
+        done = [0]
+
+        def log(msg, name=name, done=done, it=it):
+            done[0] += 1
+
+        progress(f"fit {name} (pose-only)", 0, 1)
+        model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
+                           log=log)
+        progress(f"fit {name} (pose-only)", 1, 1)
+        fitted[name] = model
+        from neuract.actuators.neural import n_parameters
+
+        res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
+                               "flops": None, "train_loss": rep["history"][-1]["train_loss"]
+                               if rep.get("history") else None}
+    # the best parametric servo: lowest rollout error on the training episodes (h = 100)
+    par = [k for k in fitted if k.startswith("parametric")]
+    best_par = None
+    if par:
+        scores = {}
+        for k in par:
+            r = evaluate_rollouts(bl.system_simulator(fitted[k], setup.robot64, cfg.substeps),
+                                  train[:4], k, horizons=(100,), history=hist,
+                                  inputs=("q_goal", "voltage") if "voltage" in train[0]
+                                  else ("q_goal",))
+            scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
+        best_par = min(scores, key=scores.get)
+        res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
+    for k, m in fitted.items():
+        sims[k] = bl.system_simulator(m, setup.robot64, cfg.substeps)
+
+    # ---- rollouts (simulator mode)
+    inputs = ("q_goal", "voltage") if all("voltage" in tr for tr in test) else ("q_goal",)
+    full_q: dict[str, np.ndarray] = {}
+    from neuract.eval.protocol import simulate_full
+
+    fig_traj = test[0].slice(0, min(len(test[0]), cfg.figure_samples))
+    for i, (name, sim) in enumerate(sims.items()):
+        progress("open-loop rollouts (simulator mode)", i, len(sims))
+        recs = timed(f"rollouts_{name}", evaluate_rollouts, sim, test, name,
+                     horizons=horizons, history=hist, inputs=inputs)
+        res["rollouts"] += recs
+        full_q[name] = simulate_full(sim, fig_traj, name, inputs=inputs, history=hist)
+    progress("open-loop rollouts (simulator mode)", len(sims), len(sims))
+
+    # ---- estimator-mode baselines
+    kt = bl.fit_linear_kt(setup.robot64, train) if all("current" in tr for tr in train) else None
+    if kt is not None:
+        res["linear_kt"] = dict(zip(train[0].meta.joint_names, kt.tolist()))
+        ests["tau = Kt I"] = bl.linear_kt_estimator(kt)
+        ktf = lambda tr: bl.signed_current(tr) * kt  # noqa: E731
+        for method, label in (("observer", "momentum observer (Kt I)"),
+                              ("residual", "model residual J^T (Kt I)")):
+            ests[label] = force_estimator(setup.robot64, setup.site, method, torque=ktf,
+                                          passive=True, joints=setup.force_joints)
+    pre: dict[str, dict[str, np.ndarray]] = {}
+    for k, m in fitted.items():  # one batched pass over all test episodes per fitted model
+        progress(f"torque of {k} at the measured states", 0, 1)
+        taus = timed(f"torques_{k}", bl.system_torques, m, setup.robot64, test)
+        pre[k] = {tr.meta.name: tau for tr, tau in zip(test, taus)}
+        ests[k] = lambda tr, k=k: {"tau": pre[k][tr.meta.name]}
+    if best_par is not None:
+        tf = lambda tr: pre[best_par][tr.meta.name]  # noqa: E731
+        ests[f"momentum observer ({best_par})"] = force_estimator(
+            setup.robot64, setup.site, "observer", torque=tf, joints=setup.force_joints)
+    conds = all("condition" in tr for tr in train)
+    if conds and len(np.unique(np.concatenate([np.asarray(tr["condition"]) for tr in train]))) > 1:
+        for name in ("threshold", "svm", "random_forest"):
+            progress(f"fit condition baseline {name}", 0, 1)
+            est, _ = timed(f"fit_cond_{name}", bl.condition_baseline, name, train)
+            ests[f"condition {name}"] = est
+    cache: dict[str, dict[str, dict]] = {}
+    for i, (name, est) in enumerate(ests.items()):
+        progress("estimation (estimator mode)", i, len(ests))
+
+        def cached(tr, est=est, name=name):
+            out = est(tr)
+            cache.setdefault(name, {})[tr.meta.name] = out
+            return out
+
+        res["estimation"].append(timed(f"estimate_{name}", evaluate_estimator, cached, test,
+                                       name))
+    progress("estimation (estimator mode)", len(ests), len(ests))
+    if "NeuralActuator" in cache:
+        res["condition_per_motor"] = _per_motor_condition(cache["NeuralActuator"], test)
+    res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
+    res["_figures"] = {"full_q": full_q, "fig_traj": fig_traj, "est": cache, "test": test}
+    return res
+
+
+def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str, Any] | None:
+    from neuract.pipeline.na_data import per_joint_condition
+
+    pred, true = [], []
+    for tr in test:
+        o = outs.get(tr.meta.name)
+        if o is None or "condition_prob_joint" not in o:
+            continue
+        v = o["valid"]
+        pred.append(o["condition_prob_joint"][v] > 0.5)
+        true.append(per_joint_condition(tr, len(tr.meta.joint_names))[v] > 0)
+    if not pred:
+        return None
+    p, t = np.concatenate(pred), np.concatenate(true)
+    return {"accuracy": float((p == t).mean()), "n_samples": int(p.shape[0]),
+            "n_motors": int(p.shape[1]), "degraded_share": float(t.mean())}
+
+
+__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "na_config", "run_experiment",
+           "so101_setup"]

@@ -1,0 +1,278 @@
+"""Pose-only training of NeuralActuator through the differentiable rigid-body simulation.
+
+No torque label is used anywhere. Two modes, trained separately:
+
+* **simulator** mode: a window starts from a measured state (with its measured 8-step past);
+  for ``horizon`` telemetry steps the model reads the *simulated* history (commands, simulated
+  q and qd), its torque drives the arm (``M qdd + b = tau``, semi-implicit Euler with
+  ``substeps`` physics steps per telemetry step; the servo prior ``kp (goal - q) - kd qd`` is
+  refreshed every substep, the learned residual is held), and the loss compares simulated with
+  measured positions. This is the model the open-loop rollout metrics score.
+* **estimator** mode: torque, force, gate and condition from the real telemetry. The torque of
+  every step of a window comes from the measured telemetry history; these torques (linearly
+  interpolated between samples) and the labelled external force (``J^T f``, where a label
+  exists) drive the simulated arm from the measured initial state, and the loss compares
+  simulated with measured positions. Force (masked Huber), gate (BCE) and condition
+  (cross-entropy) heads are supervised where labels exist; one schedule, one optimiser.
+
+Fine-tuning is the same call with ``init=`` a trained model (e.g. a few minutes of a new unit).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from neuract.errors import ConfigError
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, feature_stats
+from neuract.pipeline.na_data import FlatData, flatten
+
+
+@dataclass
+class NATrainConfig:
+    """Optimisation schedule of :func:`train_neuralactuator`."""
+
+    steps: int = 300
+    """optimiser steps"""
+    batch: int = 32
+    """windows per step"""
+    horizon: int = 12
+    """telemetry steps simulated per window (simulator mode: final value of a curriculum
+    that starts at ``horizon // 3``)"""
+    substeps: int = 2
+    """physics steps per telemetry step"""
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    pose_scale: float = 0.002
+    """position error scale of the pose loss [rad]"""
+    force_weight: float = 1.0
+    gate_weight: float = 0.5
+    condition_weight: float = 0.5
+    seed: int = 0
+    max_seconds: float = 0.0
+    """stop after this much wall time (0 = no limit)"""
+
+    def validate(self) -> NATrainConfig:
+        for k in ("steps", "batch", "horizon", "substeps"):
+            if getattr(self, k) < 1:
+                raise ConfigError(f"NATrainConfig.{k} = {getattr(self, k)}; expected >= 1")
+        return self
+
+
+def na_parts(model: NeuralActuator, x: torch.Tensor):
+    """The pieces of ``model(x)``: (kp (J,), kd (J,), residual (B, J) [N m], force (B, 3),
+    gate logit (B,), condition logits (B, J, K)). tau = tau_max tanh((kp e - kd qd + res) /
+    tau_max) with e, qd of the instant the torque is applied at."""
+    cfg = model.cfg
+    J = cfg.n_joints
+    if cfg.prior == "none":
+        kp = kd = x.new_zeros(J)
+    else:
+        kp, kd = model.log_kp.exp(), model.log_kd.exp()
+    if hasattr(model, "heads"):
+        return (kp, kd, *model.heads(x))
+    h = model.inp((x - model.x_mean) / model.x_std) + model.pos
+    for layer in model.layers:
+        h = layer(h)
+    z = model.act(model.trunk(model.ln_f(h).flatten(1)))
+    out = model.head(z)
+    return (kp, kd, out[:, :J], out[:, J:J + 3] * model.force_scale, out[:, J + 3],
+            out[:, J + 4:].reshape(-1, J, cfg.n_conditions))
+
+
+def _accel(robot, q, qd, tau):
+    M = robot.mass_matrix(q)
+    return torch.linalg.solve(M, (tau - robot.bias_forces(q, qd)).unsqueeze(-1)).squeeze(-1)
+
+
+def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0, qd0,
+                q_goal: torch.Tensor, dt: torch.Tensor, substeps: int = 2) -> torch.Tensor:
+    """Simulator-mode open-loop rollout.
+
+    past: measured ``q_goal``, ``q``, ``qd`` at the ``history`` samples up to t0, each
+    (B, h, n); q0, qd0: (B, n) state at t0; q_goal: (B, H, n) commands at t0 .. t0+H-1;
+    dt: (B, H) sample spacings [s]. Returns q: (B, H, n) simulated at t0+1 .. t0+H.
+    Only the commands enter after t0.
+    """
+    chans = model.cfg.channels
+    from neuract.neuralactuator.features import assemble
+
+    hist = {k: past[k] for k in ("q_goal", "q", "qd")}
+    q, qd = q0, qd0
+    tau_max = model.tau_max
+    out = []
+    H = q_goal.shape[1]
+    for k in range(H):
+        x = assemble(hist, chans)
+        kp, kd, res, *_ = na_parts(model, x)
+        goal = q_goal[:, k]
+        h = (dt[:, k] / substeps).unsqueeze(-1)
+        for _ in range(substeps):
+            tau = tau_max * torch.tanh((kp * (goal - q) - kd * qd + res) / tau_max)
+            qd = qd + h * _accel(robot, q, qd, tau)
+            q = q + h * qd
+        out.append(q)
+        if k + 1 < H:
+            nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
+            hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
+    return torch.stack(out, 1)
+
+
+def est_rollout(robot, q0, qd0, tau: torch.Tensor, tau_ext: torch.Tensor, dt: torch.Tensor,
+                substeps: int = 2) -> torch.Tensor:
+    """Drive the arm with given joint torques tau: (B, H+1, n) at the samples (linear in
+    between) plus external joint torques tau_ext (B, H+1, n); returns q (B, H, n)."""
+    q, qd = q0, qd0
+    out = []
+    for k in range(tau.shape[1] - 1):
+        h = (dt[:, k] / substeps).unsqueeze(-1)
+        for s in range(substeps):
+            a = (s + 0.5) / substeps
+            u = (1 - a) * (tau[:, k] + tau_ext[:, k]) + a * (tau[:, k + 1] + tau_ext[:, k + 1])
+            qd = qd + h * _accel(robot, q, qd, u)
+            q = q + h * qd
+        out.append(q)
+    return torch.stack(out, 1)
+
+
+def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return x[idx]
+
+
+def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:
+    """A fresh model with feature statistics (and force scale) from the training data."""
+    torch.manual_seed(seed)
+    model = NeuralActuator(cfg)
+    tok = data.tok_sim if cfg.mode == "simulator" else data.tok_est
+    step = max(1, tok.shape[0] // 20000)
+    mean, std = feature_stats(tok[::step].unsqueeze(1))
+    fs = None
+    if bool(data.fmask.any()):
+        fs = data.force[data.fmask].std(0).clamp_min(0.5)
+    model.set_stats(mean, std, fs)
+    return model
+
+
+def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
+                         train: NATrainConfig | None = None, site: str | None = None,
+                         init: NeuralActuator | None = None,
+                         progress: Callable[[int, int, dict], None] | None = None
+                         ) -> tuple[NeuralActuator, dict[str, Any]]:
+    """Train (or fine-tune ``init``) a NeuralActuator pose-only; returns (model, report).
+
+    trajs: training episodes (or their :class:`FlatData`); robot: the rigid-body model
+    (float32) whose joints match; site: end-effector site (needed for force labels in the
+    estimator-mode simulation); progress(step, total, info) is called after each step.
+    """
+    train = (train or NATrainConfig()).validate()
+    cfg = cfg.validate()
+    torch.manual_seed(train.seed)
+    if isinstance(trajs, FlatData):
+        data = trajs
+    else:
+        est = cfg.channels if cfg.mode == "estimator" else None
+        sim = cfg.channels if cfg.mode == "simulator" else None
+        data = flatten(trajs, robot, site, est, sim)
+    model = init if init is not None else init_model(cfg, data, train.seed)
+    if model.cfg.mode != cfg.mode:
+        raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=train.lr, total_steps=train.steps,
+                                                pct_start=0.1)
+    gen = np.random.default_rng(train.seed)
+    h = cfg.history
+    anchors = data.anchors(h, train.horizon + 1)
+    hist_off = torch.arange(-h + 1, 1)
+    t_start = time.perf_counter()
+    history: list[dict] = []
+    for step in range(train.steps):
+        t0 = torch.as_tensor(gen.choice(anchors, train.batch))
+        if cfg.mode == "simulator":
+            H = max(2, int(round(train.horizon * min(1.0, 1 / 3 + step / (0.6 * train.steps)))))
+            loss, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
+        else:
+            loss, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
+        if not torch.isfinite(loss):
+            raise ConfigError(f"non-finite NeuralActuator loss at step {step}; lower lr or "
+                              "raise substeps")
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), train.grad_clip)
+        opt.step()
+        sched.step()
+        info["step"] = step + 1
+        info["loss"] = loss.item()
+        history.append(info)
+        if progress is not None:
+            progress(step + 1, train.steps, info)
+        if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
+            break
+    model.eval()
+    report = {"mode": cfg.mode, "steps": len(history), "seconds": time.perf_counter() - t_start,
+              "final": history[-1] if history else None,
+              "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
+              "history": history[-20:]}
+    return model, report
+
+
+def _pose_loss(q_sim, q_ref, scale):
+    return F.huber_loss(q_sim / scale, q_ref / scale, delta=1.0)
+
+
+def _sim_loss(model, robot, data: FlatData, t0, H, hist_off, train):
+    idx = t0[:, None] + hist_off[None, :]
+    past = {"q_goal": data.q_goal[idx], "q": data.q[idx], "qd": data.qd[idx]}
+    fut = t0[:, None] + torch.arange(H + 1)[None, :]
+    tt = data.t[fut]
+    dt = (tt[:, 1:] - tt[:, :-1]).float()
+    q_sim = sim_rollout(model, robot, past, data.q[t0], data.qd[t0], data.q_goal[fut[:, :-1]],
+                        dt, train.substeps)
+    q_ref = data.q[fut[:, 1:]]
+    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
+    mae = (q_sim - q_ref).abs().mean().item()
+    return loss, {"horizon": H, "pose_mae_deg": math.degrees(mae)}
+
+
+def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
+    B = t0.shape[0]
+    fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
+    idx = fut[..., None] + hist_off  # (B, H+1, h)
+    x = data.tok_est[idx].reshape(B * (H + 1), len(hist_off), -1)
+    kp, kd, res, force, gate, cond = na_parts(model, x)
+    # the prior reads the measured error and velocity of each sample
+    xl = x[:, -1].reshape(B * (H + 1), model.cfg.n_joints, -1)
+    ch = model.cfg.channels
+    e, v = xl[..., ch.index("pos_error")], xl[..., ch.index("qd")]
+    tau = model.tau_max * torch.tanh((kp * e - kd * v + res) / model.tau_max)
+    tau = tau.reshape(B, H + 1, -1)
+    tt = data.t[fut]
+    dt = (tt[:, 1:] - tt[:, :-1]).float()
+    q_sim = est_rollout(robot, data.q[t0], data.qd_s[t0], tau, data.tau_ext[fut], dt,
+                        train.substeps)
+    q_ref = data.q[fut[:, 1:]]
+    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
+    info = {"pose_mae_deg": math.degrees((q_sim - q_ref).abs().mean().item())}
+    flat = fut.reshape(-1)
+    fm = data.fmask[flat]
+    if bool(fm.any()):
+        fl = F.huber_loss(force[fm], data.force[flat][fm], delta=1.0)
+        loss = loss + train.force_weight * fl
+        info["force_mae"] = (force[fm] - data.force[flat][fm]).abs().mean().item()
+    gl = F.binary_cross_entropy_with_logits(gate, data.contact[flat].float())
+    cl = F.cross_entropy(cond.reshape(-1, cond.shape[-1]), data.cond[flat].reshape(-1))
+    loss = loss + train.gate_weight * gl + train.condition_weight * cl
+    info.update(gate_bce=gl.item(), cond_ce=cl.item())
+    return loss, info
+
+
+__all__ = ["NATrainConfig", "est_rollout", "init_model", "na_parts", "sim_rollout",
+           "train_neuralactuator"]

@@ -1,0 +1,187 @@
+"""The real-data experiment on the NAD files (NeuralActuator release data, OMX and SO-101).
+
+Per robot: train on the ``train`` files, evaluate on the ``test`` files with the same
+protocol as the twin experiment. Robot-specific choices (stated in every report):
+
+* SO-101: the bundled description (6 joints, gripper included); MuJoCo default servo = its
+  ``sts3215`` position actuators (kp 17.8 N m/rad). The ``empty`` payload file carries no
+  force column (-999); its payload is known to be 0 g, so its force label is 0 N.
+* OpenManipulator-X: the bundled description models the gripper as two slide joints, NAD
+  logs one gripper angle; the gripper is left out (4 arm joints). The arm keeps the NAD
+  release's joint defaults (armature 0.1, damping 1.0). MuJoCo default servo: a position
+  actuator per joint with kp = 18.9 N m/rad and forcerange +-4.1 N m, the XM430-W350 default
+  Position P gain 800 (duty = 800/128 PWM counts per encoder step, 885 counts = 100 %,
+  4096 steps/rev -> 4.60 duty/rad) times its 12 V stall torque 4.1 N m per full duty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuract.errors import ConfigError, SchemaError
+from neuract.pipeline.experiment import ExperimentConfig, ProgressFn, RobotSetup
+
+OMX_ARM = ("joint1", "joint2", "joint3", "joint4")
+XM430_KP = 800 / 128 * 4096 / (2 * np.pi) / 885 * 4.1  # [N m / rad]
+XM430_TAU_MAX = 4.1  # stall torque at 12 V [N m]
+
+# the NeuralActuator release's numbers (full NAD, GPU, far more data than these 6 files)
+RELEASE = {
+    "omx_no_load_joint_deg": "0.13-0.63",
+    "omx_force_sensor_tasks_joint_deg": "0.82-1.03",
+    "omx_contact_force_N": "0.44-0.57",
+    "payload_force_N": "0.005-0.23",
+    "condition_accuracy": "100 % (random forest 67 %)",
+    "so101_worst_joint_deg": "1.1-1.5",
+    "so101_force_N": "0.22",
+}
+
+
+def _nad_experiment() -> ExperimentConfig:
+    return ExperimentConfig(sim_steps=200, est_steps=200, baseline_iters=40,
+                            horizons=(10, 50, 100, 300, 600), full=True)
+
+
+@dataclass
+class NADExperimentConfig:
+    """NAD train files -> NeuralActuator + baselines -> NAD test files."""
+
+    nad: Path = Path("../shared/data/nad")
+    """NAD root (``<group>/<task>[/<payload>]/<split>/NNN.csv``)"""
+    out: Path = Path("runs/nad_experiment")
+    robots: tuple[str, ...] = ("omx", "so101")
+    experiment: ExperimentConfig = field(default_factory=_nad_experiment)
+
+
+def omx_arm_xml() -> str:
+    """MJCF of the OMX arm (4 hinge joints, slide gripper removed) with a position actuator
+    per joint (XM430 default gains, see the module docstring)."""
+    import mujoco
+
+    from neuract.robot.bundled import bundled_path
+
+    spec = mujoco.MjSpec.from_file(str(bundled_path("omx")))
+    for act in list(spec.actuators):
+        spec.delete(act)
+    for eq in list(spec.equalities):
+        spec.delete(eq)
+    for j in list(spec.joints):
+        if j.type == mujoco.mjtJoint.mjJNT_SLIDE:
+            spec.delete(j)
+    for name in OMX_ARM:
+        act = spec.add_actuator()
+        act.name = name
+        act.target = name
+        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        act.gainprm[0] = XM430_KP
+        act.biasprm[1] = -XM430_KP
+        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-XM430_TAU_MAX, XM430_TAU_MAX]
+    spec.compile()
+    return spec.to_xml()
+
+
+def omx_setup(work: Path) -> RobotSetup:
+    from neuract.robot import load_robot
+
+    path = Path(work) / "omx_arm_position.xml"
+    path.write_text(omx_arm_xml())
+    return RobotSetup("omx", load_robot(str(path), dtype=torch.float32),
+                      load_robot(str(path), dtype=torch.float64), "end_effector", str(path),
+                      "xm430", "current", (XM430_TAU_MAX,), None)
+
+
+def omx_arm_only(tr):
+    """The trajectory with the gripper column dropped from every per-joint channel."""
+    names = tuple(tr.meta.joint_names)
+    idx = [names.index(j) for j in OMX_ARM]
+    n = len(names)
+    ch = {}
+    for k in tr.channels:
+        v = np.asarray(tr[k])
+        if v.ndim == 2 and v.shape[1] == n and k not in ("ee_force",):
+            ch[k] = v[:, idx]
+    return tr.replace(channels=ch, joint_names=OMX_ARM)
+
+
+def zero_payload_label(tr):
+    """A known 0 g payload is a 0 N force label (NAD writes -999 there)."""
+    if tr.meta.labels.get("payload_mass_kg") == 0.0 and "ee_force_mask" in tr \
+            and not np.asarray(tr["ee_force_mask"]).any():
+        T = len(tr)
+        return tr.replace(channels={"ee_force": np.zeros((T, 3)),
+                                    "ee_force_mask": np.ones(T, bool)})
+    return tr
+
+
+def load_nad(root: Path, robot: str) -> tuple[list, list]:
+    from neuract.io.nad import iter_nad
+
+    root = Path(root)
+    if not root.exists():
+        raise ConfigError(f"NAD root {str(root)!r} does not exist; pass --nad PATH")
+    trajs = [tr for tr in iter_nad(root) if tr.meta.robot == robot]
+    if robot == "omx":
+        trajs = [omx_arm_only(tr) for tr in trajs]
+    trajs = [zero_payload_label(tr) for tr in trajs]
+    train = [tr for tr in trajs if tr.meta.labels.get("split") == "train"]
+    test = [tr for tr in trajs if tr.meta.labels.get("split") == "test"]
+    if not train or not test:
+        raise SchemaError(f"NAD {robot}: {len(train)} train and {len(test)} test files under "
+                          f"{root}; need both")
+    return train, test
+
+
+def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = None
+                       ) -> dict[str, Any]:
+    """Run every robot; writes ``<out>/<robot>/{results.json, report.*}`` and returns
+    ``{robot: results}``."""
+    from neuract.config import save_resolved
+    from neuract.eval import write_report
+    from neuract.pipeline.experiment import run_experiment, so101_setup
+    from neuract.pipeline.report import build_report, write_results
+
+    torch.set_num_threads(1)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_resolved(cfg, out)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for robot in cfg.robots:
+            if robot not in ("omx", "so101"):
+                raise ConfigError(f"NAD robot {robot!r}; accepted: ['omx', 'so101']")
+            setup = omx_setup(Path(tmp)) if robot == "omx" else so101_setup()
+            train, test = load_nad(cfg.nad, robot)
+            exp = cfg.experiment
+            longest = max(len(tr) for tr in test)
+            exp = dataclasses.replace(exp, horizons=tuple(h for h in exp.horizons
+                                                          if h < longest - exp.size.history))
+            res = run_experiment(setup, train, test, exp, out_dir=out / robot,
+                                 progress=progress)
+            res["data"] = {"train_files": [tr.meta.name for tr in train],
+                           "test_files": [tr.meta.name for tr in test],
+                           "joints": list(train[0].meta.joint_names)}
+            res["release"] = RELEASE
+            intro = (f"NAD {robot}: trained on {len(train)} train file(s) "
+                     f"({res['train_minutes'] * 60:.0f} s), evaluated on {len(test)} test "
+                     f"file(s) ({res['test_minutes'] * 60:.0f} s). The release's numbers "
+                     f"(trained on the full NAD, far more data): {RELEASE}.")
+            write_report(out / robot, build_report(res, f"NeuralActuator on NAD ({robot})",
+                                                   intro))
+            write_results(out / robot, res)
+            results[robot] = res
+    return results
+
+
+__all__ = ["NADExperimentConfig", "RELEASE", "load_nad", "omx_arm_xml", "omx_setup",
+           "run_nad_experiment"]

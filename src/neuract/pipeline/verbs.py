@@ -1,0 +1,270 @@
+"""``neuract evaluate`` and ``neuract estimate``.
+
+    neuract evaluate --source twin --out runs/eval_twin            # generate, fit, score
+    neuract evaluate --source nad --nad ../shared/data/nad --out runs/eval_nad
+    neuract evaluate --source dataset --data runs/twin_so101 --out runs/eval_ds \
+        --checkpoints runs/demo/checkpoints                        # score trained models
+    neuract estimate --checkpoint runs/demo/checkpoints/neuralactuator_estimator \
+        --data ../shared/data/nad/so101/go_up_and_stay_still/500g/test/001.csv --out runs/est
+
+``evaluate`` writes ``report.md`` / ``report.html`` (tables, rollout plot, force traces,
+confusion matrix), ``results.json`` and the resolved config into the run directory.
+``estimate`` streams every episode through an estimator-mode checkpoint and writes one
+parquet file per episode: per step torque [N m] per joint, end-effector force [N], contact
+gate probability and per-motor degraded probability (estimator mode throughout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuract.errors import ConfigError, SchemaError
+from neuract.pipeline.experiment import ExperimentConfig
+from neuract.pipeline.twin_experiment import TwinDataConfig
+
+
+@dataclass
+class EvaluateConfig:
+    """Fit (or load) NeuralActuator and the baselines, score them, write a report."""
+
+    source: str = "twin"
+    """twin (generate twin data), nad (NAD CSV files) or dataset (a neuract dataset)"""
+    out: Path = Path("runs/evaluate")
+    """run directory"""
+    data: Path | None = None
+    """dataset: dataset directory (episodes labelled split=test are the test set, else 25 %
+    of each task's episodes)"""
+    nad: Path = Path("../shared/data/nad")
+    """nad: NAD root"""
+    robot: str = "so101"
+    """dataset / nad: robot (so101 or omx)"""
+    twin: TwinDataConfig = field(default_factory=TwinDataConfig)
+    """twin: data to generate"""
+    checkpoints: Path | None = None
+    """directory with neuralactuator_simulator/ and/or neuralactuator_estimator/ checkpoints
+    to evaluate instead of training those modes (e.g. runs/demo/checkpoints)"""
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    quiet: bool = False
+
+
+def _progress(quiet: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                   console=Console(stderr=True, quiet=quiet), disable=quiet)
+    tasks: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=max(total, 1))
+        bar.update(tasks[stage], completed=done, total=max(total, 1))
+
+    return bar, progress
+
+
+def load_pretrained(path: Path | None) -> dict[str, Any]:
+    from neuract.neuralactuator import load_checkpoint
+
+    if path is None:
+        return {}
+    path = Path(path)
+    out = {}
+    for mode in ("simulator", "estimator"):
+        p = path / f"neuralactuator_{mode}"
+        if p.is_dir():
+            out[mode] = load_checkpoint(p)
+    if not out:
+        raise ConfigError(f"--checkpoints {str(path)!r}: no neuralactuator_simulator/ or "
+                          "neuralactuator_estimator/ checkpoint inside")
+    return out
+
+
+def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
+    import torch
+
+    from neuract.config import save_resolved
+    from neuract.eval import write_report
+    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.report import build_report, write_results
+
+    torch.set_num_threads(1)
+    pre = load_pretrained(cfg.checkpoints)
+    bar, progress = _progress(cfg.quiet)
+    with bar:
+        if cfg.source == "twin":
+            from neuract.pipeline.twin_experiment import (
+                TwinExperimentConfig,
+                run_twin_experiment,
+            )
+
+            if pre:
+                raise ConfigError("--checkpoints applies to --source dataset or nad; a twin run "
+                                  "generates fresh data and trains on it")
+            return run_twin_experiment(TwinExperimentConfig(cfg.out, cfg.twin, cfg.experiment),
+                                       progress)
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        save_resolved(cfg, out)
+        if cfg.source == "nad":
+            import tempfile
+
+            from neuract.pipeline.nad_experiment import RELEASE, load_nad, omx_setup
+            from neuract.pipeline.twin_experiment import setup_for
+
+            train, test = load_nad(cfg.nad, cfg.robot)
+            tmp = tempfile.mkdtemp(prefix="neuract_omx_")
+            setup = omx_setup(Path(tmp)) if cfg.robot == "omx" else setup_for(cfg.robot)
+            title, extra = f"NeuralActuator on NAD ({cfg.robot})", {"release": RELEASE}
+        elif cfg.source == "dataset":
+            from neuract.data import load_dataset
+            from neuract.pipeline.twin_experiment import setup_for, split_by_task
+
+            if cfg.data is None:
+                raise ConfigError("--source dataset needs --data DATASET_DIR")
+            ds = load_dataset(cfg.data)
+            trajs = [ds[i] for i in range(len(ds))]
+            test = [t for t in trajs if t.meta.labels.get("split") == "test"]
+            train = [t for t in trajs if t.meta.labels.get("split") != "test"]
+            if not test or not train:
+                train, test = split_by_task(trajs, 0.25)
+            setup = setup_for(ds.robot)
+            title, extra = f"NeuralActuator on {cfg.data}", {}
+        else:
+            raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
+        res = run_experiment(setup, train, test, cfg.experiment, out_dir=out,
+                             progress=progress, pretrained=pre)
+        res.update(extra)
+        res["data"] = {"train": [t.meta.name for t in train],
+                       "test": [t.meta.name for t in test]}
+    write_report(out, build_report(res, title))
+    write_results(out, res)
+    return res
+
+
+# --------------------------------------------------------------------------- estimate
+@dataclass
+class EstimateConfig:
+    """Stream telemetry through an estimator-mode NeuralActuator checkpoint."""
+
+    checkpoint: Path
+    """estimator-mode checkpoint directory (model.safetensors + config.json)"""
+    data: Path
+    """a neuract dataset directory, or a NAD CSV file / folder"""
+    out: Path = Path("runs/estimate")
+    """output directory: one parquet file per episode + summary.json"""
+    condition_tau_s: float = 5.0
+    """time constant of the causal smoothing of the condition output [s]"""
+    quiet: bool = False
+
+
+def read_telemetry(path: Path) -> list:
+    """Episodes from a dataset directory or NAD CSV file(s)."""
+    path = Path(path)
+    if (path / "meta" / "info.json").is_file():
+        from neuract.data import load_dataset
+
+        ds = load_dataset(path)
+        return [ds[i] for i in range(len(ds))]
+    if path.is_file() and path.suffix.lower() == ".csv":
+        from neuract.io.nad import read_nad_csv
+
+        return [read_nad_csv(path)]
+    if path.is_dir():
+        from neuract.io.nad import iter_nad
+
+        trajs = list(iter_nad(path))
+        if trajs:
+            return trajs
+    raise SchemaError(f"--data {str(path)!r}: expected a dataset directory (meta/info.json), a "
+                      "NAD CSV file or a folder of NAD CSV files")
+
+
+def estimates_table(model, traj, out: dict):
+    """A pyarrow table of per-step estimates (columns named by joint)."""
+    import numpy as np
+    import pyarrow as pa
+
+    cols: dict[str, Any] = {"t": np.asarray(traj["t"], dtype=np.float64),
+                            "valid": out["valid"]}
+    for j, name in enumerate(traj.meta.joint_names):
+        cols[f"tau.{name}"] = out["tau"][:, j]
+    for a, axis in enumerate("xyz"):
+        cols[f"ee_force.{axis}"] = out["ee_force"][:, a]
+    cols["contact_prob"] = out["contact_prob"]
+    for j, name in enumerate(traj.meta.joint_names):
+        cols[f"degraded_prob.{name}"] = out["condition_prob_joint"][:, j]
+    cols["degraded_prob"] = out["condition_prob"]
+    return pa.table(cols)
+
+
+def _adapt(model, traj):
+    """OMX episodes from NAD carry a gripper column the arm model does not have."""
+    n = model.cfg.n_joints
+    if len(traj.meta.joint_names) == n + 1 and traj.meta.robot == "omx":
+        from neuract.pipeline.nad_experiment import omx_arm_only
+
+        return omx_arm_only(traj)
+    if len(traj.meta.joint_names) != n:
+        raise SchemaError(f"episode {traj.meta.name!r} has {len(traj.meta.joint_names)} joints; "
+                          f"the checkpoint models {n}")
+    return traj
+
+
+def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+    import torch
+
+    from neuract.atomic import atomic_path, write_json
+    from neuract.neuralactuator import load_checkpoint
+    from neuract.pipeline.na_eval import na_estimate
+
+    torch.set_num_threads(1)
+    model = load_checkpoint(cfg.checkpoint)
+    if model.cfg.mode != "estimator":
+        raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} is a {model.cfg.mode}-mode "
+                          "model; estimates need an estimator-mode checkpoint")
+    trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    out_dir = Path(cfg.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
+    for tr in trajs:
+        est = na_estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
+        name = tr.meta.name.replace("/", "__") or "episode"
+        path = out_dir / f"{name}.parquet"
+        with atomic_path(path) as tmp:
+            pq.write_table(estimates_table(model, tr, est), tmp)
+        v = est["valid"]
+        summary["episodes"].append({
+            "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
+            "mean_abs_tau": dict(zip(tr.meta.joint_names,
+                                     abs(est["tau"][v]).mean(0).round(4).tolist())),
+            "contact_share": float((est["contact_prob"][v] > 0.5).mean()),
+            "degraded_prob_final": float(est["condition_prob"][-1])})
+    write_json(out_dir / "summary.json", summary)
+    if not cfg.quiet:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"NeuralActuator estimates (estimator mode) -> {out_dir}")
+        for c in ("episode", "samples", "contact share", "degraded prob."):
+            t.add_column(c)
+        for e in summary["episodes"]:
+            t.add_row(e["episode"], str(e["samples"]), f"{e['contact_share']:.2f}",
+                      f"{e['degraded_prob_final']:.2f}")
+        Console().print(t)
+    return summary
+
+
+# tyro / cli entry points: one config + one run() per verb module
+def run(cfg: EvaluateConfig | EstimateConfig) -> Any:
+    if isinstance(cfg, EstimateConfig):
+        return run_estimate(cfg)
+    return run_evaluate(cfg)
+
+
+__all__ = ["EstimateConfig", "EvaluateConfig", "estimates_table", "read_telemetry", "run",
+           "run_estimate", "run_evaluate"]
