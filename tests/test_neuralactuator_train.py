@@ -186,3 +186,31 @@ def test_simulator_adapter_runs_the_rollout_protocol(robot):
         else list(rec["joint_mae_deg"])
     assert rec["n_samples"] > 0 and rec["mode"] == "simulator"
     assert all(math.isfinite(v) and v < 0.5 for v in mae), rec
+
+
+def test_estimates_align_with_samples_and_score_with_the_protocol(robot):
+    from neuract.eval.estimation import evaluate_estimator
+    from neuract.neuralactuator import assemble, estimate, estimator
+
+    trajs = synth(robot, n_eps=2, T=40)
+    cfg = NeuralActuatorConfig(**TINY, n_joints=2, tau_max=(TAU_MAX,), n_conditions=2)
+    model = NeuralActuator(cfg)
+    with torch.no_grad():
+        model.head.weight.normal_(0, 0.1)
+    out = estimate(model, trajs[0], batch_size=7)
+    h = cfg.history
+    assert out["valid"].tolist() == [False] * (h - 1) + [True] * (40 - h + 1)
+    assert np.isnan(out["tau"][: h - 1]).all() and np.isfinite(out["tau"][h - 1:]).all()
+    # sample 20's estimate is the model on the window ending at sample 20
+    tr = trajs[0]
+    x = assemble({k: torch.tensor(tr[k][20 - h + 1:21], dtype=torch.float32)[None]
+                  for k in ("q_goal", "q", "qd", "current", "voltage", "temperature")},
+                 cfg.channels)
+    with torch.no_grad():
+        tau, force, gate, cond = model(x)
+    np.testing.assert_allclose(out["tau"][20], tau[0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["contact_prob"][20], torch.sigmoid(gate)[0].item(), rtol=1e-5)
+    p_norm = torch.softmax(cond[0], -1)[:, 0]
+    np.testing.assert_allclose(out["condition_prob"][20], 1 - p_norm.prod().item(), rtol=1e-5)
+    rec = evaluate_estimator(estimator(model), trajs, "na")
+    assert rec["mode"] == "estimator" and np.isfinite(rec["torque_rmse_mean"])

@@ -7,10 +7,12 @@
 Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
 parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
 ``export`` (ONNX + ONNX Runtime), ``train`` (pose-only torque through the differentiable
-simulator, supervised force / gate / condition, fine-tuning, the rollout-protocol adapter).
+simulator, supervised force / gate / condition, fine-tuning, the rollout-protocol adapter),
+``estimate`` (per-sample torque, force, gate and condition for a trajectory).
 """
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
+from neuract.neuralactuator.estimate import estimate, estimator
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
     MODES,
@@ -50,4 +52,6 @@ __all__ = [
     "train",
     "fine_tune",
     "simulator",
+    "estimate",
+    "estimator",
 ]
