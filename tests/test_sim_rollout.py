@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import pytest
 import torch
@@ -10,26 +9,10 @@ import torch
 from _robot_cases import load_case
 from neuract.errors import ConfigError
 from neuract.robot.dynamics import kinetic_energy, potential_energy
-from neuract.robot.validate import reference_model
+from neuract.robot.validate import mujoco_rollout
 from neuract.sim import rollout, step
 
 DT, T = 0.002, 500  # 1 s
-
-
-def _mujoco_rollout(robot, q0, qd0, tau, integrator):
-    """MuJoCo's own rollout with constraints/actuators off and its dampers ON."""
-    m = reference_model(robot)
-    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_DAMPER)
-    m.opt.timestep = DT
-    m.opt.integrator = integrator
-    d = mujoco.MjData(m)
-    d.qpos[:], d.qvel[:] = q0, qd0
-    qs = [q0.copy()]
-    for t in range(tau.shape[0]):
-        d.qfrc_applied[:] = tau[t]
-        mujoco.mj_step(m, d)
-        qs.append(d.qpos.copy())
-    return np.stack(qs)
 
 
 @pytest.mark.parametrize(("case", "integrator"), [
@@ -43,9 +26,7 @@ def test_frictionless_rollout_matches_mujoco(case, integrator, tmp_path, shared_
     q0 = rng.uniform(-0.5, 0.5, robot.n_dof)
     qd0 = rng.normal(size=robot.n_dof)
     tau = rng.normal(size=(T, robot.n_dof)) * 0.2
-    mj_int = (mujoco.mjtIntegrator.mjINT_EULER if integrator == "euler"
-              else mujoco.mjtIntegrator.mjINT_RK4)
-    ref = _mujoco_rollout(robot, q0, qd0, tau, mj_int)
+    ref = mujoco_rollout(robot, q0, qd0, tau, DT, integrator)
     out = rollout(robot, torch.as_tensor(q0), torch.as_tensor(qd0), torch.as_tensor(tau), DT,
                   integrator=integrator, implicit_damping=integrator == "euler")
     assert out.q.shape == (T + 1, robot.n_dof)

@@ -60,7 +60,7 @@ def _world_params(robot, R: Tensor, p: Tensor) -> Tensor:
     h = m p + R h_l; I_O = R I_l R^T + (m|p|^2 + 2 p.R h_l) 1 - p h^T - (R h_l) p^T."""
     pi = robot.pi_link
     m, h_l, I_l = pi[:, 0], pi[:, 1:4], inertia_from_vec(pi[:, 4:])
-    eye = torch.eye(3, dtype=R.dtype, device=R.device)
+    eye = robot.eye3
     hr = (R @ h_l[:, :, None])[..., 0]
     h = torch.addcmul(hr, m[:, None], p)
     scal = (p * (h + hr)).sum(-1)
@@ -70,38 +70,43 @@ def _world_params(robot, R: Tensor, p: Tensor) -> Tensor:
 
 
 def _rnea_vec(robot, W, S, qd, qdd, ext=None):
-    """RNEA over packed world parameters W (..., n, 13) with 3-vector algebra."""
-    m, h, I = W[..., :1], W[..., 1:4], W[..., 4:].unflatten(-1, (3, 3))
+    """RNEA over packed world parameters W (..., n, 13) with 3-vector algebra.
+
+    Spatial motion vectors [w, v] and forces [n, f] are 6-vectors at the world origin; the
+    products below are I v = [I_O w + h x v, m v - h x w] and f = I a + v x* (I v).
+    (split/unbind instead of slicing: their backward is one cat/stack, not zero-fills.)
+    """
+    m, h, I = W.split([1, 3, 9], -1)
+    I = I.unflatten(-1, (3, 3))
     Sqd = S * qd[..., None]
     vel = _sum_ancestors(robot, Sqd)
-    w, v = vel[..., :3], vel[..., 3:]
-    c = torch.linalg.cross(torch.stack([w, w, v], -2), Sqd.unflatten(-1, (2, 3))[..., [0, 1, 0], :])
-    rel = torch.cat([c[..., 0, :], c[..., 1, :] + c[..., 2, :]], -1)
+    w, v = vel.split(3, -1)
+    sw, sv = Sqd.split(3, -1)
+    c0, c1, c2 = cross(torch.stack([w, w, v], -2), torch.stack([sw, sv, sw], -2)).unbind(-2)
+    rel = torch.cat([c0, c1 + c2], -1)  # vel x (S qd): the velocity-product acceleration
     if qdd is not None:
         rel = rel + S * qdd[..., None]
     acc = _sum_ancestors(robot, rel) + robot.base_acc
-    dw, dv = acc[..., :3], acc[..., 3:]
-    Iw = I @ torch.stack([w, dw], -1)  # (..., n, 3, 2): I w, I dw
-    hc = torch.linalg.cross(h[..., None, :].expand(*h.shape[:-1], 4, 3),
-                            torch.stack([v, w, dv, dw], -2))  # h x v, h x w, h x dv, h x dw
-    Iv_n = Iw[..., 0] + hc[..., 0, :]
-    Iv_f = m * v - hc[..., 1, :]
-    c2 = torch.linalg.cross(torch.stack([w, v, w], -2), torch.stack([Iv_n, Iv_f, Iv_f], -2))
-    f_n = Iw[..., 1] + hc[..., 2, :] + c2[..., 0, :] + c2[..., 1, :]
-    f_f = m * dv - hc[..., 3, :] + c2[..., 2, :]
-    f = torch.cat([f_n, f_f], -1)
+    dw, dv = acc.split(3, -1)
+    Iw, Idw = (I @ torch.stack([w, dw], -1)).unbind(-1)
+    hv, hw, hdv, hdw = cross(h[..., None, :].expand(*h.shape[:-1], 4, 3),
+                             torch.stack([v, w, dv, dw], -2)).unbind(-2)
+    mom_n = Iw + hv
+    mom_f = m * v - hw
+    a0, a1, a2 = cross(torch.stack([w, v, w], -2), torch.stack([mom_n, mom_f, mom_f], -2)
+                       ).unbind(-2)
+    f = torch.cat([Idw + hdv + a0 + a1, m * dv - hdw + a2], -1)
     if ext is not None:
         f = f - ext
     return (S * _sum_descendants(robot, f)).sum(-1)
 
 
 def _crba_vec(robot, W, S):
-    Wc = _sum_descendants(robot, W)
-    m, h, I = Wc[..., :1], Wc[..., 1:4], Wc[..., 4:].unflatten(-1, (3, 3))
-    sw, sv = S[..., :3], S[..., 3:]
-    hc = torch.linalg.cross(h[..., None, :].expand(*h.shape[:-1], 2, 3),
-                            torch.stack([sv, sw], -2))
-    F = torch.cat([(I @ sw[..., None])[..., 0] + hc[..., 0, :], m * sv - hc[..., 1, :]], -1)
+    m, h, I = _sum_descendants(robot, W).split([1, 3, 9], -1)
+    sw, sv = S.split(3, -1)
+    hv, hw = cross(h[..., None, :].expand(*h.shape[:-1], 2, 3),
+                   torch.stack([sv, sw], -2)).unbind(-2)
+    F = torch.cat([(I.unflatten(-1, (3, 3)) @ sw[..., None])[..., 0] + hv, m * sv - hw], -1)
     P = F @ S.transpose(-1, -2)  # P[i, j] = F_i . S_j
     lower = P * robot.anc
     M = lower + (lower * robot.anc_strict).transpose(-1, -2)

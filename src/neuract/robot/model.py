@@ -72,6 +72,7 @@ class Robot:
     T_sin: Tensor = field(init=False, repr=False)
     T_const: Tensor = field(init=False, repr=False)
     T_slide: Tensor = field(init=False, repr=False)
+    eye3: Tensor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.parent)
@@ -94,8 +95,9 @@ class Robot:
         T_const[:, 3, 3] = 1.0
         T_slide = T_slide.clone()
         T_slide[:, :3, 3] = self.slide_axis
+        eye3 = torch.eye(3, dtype=self.anc.dtype, device=self.anc.device)
         for k, v in (("T_cos", T_cos), ("T_sin", T_sin), ("T_const", T_const),
-                     ("T_slide", T_slide)):
+                     ("T_slide", T_slide), ("eye3", eye3)):
             object.__setattr__(self, k, v)
 
     # ------------------------------------------------------------------ basics

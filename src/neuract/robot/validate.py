@@ -12,7 +12,8 @@ import mujoco
 import numpy as np
 import torch
 
-__all__ = ["random_states", "reference_model", "compare_with_mujoco", "compare_with_pinocchio"]
+__all__ = ["random_states", "reference_model", "compare_with_mujoco", "compare_with_pinocchio",
+           "mujoco_rollout"]
 
 
 def random_states(robot, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -164,3 +165,25 @@ def compare_with_pinocchio(robot, urdf_path, n_states: int = 100, seed: int = 0
         "body_rot": _rel(br[:, sel].numpy(), np.stack(rot)),
         "n_frames_compared": float(len(frames)),
     }
+
+
+def mujoco_rollout(robot, q0: np.ndarray, qd0: np.ndarray, tau: np.ndarray, dt: float,
+                   integrator: str = "euler") -> np.ndarray:
+    """MuJoCo's own rollout of ``robot.mj_model`` under joint torques tau (T, n_dof).
+
+    Constraints (joint limits, friction loss, contacts) and actuators are off, joint dampers
+    ON (MuJoCo's Euler treats them implicitly). Returns q (T + 1, n_dof).
+    """
+    m = reference_model(robot)
+    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_DAMPER)
+    m.opt.timestep = dt
+    m.opt.integrator = {"euler": mujoco.mjtIntegrator.mjINT_EULER,
+                        "rk4": mujoco.mjtIntegrator.mjINT_RK4}[integrator]
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = q0, qd0
+    qs = [np.array(q0, dtype=np.float64)]
+    for t in range(tau.shape[0]):
+        d.qfrc_applied[:] = tau[t]
+        mujoco.mj_step(m, d)
+        qs.append(d.qpos.copy())
+    return np.stack(qs)
