@@ -1,0 +1,152 @@
+"""Collect the headline figure of every benchmark result file into one table.
+
+Reads ``benchmarks/results/*.json`` (written by the ``bench_*.py`` scripts), writes
+``benchmarks/results/summary.md`` and replaces the block between the ``results:begin`` /
+``results:end`` markers in the README. Nothing here measures anything: it only copies
+figures out of the result files, so the README cannot drift from them.
+
+    python benchmarks/summarize.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+Row = tuple[str, str, str, str]  # (area, figure, ours, target or peer)
+
+
+def _f(x, nd=3) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.{nd}g}" if abs(x) < 1e3 else f"{x:,.0f}"
+    return str(x)
+
+
+def _dynamics(d: dict) -> list[Row]:
+    rows = [("dynamics", "SO-101 rollout fwd+bwd vs MuJoCo fwd-only (ratio, lower is better)",
+             _f(d.get("rollout_ratio_vs_mujoco")), "<= 10")]
+    return rows
+
+
+def _sts(d: dict) -> list[Row]:
+    models = d.get("models", {})
+    scored = {k: v.get("heldout_mae_rad") for k, v in models.items()
+              if isinstance(v, dict) and v.get("heldout_mae_rad") is not None}
+    if not scored:
+        return []
+    ours = {k: v for k, v in scored.items() if k.startswith(("ours", "neuract"))} or scored
+    best = min(ours, key=ours.get)
+    rows = [("STS3215 pendulum", f"held-out MAE [rad], best ours ({best})", _f(ours[best]),
+             "<= 0.015")]
+    for k, v in sorted(scored.items(), key=lambda kv: kv[1]):
+        if k not in ours:
+            rows.append(("STS3215 pendulum", f"held-out MAE [rad], peer {k}", _f(v), "-"))
+    return rows
+
+
+def _twin(d: dict) -> list[Row]:
+    return [("twin", f"{robot} telemetry-s per wall-s (1 process)", f"{_f(v, 3)}x", ">= 100x")
+            for robot, v in d.get("realtime_factor", {}).items()]
+
+
+def _planar2(d: dict) -> list[Row]:
+    return [
+        ("Sensors 2025 planar2", "gravity R^2", _f(d.get("gravity_r2"), 6), ">= 0.9999"),
+        ("Sensors 2025 planar2", "inertia max relative error", _f(d.get("inertia_max_rel_error")),
+         "<= 0.02"),
+        ("Sensors 2025 planar2", "CT tracking RMS learned / true", _f(d.get("tracking_rms_ratio")),
+         "<= 1.2"),
+    ]
+
+
+def _real_arms(d: dict) -> list[Row]:
+    rows = []
+    for ds, body in d.get("datasets", {}).items():
+        models = body.get("models", {})
+        means = {m: sum(v["nmse"]) / len(v["nmse"]) for m, v in models.items()
+                 if isinstance(v, dict) and v.get("nmse")}
+        if means:
+            best = min(means, key=means.get)
+            rows.append(("real arms", f"{ds}: mean torque nMSE, best ({best})", _f(means[best]),
+                         "-"))
+    return rows
+
+
+def _inference(d: dict) -> list[Row]:
+    rows = []
+    for name, b in d.get("backends", {}).items():
+        if name.startswith("naive"):
+            continue
+        rows.append(("NeuralActuator inference", f"{name}: batch-1 p50 [ms]",
+                     _f(b.get("batch1_p50_ms")), "<= 0.15"))
+        rows.append(("NeuralActuator inference", f"{name}: batch-32 [samples/s]",
+                     _f(b.get("batch32_samples_per_s")), ">= 11,000"))
+    return rows
+
+
+def _na_generic(area: str) -> Callable[[dict], list[Row]]:
+    def rows(d: dict) -> list[Row]:
+        out = []
+        for t in d.get("targets", []) or []:
+            if isinstance(t, dict) and "target" in t:
+                met = {True: "met", False: "NOT met"}.get(t.get("met"), "")
+                mode = t.get("mode", "")
+                out.append((area, f"{t['target']} [{mode}]", _f(t.get("value")), met))
+        return out
+
+    return rows
+
+
+SOURCES: dict[str, Callable[[dict], list[Row]]] = {
+    "dynamics.json": _dynamics,
+    "sts3215_pendulum.json": _sts,
+    "twin.json": _twin,
+    "planar2_sensors2025.json": _planar2,
+    "real_arms.json": _real_arms,
+    "neuralactuator_twin.json": _na_generic("NeuralActuator twin"),
+    "neuralactuator_nad.json": _na_generic("NeuralActuator NAD"),
+    "inference.json": _inference,
+}
+
+
+def build_table() -> str:
+    lines = ["| area | figure | measured | target / note | source |", "|---|---|---|---|---|"]
+    for fname, fn in SOURCES.items():
+        path = RESULTS / fname
+        if not path.is_file():
+            lines.append(f"| {fname[:-5]} | not yet measured | - | - | - |")
+            continue
+        try:
+            rows = fn(json.loads(path.read_text()))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            rows = [(fname[:-5], f"unreadable result file ({exc})", "-", "-")]
+        md = fname[:-5] + ".md"
+        link = f"[{md}](benchmarks/results/{md})" if (RESULTS / md).is_file() else fname
+        lines += [f"| {a} | {f} | {o} | {t} | {link} |" for a, f, o, t in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    table = build_table()
+    (RESULTS / "summary.md").write_text("# Benchmark summary\n\n" + table.replace(
+        "(benchmarks/results/", "(") + "\n")
+    text = README.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
