@@ -150,3 +150,13 @@ def test_torque_disabled_coasts_or_brakes(mode):
         assert on == approx(KT * (V - KT * qd) / R)
     with pytest.raises(ConfigError, match="disabled"):
         ServoActuator(ServoConfig(disabled="float"))
+
+
+def test_punch_adds_a_minimum_duty_in_the_error_direction():
+    s = ServoActuator(ServoConfig(kt=KT, R=R, voltage=V, kp=4.0, punch=0.05,
+                                  punch_width=0.001)).double()
+    for err in (-0.2, -0.01, 0.01, 0.2):
+        duty = _f(s.duty(_t([[err]]), _state()))
+        assert duty == approx(4 * 0.1649 * err + 0.05 * math.tanh(err / 0.001))
+    assert _f(s.duty(_t([[0.0]]), _state())) == approx(0.0)
+    assert _f(s.duty(_t([[5.0]]), _state())) == approx(1.0)  # still clipped

@@ -54,6 +54,8 @@ class ActuatorConfig:
     R: float | None = None
     current_limit: float | None = None
     fit_error_gain: bool = False
+    punch: float = 0.0  # firmware minimum duty [-]; 0 = none, > 0 = fitted from this value
+    disabled: str = "coast"  # torque off: coast | brake
     neural: NeuralConfig = field(default_factory=NeuralConfig)
 
 
@@ -71,7 +73,8 @@ def _servo_config(cfg: ActuatorConfig, defaults: dict) -> ServoConfig:
     friction = None if cfg.friction == "none" else FrictionConfig(cfg.friction, cfg.smooth)
     return ServoConfig(**kw, control_dt=cfg.control_dt, friction=friction,
                        backlash=cfg.backlash, delay=cfg.delay, delay_frames=cfg.delay_frames,
-                       smooth=cfg.smooth, fit_error_gain=cfg.fit_error_gain)
+                       smooth=cfg.smooth, fit_error_gain=cfg.fit_error_gain, punch=cfg.punch,
+                       disabled=cfg.disabled)
 
 
 def _with_residual(cfg: ActuatorConfig, base: Actuator) -> Actuator:

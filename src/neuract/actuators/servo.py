@@ -51,6 +51,9 @@ class ServoConfig:
     smooth: bool = False  # smooth clips (duty, current, backlash) for gradients
     fit_error_gain: bool = False  # fit a multiplicative correction of error_gain
     disabled: str = "coast"  # torque off: "coast" (bridge open, no current) or "brake" (shorted)
+    punch: float = 0.0  # minimum duty in the error's direction (Feetech "minimum startup
+    #                     force"); 0 = none, > 0 = fitted from this initial value
+    punch_width: float = 0.005  # [rad] error over which the punch ramps in (tanh)
 
 
 # Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
@@ -82,6 +85,7 @@ class ServoActuator(Actuator):
         self.error_gain_ratio = Param(1.0, lo=0.1, hi=10.0, shape=s,
                                       fixed=not cfg.fit_error_gain)
         self.friction = BudgetFriction(cfg.friction, n_dof) if cfg.friction else None
+        self.punch = Param(cfg.punch, lo=0.0, hi=0.5, shape=s) if cfg.punch > 0 else None
         self.backlash = (Backlash(cfg.backlash, cfg.smooth, n_dof) if cfg.backlash > 0
                          else None)
         self.delay = (CommandDelay(cfg.delay, cfg.control_dt, cfg.delay_frames, n_dof)
@@ -132,6 +136,8 @@ class ServoActuator(Actuator):
             u = u - c.kd * gain * state.qd
         if c.ki and self._integral is not None:
             u = u + c.ki * gain * self._integral
+        if self.punch is not None:  # firmware minimum duty, smoothly signed by the error
+            u = u + self.punch() * torch.tanh(e / c.punch_width)
         if c.smooth:
             return softclip(u, c.max_duty)
         return u.clamp(-c.max_duty, c.max_duty)

@@ -61,9 +61,14 @@ class RunBatch:
 
 def batch_from_trajectories(trajs: Sequence[Any], dt: float | None = None,
                             duration: float | None = None, default_voltage: float = 12.0,
-                            dtype: torch.dtype = torch.float64) -> RunBatch:
+                            voltage: str = "median", dtype: torch.dtype = torch.float64
+                            ) -> RunBatch:
     """Resample trajectories (``t``, ``q``, ``qd``, ``q_goal``; optional ``voltage``,
-    ``valid``) onto a uniform grid of step ``dt`` [s] (default: 1 / the first run's rate)."""
+    ``torque_enable``, ``valid``) onto a uniform grid of step ``dt`` [s] (default: 1 / the
+    first run's rate). voltage: "median" (per-run median of the logged supply, robust to the
+    odd glitched read) or "series" (the logged supply at every step)."""
+    if voltage not in ("median", "series"):
+        raise SchemaError(f"voltage={voltage!r}; valid: median, series")
     if not trajs:
         raise SchemaError("no runs to batch")
     if dt is None:
@@ -94,7 +99,8 @@ def batch_from_trajectories(trajs: Sequence[Any], dt: float | None = None,
             for j in range(n):
                 out[key][b, :, j] = np.interp(grid, t, x[:, j])
         if "voltage" in tr:
-            volt[b, :, 0] = np.interp(grid, t, np.asarray(tr["voltage"])[:, 0])
+            v = np.asarray(tr["voltage"], dtype=np.float64)[:, 0]
+            volt[b, :, 0] = np.median(v) if voltage == "median" else np.interp(grid, t, v)
         if "torque_enable" in tr:  # the last value set before each grid instant
             te = np.asarray(tr["torque_enable"], dtype=np.float64)[:, 0]
             k = (np.searchsorted(t, grid + 1e-9, side="right") - 1).clip(0, len(t) - 1)
