@@ -44,8 +44,12 @@ def rollout(robot, q0: Tensor, qd0: Tensor, controls: Tensor | TorqueFn, dt: flo
         if controls.shape[-2] < n_steps:
             raise ConfigError(f"controls hold {controls.shape[-2]} steps; n_steps = {n_steps}")
 
-        def policy(t, q, qd, _u=controls):
-            return _u[..., t, :]
+        # one unbind up front: its backward is a single stack, whereas indexing every step
+        # would zero-fill a gradient of the whole sequence per step (quadratic in n_steps)
+        per_step = controls.unbind(-2)
+
+        def policy(t, q, qd, _u=per_step):
+            return _u[t]
 
     q, qd = q0, qd0
     qs, qds, taus = [q], [qd], []
