@@ -67,11 +67,13 @@ def constant_velocity_data(
     plant: DynamicsModel, gravity_hat: Callable[[torch.Tensor], torch.Tensor], n_runs: int,
     v_low=0.3, v_high=0.7, random_sign: bool = True, duration=6.0, dt=0.004, kp=20.0,
     kd=5.0, ki=5.0, tol=1e-3, seed: int = 0, q_low=-np.pi / 2, q_high=np.pi / 2,
+    qdd_tol: float | None = None,
 ) -> dict[str, torch.Tensor]:
     """Constant-velocity runs under ``g_hat(q) + PID``; returns samples (N, n_dof) with
     ``q, qd, tau, target = tau - g_hat(q)`` and the true ``qdd`` where
-    ``|qd - v| < tol`` (max over joints). ``random_sign`` draws the direction of each joint's
-    velocity at random (else all positive, as in the paper)."""
+    ``|qd - v| < tol`` (max over joints) and, with ``qdd_tol``, ``|qdd| < qdd_tol`` (the
+    target then really is ``C qd + f`` plus the gravity error). ``random_sign`` draws the
+    direction of each joint's velocity at random (else all positive, as in the paper)."""
     rng = np.random.default_rng(seed)
     n_dof = plant.n_dof
     v = rng.uniform(v_low, v_high, (n_runs, n_dof))
@@ -86,6 +88,8 @@ def constant_velocity_data(
     ctrl = PIDController(kp, kd, ki, lambda q, qd: gravity_hat(q))
     out = simulate(plant, ctrl, q_d, qd_d, zero, q0=q_d[0], qd0=qd_d[0], dt=dt)
     keep = np.abs(out["qd"] - qd_d.numpy()).max(-1) < tol
+    if qdd_tol is not None:  # also require (nearly) zero acceleration: tau - g = C qd + f
+        keep &= np.abs(out["qdd"]).max(-1) < qdd_tol
     keep[: int(0.5 / dt)] = False  # skip the first half second (integral still building)
     q = torch.from_numpy(out["q"][keep])
     qd = torch.from_numpy(out["qd"][keep])

@@ -42,6 +42,7 @@ class LagrangianModel(DynamicsModel):
         n_off = n_dof * (n_dof - 1) // 2
         self.q_norm = Standardizer(n_dof)
         self.tau_scale = nn.Parameter(torch.ones(n_dof, dtype=torch.float64), requires_grad=False)
+        self.m_scale = nn.Parameter(torch.ones(n_dof, dtype=torch.float64), requires_grad=False)
         self.m_net = mlp(n_in, n_dof + n_off, hidden, layers, "softplus").double()
         self.v_net = mlp(n_in, 1, hidden, layers, "softplus").double()
         self.fv_raw = nn.Parameter(torch.full((n_dof,), -4.0, dtype=torch.float64))
@@ -49,9 +50,13 @@ class LagrangianModel(DynamicsModel):
         self.register_buffer("tril", torch.tril_indices(n_dof, n_dof, -1))
 
     def set_normalization(self, q, qd, qdd, tau) -> None:
-        """Scale inputs by the data; scale M and V outputs by the torque spread."""
+        """Scale inputs by the data; scale V by the torque spread and row/column j of M by
+        ``sqrt(std(tau_j) / std(qdd_j))`` (a crude per-joint inertia magnitude)."""
         self.q_norm.fit(q)
-        self.tau_scale.data.copy_(tau.reshape(-1, self.n_dof).double().std(0).clamp_min(1e-3))
+        t_std = tau.reshape(-1, self.n_dof).double().std(0).clamp_min(1e-3)
+        a_std = qdd.reshape(-1, self.n_dof).double().std(0).clamp_min(1e-3)
+        self.tau_scale.data.copy_(t_std)
+        self.m_scale.data.copy_((t_std / a_std).clamp_min(1e-4))
 
     def _features(self, q: torch.Tensor) -> torch.Tensor:
         # revolute joints: periodic features keep M(q) and V(q) 2 pi-periodic
@@ -62,11 +67,10 @@ class LagrangianModel(DynamicsModel):
     def _mass_single(self, q: torch.Tensor) -> torch.Tensor:
         n = self.n_dof
         out = self.m_net(self._features(q))
-        s = self.tau_scale.mean()
         diag = torch.nn.functional.softplus(out[:n]) + 1e-4
         low = torch.zeros(n, n, dtype=out.dtype)
         low = low.index_put((self.tril[0], self.tril[1]), out[n:])
-        low = (low + torch.diag(diag)) * s.sqrt()
+        low = (low + torch.diag(diag)) * self.m_scale.sqrt()[:, None]
         return low @ low.T + self.eps * torch.eye(n, dtype=out.dtype)
 
     def _potential_single(self, q: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,10 @@ for computed torque control"), written for neuract: learn the dynamics term by t
    terms stay small). ``drop_first_joint=True`` uses the physical fact that ``M`` of a serial
    arm does not depend on the first joint's angle.
 
-``Sensors2025Model`` assembles them behind the ``DynamicsModel`` interface.
+``Sensors2025Model`` assembles them behind the ``DynamicsModel`` interface, with the
+Coriolis torque either from the regressor (the paper) or from the Christoffel symbols of the
+learned ``M`` (``coriolis="christoffel"``: then ``Mdot - 2C`` is skew-symmetric exactly, the
+property the paper's stability argument assumes).
 """
 
 from __future__ import annotations
@@ -147,10 +150,26 @@ class InertiaNet(nn.Module):
         dm = vmap(jacfwd(self._single))(q.double())
         return torch.einsum("bijk,bk->bij", dm, qd.double())
 
+    def coriolis(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
+        """Coriolis and centrifugal torque of this M (Christoffel symbols): (..., n) [N m],
+        ``c = Mdot qd - 1/2 d(qd^T M qd)/dq``."""
+        n = self.n_dof
+        fq, fqd = q.reshape(-1, n).double(), qd.reshape(-1, n).double()
+        dm = vmap(jacfwd(self._single))(fq)
+        c = torch.einsum("bijk,bk,bj->bi", dm, fqd, fqd) \
+            - 0.5 * torch.einsum("bj,bjki,bk->bi", fqd, dm, fqd)
+        return c.reshape(q.shape).to(q)
+
     def fit(self, q, qd, qdd, tau_res, coriolis: Callable | None = None,
-            lambda_phys: float = 1.0, max_iter: int = 800) -> dict[str, float]:
+            lambda_phys: float = 1.0, max_iter: int = 800,
+            christoffel: bool = False) -> dict[str, float]:
         """Fit ``M(q) qdd = tau_res`` (+ ``lambda_phys`` x the skew-symmetry loss with the
-        learned Coriolis torque ``coriolis(q, qd)``); all (N, n). Returns final losses."""
+        learned Coriolis torque ``coriolis(q, qd)``); all (N, n). Returns final losses.
+
+        ``christoffel=True``: ``tau_res`` still contains the Coriolis torque (pass ``tau -
+        g_hat - f_hat``) and the data loss is ``|M qdd + c_M(q, qd) - tau_res|^2`` with ``c_M``
+        from this network's own Christoffel symbols: the Coriolis effects then also inform M.
+        """
         for name, x in (("q", q), ("qd", qd), ("qdd", qdd), ("tau_res", tau_res)):
             check_finite(name, x)
         s = tau_res.double().std(0).clamp_min(1e-6)
@@ -160,7 +179,10 @@ class InertiaNet(nn.Module):
 
         def parts():
             m = self(q)
-            data = ((((m @ qdd.double().unsqueeze(-1)).squeeze(-1) - tau_res) / s) ** 2).mean()
+            pred = (m @ qdd.double().unsqueeze(-1)).squeeze(-1)
+            if christoffel:
+                pred = pred + self.coriolis(q, qd)
+            data = (((pred - tau_res) / s) ** 2).mean()
             if c is None or lambda_phys == 0:
                 return data, torch.zeros((), dtype=data.dtype)
             quad = torch.einsum("bi,bij,bj->b", qd.double(), self.mdot(q, qd), qd.double())
@@ -182,10 +204,15 @@ class Sensors2025Model(DynamicsModel):
     """``tau = M_hat(q) qdd + (C qd + f)_hat(q, qd) + g_hat(q)`` from the three networks."""
 
     def __init__(self, gravity: GravityNet, coriolis_friction: CoriolisFrictionNet,
-                 inertia: InertiaNet) -> None:
+                 inertia: InertiaNet, coriolis: str = "regressor") -> None:
         super().__init__()
+        if coriolis not in ("regressor", "christoffel"):
+            from neuract.errors import ConfigError
+
+            raise ConfigError(f"coriolis={coriolis!r}; accepted: 'regressor', 'christoffel'")
         self.n_dof = gravity.n_dof
         self.g_net, self.cf_net, self.m_net = gravity, coriolis_friction, inertia
+        self.coriolis_source = coriolis
 
     def mass_matrix(self, q: torch.Tensor, qd: torch.Tensor | None = None) -> torch.Tensor:
         return self.m_net(q)
@@ -194,7 +221,11 @@ class Sensors2025Model(DynamicsModel):
         return self.g_net(q)
 
     def bias(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
-        return self.cf_net(q, qd) + self.g_net(q)
+        if self.coriolis_source == "christoffel":
+            c = self.m_net.coriolis(q, qd)
+        else:
+            c = self.cf_net.coriolis(q, qd)
+        return c + self.cf_net.friction(qd) + self.g_net(q)
 
     def inverse(self, q: torch.Tensor, qd: torch.Tensor, qdd: torch.Tensor) -> torch.Tensor:
         return (self.m_net(q) @ qdd.unsqueeze(-1)).squeeze(-1) + self.bias(q, qd)
