@@ -64,6 +64,9 @@ class TrainConfig:
     substeps: int = 4
     """physics substeps per telemetry sample"""
     integrator: str = "euler"
+    passive: bool = True
+    """add the robot model's joint damping + friction in the simulation; False when the
+    learned torque should be the net joint torque (as the twin's ``tau`` label is)"""
     external_force: str = "label"
     """``label``: apply known ee_force labels in the simulation; ``none``"""
     ee_site: str = ""
@@ -186,7 +189,7 @@ def _ee_torque(robot, q: torch.Tensor, f: torch.Tensor, site: str) -> torch.Tens
 def rollout_estimator(model: NeuralActuator, robot, tau: torch.Tensor, q0: torch.Tensor,
                       qd0: torch.Tensor, dt: torch.Tensor, substeps: int = 4,
                       f_ext: torch.Tensor | None = None, site: str = "",
-                      integrator: str = "euler") -> torch.Tensor:
+                      integrator: str = "euler", passive: bool = True) -> torch.Tensor:
     """Integrate held torques tau: (B, K, n) [N m] from (q0, qd0) (B, n); dt: (B, K) [s];
     f_ext: optional (B, K, 3) end-effector force [N] (its joint torque J^T f is held over a
     sample like the actuator torque). Returns q: (B, K, n) at t0+1 .. t0+K."""
@@ -197,7 +200,7 @@ def rollout_estimator(model: NeuralActuator, robot, tau: torch.Tensor, q0: torch
         if f_ext is not None:  # held over the sample like the torque
             u = u + _ee_torque(robot, q, f_ext[:, k], site)
         for _ in range(substeps):
-            q, qd = step(robot, q, qd, u, h, integrator=integrator)
+            q, qd = step(robot, q, qd, u, h, integrator=integrator, passive=passive)
         out.append(q)
     return torch.stack(out, 1)
 
@@ -205,7 +208,8 @@ def rollout_estimator(model: NeuralActuator, robot, tau: torch.Tensor, q0: torch
 def rollout_simulator(model: NeuralActuator, robot, q_hist: torch.Tensor, qd_hist: torch.Tensor,
                       goal_hist: torch.Tensor, q_goal: torch.Tensor, dt: torch.Tensor,
                       substeps: int = 4, f_ext: torch.Tensor | None = None, site: str = "",
-                      integrator: str = "euler", extra_hist: dict | None = None) -> torch.Tensor:
+                      integrator: str = "euler", extra_hist: dict | None = None,
+                      passive: bool = True) -> torch.Tensor:
     """Simulator-mode open-loop rollout: only commands and the simulated state enter the model.
 
     q_hist, qd_hist, goal_hist: (B, h, n) measured history up to t0 (the last row is the
@@ -229,7 +233,7 @@ def rollout_simulator(model: NeuralActuator, robot, q_hist: torch.Tensor, qd_his
         ext = 0.0 if f_ext is None else _ee_torque(robot, q, f_ext[:, k], site)
         for _ in range(substeps):
             u = model.saturate(model.pd_torque(g - q, qd) + res) + ext
-            q, qd = step(robot, q, qd, u, step_dt, integrator=integrator)
+            q, qd = step(robot, q, qd, u, step_dt, integrator=integrator, passive=passive)
         out.append(q)
         qs.append(q)
         qds.append(qd)
@@ -258,13 +262,13 @@ def losses(model: NeuralActuator, robot, data: Windows, idx: torch.Tensor,
     if mc.mode == "estimator":
         tau = model.saturate(model.servo_prior(xs.reshape(B * K, h, -1)) + res).reshape(B, K, -1)
         q_sim = rollout_estimator(model, robot, tau, q[:, h - 1], qd[:, h - 1], dt,
-                                  cfg.substeps, f_ext, site, cfg.integrator)
+                                  cfg.substeps, f_ext, site, cfg.integrator, cfg.passive)
     else:
         extra = {k: v for k, v in ch.items() if k in mc.channels and k not in ("q", "qd",
                                                                                  "q_goal")}
         q_sim = rollout_simulator(model, robot, q[:, :h], qd[:, :h], goal[:, :h],
                                   goal[:, h - 1:h - 1 + K], dt, cfg.substeps, f_ext, site,
-                                  cfg.integrator, extra)
+                                  cfg.integrator, extra, cfg.passive)
     out = {"pose": ((q_sim - q[:, h:h + K]) * RAD2DEG).pow(2).mean()}
     # supervised heads on the teacher-forced windows (labels at each window's last sample)
     lab = slice(h - 1, h - 1 + K)
@@ -354,7 +358,8 @@ def fine_tune(model: NeuralActuator, robot, trajs: Sequence, cfg: TrainConfig | 
     return train(model, robot, trajs, cfg, fresh_stats=False, log=log)
 
 
-def simulator(model: NeuralActuator, robot, substeps: int = 4, integrator: str = "euler"):
+def simulator(model: NeuralActuator, robot, substeps: int = 4, integrator: str = "euler",
+              passive: bool = True):
     """Adapter to :func:`neuract.eval.protocol.evaluate_rollouts` (simulator mode; call it with
     ``history=model.cfg.history``): ``sim(batch) -> (B, H, n)`` simulated positions [rad]."""
     if model.cfg.mode != "simulator" or model.cfg.sim_temperature:
@@ -374,7 +379,8 @@ def simulator(model: NeuralActuator, robot, substeps: int = 4, integrator: str =
 
         q = rollout_simulator(model, robot, past("q"), past("qd"), past("q_goal"),
                               torch.tensor(np.asarray(batch.q_goal), dtype=dtype),
-                              t[:, 1:] - t[:, :-1], substeps, integrator=integrator)
+                              t[:, 1:] - t[:, :-1], substeps, integrator=integrator,
+                              passive=passive)
         return q.double().numpy()
 
     return sim
