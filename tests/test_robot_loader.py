@@ -112,3 +112,11 @@ def test_no_warnings_for_bundled():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_robot("so101").n_dof == 6
+
+
+def test_joint_springs_are_reported(tmp_path):
+    path = tmp_path / "spring.xml"
+    path.write_text("""<mujoco><worldbody><body name="a"><joint name="springy" axis="0 1 0"
+      stiffness="3"/><geom size="0.1" mass="1"/></body></worldbody></mujoco>""")
+    with pytest.warns(UserWarning, match="'springy'.*stiffness"):
+        load_robot(path)

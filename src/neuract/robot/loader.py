@@ -11,6 +11,12 @@ The MuJoCo body tree is turned into one *link* per degree of freedom (hinge or s
 
 Each MuJoCo body and site remembers the link it rides on and its fixed pose in that link, so
 forward kinematics and Jacobians are reported for every body/site of the original model.
+
+Taken from the model: the tree, joint axes/anchors/reference positions, body frames, masses,
+COMs, full inertias (``body_iquat`` + ``body_inertia``), armature, damping, frictionloss,
+joint ranges, gravity and sites. Not modelled: joint springs (a warning is raised), tendons,
+equality constraints (e.g. a coupled gripper), contacts, joint-limit forces and actuators
+(actuator models live in :mod:`neuract.actuators`).
 """
 
 from __future__ import annotations
@@ -122,6 +128,10 @@ def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float
                 f"joint {oname(mujoco.mjtObj.mjOBJ_JOINT, j)!r} (body {body!r}) is a {kind} "
                 "joint; only hinge and slide joints are supported (fixed-base serial/tree arms)"
             )
+    stiff = [oname(mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(mj.njnt) if mj.jnt_stiffness[j]]
+    if stiff:
+        warnings.warn(f"joints {stiff} have spring stiffness, which neuract's dynamics do not "
+                      "model (passive torques are damping and dry friction only)", stacklevel=3)
     n = mj.njnt
     if n == 0:
         raise RobotModelError(f"robot {name or mj}: no hinge/slide joints, nothing to simulate")
