@@ -207,18 +207,18 @@ def inverse_dynamics_torque(robot, traj) -> np.ndarray:
 
 def fit_linear_kt(robot, trajs: Sequence[Any]) -> np.ndarray:
     """Kt (n,) [N m/A] per joint, least squares of tau_ID = Kt * I over free-motion samples
-    (episodes without an external-force label) -- positions and currents only."""
+    (``contact`` False) -- positions and currents only."""
     num = den = 0.0
     for tr in trajs:
-        if "contact" in tr and np.asarray(tr["contact"], bool).any():
-            continue
-        i = signed_current(tr)
-        tau = inverse_dynamics_torque(robot, tr)
+        free = ~np.asarray(tr.get("contact", np.zeros(len(tr), bool)), bool)
+        i = signed_current(tr)[free]
+        tau = inverse_dynamics_torque(robot, tr)[free]
         num = num + (i * tau).sum(0)
         den = den + (i * i).sum(0)
     if np.isscalar(den):
-        raise SchemaError("fit_linear_kt: no free-motion trajectory (all have contact)")
-    return np.asarray(num) / np.maximum(np.asarray(den), 1e-9)
+        raise SchemaError("fit_linear_kt: no trajectories")
+    den = np.asarray(den)
+    return np.where(den > 0, np.asarray(num) / np.maximum(den, 1e-12), 0.0)
 
 
 def linear_kt_estimator(kt: np.ndarray):

@@ -271,6 +271,10 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         taus = timed(f"torques_{k}", bl.system_torques, m, setup.robot64, test)
         pre[k] = {tr.meta.name: tau for tr, tau in zip(test, taus)}
         ests[k] = lambda tr, k=k: {"tau": pre[k][tr.meta.name]}
+    if "NeuralActuator" in ests:  # the learned torque in the classic observer (estimator mode)
+        tna = lambda tr: np.nan_to_num(ests["NeuralActuator"](tr)["tau"])  # noqa: E731
+        ests["momentum observer (NeuralActuator torque)"] = force_estimator(
+            setup.robot64, setup.site, "observer", torque=tna, joints=setup.force_joints)
     if best_par is not None:
         tf = lambda tr: pre[best_par][tr.meta.name]  # noqa: E731
         ests[f"momentum observer ({best_par})"] = force_estimator(

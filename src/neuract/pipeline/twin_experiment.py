@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from neuract.errors import ConfigError
 from neuract.pipeline.experiment import ExperimentConfig, ProgressFn, run_experiment
 
@@ -46,13 +48,15 @@ class TwinExperimentConfig:
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
-    """Hold out the last ``ceil(test_fraction * n)`` episodes of every task (episodes are whole:
-    no window of a test episode is ever seen in training)."""
+    """Hold out the last ``ceil(test_fraction * n)`` episodes of every task, and of its
+    degraded-motor episodes apart (episodes are whole: no window of a test episode is ever
+    seen in training)."""
     if not 0 < test_fraction < 1:
         raise ConfigError(f"test_fraction = {test_fraction}; expected 0 < f < 1")
-    by_task: dict[str, list] = {}
-    for tr in trajs:
-        by_task.setdefault(str(tr.meta.labels.get("task", "?")), []).append(tr)
+    by_task: dict[tuple, list] = {}
+    for tr in trajs:  # degraded-motor episodes are held out apart, so both classes are tested
+        bad = bool(np.asarray(tr.get("condition", [0])).any())
+        by_task.setdefault((str(tr.meta.labels.get("task", "?")), bad), []).append(tr)
     train, test = [], []
     for _task, eps in by_task.items():
         k = max(1, math.ceil(test_fraction * len(eps))) if len(eps) > 1 else 0

@@ -1,0 +1,102 @@
+"""NeuralActuator on the real NAD files, against the baselines, beside the release's numbers.
+
+Dataset: the 6 NAD files in ``../shared/data/nad`` (NeuralActuator release data; OMX with a
+force/torque sensor, SO-101 with a 500 g / 0 g payload). Split: the release's own file split
+(train files for fitting, test files for scoring). OMX: 4 arm joints (the bundled
+description's gripper is two slide joints; NAD logs one gripper angle). Protocol:
+``neuract.eval`` open-loop rollouts (simulator mode, horizons that fit the test files) and
+estimator-mode force / gate. The release trained on the full NAD (450 trajectories; ~90 min
+OMX, ~18 min SO-101); here each robot has 10-22 s of training data.
+
+Writes ``benchmarks/results/neuralactuator_nad.json`` and ``.md`` and the full runs under
+``runs/bench_neuralactuator_nad/<robot>``.
+
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_nad.py`` (about 10-15 min).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.pipeline.nad_experiment import (  # noqa: E402
+    RELEASE,
+    NADExperimentConfig,
+    run_nad_experiment,
+)
+from neuract.pipeline.report import public, summary_markdown  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+NAD = ROOT.parent / "shared" / "data" / "nad"
+
+
+def beats_servo(res: dict) -> dict:
+    """Per horizon: NeuralActuator arm-mean joint MAE < MuJoCo default servo's?"""
+    by = {(r["model"], r["horizon"]): r["arm_mean_deg"] for r in res["rollouts"]}
+    out = {}
+    for (m, h), v in by.items():
+        if m == "NeuralActuator":
+            s = by.get(("MuJoCo default servo", h))
+            out[str(h)] = None if v is None or s is None else bool(v < s)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    torch.set_num_threads(1)
+    if not NAD.is_dir():
+        print(f"NAD not found at {NAD}; nothing to do", file=sys.stderr)
+        return 0
+    cfg = NADExperimentConfig(nad=NAD, out=ROOT / "runs" / "bench_neuralactuator_nad")
+    last = [""]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage != last[0]:
+            print(f"  {stage}", flush=True)
+            last[0] = stage
+
+    results = run_nad_experiment(cfg, progress)
+    bench = {
+        "dataset": f"NAD subset at {NAD.name}/ (6 files), release split (train / test files)",
+        "protocol": "neuract.eval open-loop rollouts (simulator mode, history 8) + "
+                    "estimator-mode force / gate",
+        "release_numbers": RELEASE,
+        "release_note": "the release trained on the full NAD (450 trajectories, ~90 min OMX, "
+                        "~18 min SO-101) on GPU; here only the files present are used",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), torch "
+                   f"{torch.__version__}, 1 thread",
+    }
+    out = {"benchmark": bench}
+    md = ["# NeuralActuator on the NAD files (real hardware)", "",
+          f"Dataset: {bench['dataset']}. Protocol: {bench['protocol']}. Machine: "
+          f"{bench['machine']}. **The release's numbers come from far more data** "
+          f"({bench['release_note']}).", "",
+          "| release (full NAD) | value |", "|---|---|"]
+    md += [f"| {k} | {v} |" for k, v in RELEASE.items()]
+    md.append("")
+    for robot, res in results.items():
+        pub = public(res)
+        pub["neuralactuator_beats_mujoco_servo"] = beats_servo(res)
+        out[robot] = pub
+        md.append(summary_markdown(res, f"NAD {robot}", f"Train: {res['data']['train_files']}; "
+                                   f"test: {res['data']['test_files']}; joints "
+                                   f"{res['data']['joints']}. NeuralActuator beats the MuJoCo "
+                                   f"default servo per horizon: "
+                                   f"{pub['neuralactuator_beats_mujoco_servo']}.")
+                  .replace("\n# ", "\n## ", 1).replace("# NAD", "## NAD", 1))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_json(RESULTS / "neuralactuator_nad.json", out)
+    write_text(RESULTS / "neuralactuator_nad.md", "\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

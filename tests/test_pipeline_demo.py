@@ -1,0 +1,115 @@
+"""End-to-end: the demo with a tiny config, and the evaluate / estimate verbs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+from neuract.pipeline.twin_experiment import TwinDataConfig, split_by_task
+
+TINY_SIZE = ModelSize(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
+
+
+def _tiny_experiment() -> ExperimentConfig:
+    return ExperimentConfig(size=TINY_SIZE, sim_steps=3, est_steps=3, batch=4, sim_horizon=3,
+                            est_horizon=3, baseline_iters=2, parametric_friction=("none",),
+                            neural_baselines=("mlp",), horizons=(10, 50), full=False,
+                            figure_samples=60)
+
+
+def _tiny_data() -> TwinDataConfig:
+    return TwinDataConfig(minutes=0.6, units=2, tasks=("push", "degraded"), episode_s=6.0)
+
+
+def test_split_by_task_holds_out_whole_episodes_of_every_task():
+    class M:
+        def __init__(self, task, i):
+            self.labels, self.name = {"task": task}, f"{task}{i}"
+
+    class T:
+        def __init__(self, task, i, cond=0):
+            self.meta, self.cond = M(task, i), cond
+
+        def get(self, key, default=None):
+            return [self.cond] if key == "condition" else default
+
+    eps = [T(t, i) for t in ("a", "b") for i in range(4)]
+    eps += [T("c", i, cond=i % 2) for i in range(4)]
+    train, test = split_by_task(eps, 0.25)
+    # the last episode of each task, and of each task's degraded / normal groups apart
+    assert {e.meta.name for e in test} == {"a3", "b3", "c2", "c3"}
+    assert not {e.meta.name for e in train} & {e.meta.name for e in test}
+    assert len(train) + len(test) == len(eps)
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_tiny(tmp_path):
+    from neuract.demo import DemoConfig, run
+
+    res = run(DemoConfig(out=tmp_path / "demo", data=_tiny_data(),
+                         experiment=_tiny_experiment(), quiet=True))
+    out = tmp_path / "demo"
+    for f in ("report.md", "report.html", "results.json", "config.json",
+              "checkpoints/neuralactuator_simulator/config.json",
+              "checkpoints/neuralactuator_estimator/model.safetensors"):
+        assert (out / f).is_file(), f
+    saved = json.loads((out / "results.json").read_text())
+    # every number states its mode: rollouts simulator, estimates estimator
+    assert saved["rollouts"] and all(r["mode"] == "simulator" for r in saved["rollouts"])
+    assert saved["estimation"] and all(r["mode"] == "estimator" for r in saved["estimation"])
+    models = {r["model"] for r in saved["rollouts"]}
+    assert {"NeuralActuator", "MuJoCo default servo", "MLP actuator net"} <= models
+    est = {r["model"]: r for r in saved["estimation"]}
+    assert est["NeuralActuator"]["torque_rmse_mean"] is not None
+    assert est["NeuralActuator"]["force"]["all"] is not None
+    assert est["NeuralActuator"]["condition"] is not None
+    for name, m in saved["models"].items():
+        assert m["params"] is not None, name
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64" in html and "simulator mode" in html
+    assert res["wall_s"] > 0
+
+
+def test_estimate_verb_writes_per_step_parquet(tmp_path):
+    import pyarrow.parquet as pq
+    import torch
+
+    from neuract.cli import main
+    from neuract.data import write_dataset
+    from neuract.neuralactuator import save_checkpoint
+    from neuract.pipeline.na_train import NATrainConfig, train_neuralactuator
+    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.robot import load_robot
+
+    trajs = generate_twin(_tiny_data())
+    ds = write_dataset(trajs[:2], tmp_path / "ds")
+    from neuract.pipeline.experiment import na_config, so101_setup
+
+    setup = so101_setup()
+    model, _ = train_neuralactuator(trajs, load_robot("so101", dtype=torch.float32),
+                                    na_config(setup, "estimator", TINY_SIZE, 6),
+                                    NATrainConfig(steps=2, batch=4, horizon=3), site=setup.site)
+    save_checkpoint(model, tmp_path / "ckpt")
+    assert main(["estimate", "--checkpoint", str(tmp_path / "ckpt"), "--data", str(ds),
+                 "--out", str(tmp_path / "est"), "--quiet"]) == 0
+    files = sorted((tmp_path / "est").glob("*.parquet"))
+    assert len(files) == 2
+    tab = pq.read_table(files[0]).to_pydict()
+    T = len(trajs[0])
+    assert len(tab["t"]) == T
+    for col in ("tau.gripper", "ee_force.z", "contact_prob", "degraded_prob.elbow_flex"):
+        assert col in tab
+    valid = np.asarray(tab["valid"])
+    assert not valid[:7].any() and valid[7:].all()
+    summary = json.loads((tmp_path / "est" / "summary.json").read_text())
+    assert summary["mode"] == "estimator" and len(summary["episodes"]) == 2
+    # a simulator-mode checkpoint is refused
+    sim, _ = train_neuralactuator(trajs[:2], load_robot("so101", dtype=torch.float32),
+                                  na_config(setup, "simulator", TINY_SIZE, 6),
+                                  NATrainConfig(steps=1, batch=2, horizon=2))
+    save_checkpoint(sim, tmp_path / "sim")
+    assert main(["estimate", "--checkpoint", str(tmp_path / "sim"), "--data", str(ds),
+                 "--out", str(tmp_path / "est2"), "--quiet"]) == 1
