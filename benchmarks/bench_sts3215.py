@@ -73,10 +73,8 @@ def load(data_dir: Path) -> RunBatch:
     masked = sum(t.meta.counts.get("masked_samples", 0) for t in trajs)
     print(f"loaded {len(trajs)} runs; reader dropped {dropped} dropout samples, masked "
           f"{masked} read glitches")
-    b = batch_from_trajectories(trajs, dt=0.01)
     # measured supply: per-run median (robust to the odd glitched voltage read)
-    med = b.voltage.median(dim=1, keepdim=True).values
-    return dataclasses.replace(b, voltage=med.expand_as(b.voltage).clone())
+    return batch_from_trajectories(trajs, dt=0.01, voltage="median")
 
 
 def protocol_split(b: RunBatch, seed: int = 0) -> tuple[list[int], list[int], list[int]]:
@@ -105,6 +103,24 @@ def scores(q_sim: np.ndarray, b: RunBatch) -> dict:
            "per_mass": {g: mae([str(lab["mass"]) == g for lab in b.labels])
                         for g in groups("mass")}}
     return out
+
+
+def repeat_floor(b: RunBatch) -> float:
+    """Mean absolute difference [rad] between repetitions of the same configuration (mass,
+    length, kp, trajectory), over valid samples: no deterministic model can do better."""
+    groups: dict[tuple, list[int]] = {}
+    for i, lab in enumerate(b.labels):
+        key = (lab["mass"], lab["length"], lab["kp"], lab["trajectory"])
+        groups.setdefault(key, []).append(i)
+    q, m = b.q.numpy()[..., 0], b.mask.numpy()[..., 0]
+    tot, cnt = 0.0, 0.0
+    for idx in groups.values():
+        for a in range(len(idx)):
+            for c in range(a + 1, len(idx)):
+                mm = m[idx[a]] & m[idx[c]]
+                tot += float(np.abs(q[idx[a]] - q[idx[c]])[mm].sum())
+                cnt += float(mm.sum())
+    return tot / max(cnt, 1.0)
 
 
 def rollout_np(model: SystemModel, b: RunBatch, substeps: int) -> np.ndarray:
@@ -156,10 +172,11 @@ def menagerie_mujoco(test: RunBatch, substeps: int = 5, params: dict | None = No
 
 # --------------------------------------------------------------------- ours --------------
 def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
-               residual: str = "none", smooth: bool = False,
+               residual: str = "none", smooth: bool = False, punch: float = 0.0,
                neural: NeuralConfig | None = None, arch: str | None = None) -> SystemModel:
     cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
                          backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
+                         punch=punch,
                          neural=neural or NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE))
     act = build_actuator(cfg)
     joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
@@ -370,7 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         "ours_m6": dict(friction="m6"),
         "ours_m1_delay": dict(friction="m1", delay=0.03),
         "ours_m6_delay": dict(friction="m6", delay=0.03),
-        "ours_m6_delay_backlash": dict(friction="m6", delay=0.03, backlash=0.01),
+        "ours_m1_delay_punch": dict(friction="m1", delay=0.03, punch=0.02),
+        "ours_m6_delay_punch": dict(friction="m6", delay=0.03, punch=0.02),
+        "ours_m6_delay_punch_backlash": dict(friction="m6", delay=0.03, punch=0.02,
+                                             backlash=0.01),
     }
     cache = args.cache
     for name, kw in variants.items():
@@ -408,11 +428,22 @@ def main(argv: list[str] | None = None) -> int:
                val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
                parameters=model.physical_parameters())
-    write_results(args, models, len(train), len(val), len(test))
+    write_results(args, models, len(train), len(val), len(test), repeat_floor(test))
     return 0
 
 
-def write_results(args, models: dict, n_train: int, n_val: int, n_test: int) -> None:
+EFFECTS = [  # (effect, without, with): what one modelling step buys on the held-out runs
+    ("command latency", "ours_m1", "ours_m1_delay"),
+    ("command latency", "ours_m6", "ours_m6_delay"),
+    ("load-dependent friction (M1 -> M6)", "ours_m1_delay", "ours_m6_delay"),
+    ("firmware minimum duty (punch)", "ours_m1_delay", "ours_m1_delay_punch"),
+    ("firmware minimum duty (punch)", "ours_m6_delay", "ours_m6_delay_punch"),
+    ("backlash dead zone", "ours_m6_delay_punch", "ours_m6_delay_punch_backlash"),
+]
+
+
+def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
+                  floor: float) -> None:
     res = {
         "benchmark": "sts3215_pendulum",
         "dataset": "kscale_sts3215_12v/raw.tgz (real Feetech STS3215, 12 V, pendulum bench)",
@@ -423,6 +454,7 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int) -> 
         "protocol": "open loop from the measured initial q, qd over the full 6 s, driven by "
                     "goal, torque_enable and per-run median supply voltage; MAE over valid "
                     "samples [rad]",
+        "repeat_to_repeat_mae_rad": floor,
         "machine": {"python": platform.python_version(), "torch": torch.__version__,
                     "cpu_threads": args.threads, "platform": platform.platform()},
         "models": models,
@@ -456,6 +488,20 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int) -> 
         if "per_kp" in m:
             lines.append(f"| {name} | " + " | ".join(f"{m['per_kp'].get(k, float('nan')):.4f}"
                                                       for k in kps) + " |")
+    lines += ["", f"Repeat-to-repeat floor (mean absolute difference between repetitions of the "
+              f"same configuration, test runs): {floor:.4f} rad.", ""]
+    eff = [(e, a, c) for e, a, c in EFFECTS if "heldout_mae_rad" in models.get(a, {})
+           and "heldout_mae_rad" in models.get(c, {})]
+    for arch in ("mlp", "gru"):
+        r = models.get(f"ours_residual_{arch}", {})
+        if "heldout_mae_rad" in r and "heldout_mae_rad" in models.get(r.get("base"), {}):
+            eff.append((f"{arch.upper()} residual", r["base"], f"ours_residual_{arch}"))
+    if eff:
+        lines += ["What each modelling step buys (held-out MAE, rad):", "",
+                  "| effect | without | with | change |", "|---|---|---|---|"]
+        for e, a, c in eff:
+            x, y = models[a]["heldout_mae_rad"], models[c]["heldout_mae_rad"]
+            lines.append(f"| {e} | {a}: {x:.4f} | {c}: {y:.4f} | {100 * (y - x) / x:+.0f} % |")
     notes = [f"- **{n}**: {m['notes']}" for n, m in models.items() if m.get("notes")]
     if notes:
         lines += ["", "Notes:", "", *notes]
