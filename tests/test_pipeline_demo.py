@@ -113,3 +113,32 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
     save_checkpoint(sim, tmp_path / "sim")
     assert main(["estimate", "--checkpoint", str(tmp_path / "sim"), "--data", str(ds),
                  "--out", str(tmp_path / "est2"), "--quiet"]) == 1
+
+
+@pytest.mark.slow
+def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
+    from neuract.cli import main
+    from neuract.data import write_dataset
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    trajs = generate_twin(_tiny_data())
+    ds = write_dataset(trajs, tmp_path / "ds")
+    first = tmp_path / "first"
+    tiny = ["--experiment.size.d-model", "16", "--experiment.size.n-layers", "1",
+            "--experiment.size.n-heads", "2", "--experiment.size.d-ff", "16",
+            "--experiment.size.d-trunk", "16", "--experiment.sim-steps", "2",
+            "--experiment.est-steps", "2", "--experiment.batch", "4",
+            "--experiment.baseline-iters", "0", "--experiment.horizons", "10",
+            "--experiment.no-full", "--experiment.figure-samples", "40", "--quiet"]
+    assert main(["evaluate", "--source", "dataset", "--data", str(ds), "--out", str(first),
+                 *tiny]) == 0
+    assert (first / "report.html").is_file() and (first / "results.json").is_file()
+    second = tmp_path / "second"
+    assert main(["evaluate", "--source", "dataset", "--data", str(ds), "--out", str(second),
+                 "--checkpoints", str(first / "checkpoints"), *tiny]) == 0
+    res = json.loads((second / "results.json").read_text())
+    assert res["models"]["NeuralActuator[simulator]"]["train"] == "pretrained checkpoint"
+    a = json.loads((first / "results.json").read_text())["estimation"][0]
+    b = res["estimation"][0]
+    assert a["model"] == b["model"] == "NeuralActuator"
+    assert a["torque_rmse_mean"] == pytest.approx(b["torque_rmse_mean"], rel=1e-6)
