@@ -13,7 +13,8 @@
    compute: rigid bodies, armature, damping); the shipped model with joint limits, friction
    loss constraints and position servos is reported beside it.
 
-torch runs with ``torch.set_num_threads(1)``; times are medians of repeated runs (min kept too).
+torch runs with ``torch.set_num_threads(1)``; times are medians of repeated runs (min kept too);
+the rollout ratio is the median of per-round ratios, ours and MuJoCo timed back to back.
 Run: ``.venv/bin/python benchmarks/bench_dynamics.py`` (about 1-2 minutes on 2 busy cores).
 Writes ``benchmarks/results/dynamics.json`` and ``dynamics.md`` atomically.
 """
@@ -165,38 +166,59 @@ def bench_rollout(B: int, T: int, dt: float, reps: int, adjoint_too: bool) -> di
         with torch.no_grad():
             rollout(robot, q0, qd0, tau0, dt)
 
-    res = {"robot": "so101", "batch": B, "steps": T, "dt": dt, "dtype": "float32"}
-    t = timeit(fwd_bwd, reps, min_time=0.0)
-    res["ours_fwd_bwd_steps_per_s"] = B * T / t["median_s"]
-    res["ours_fwd_bwd_steps_per_s_best"] = B * T / t["min_s"]
-    t = timeit(fwd_only, reps, min_time=0.0)
-    res["ours_fwd_only_steps_per_s"] = B * T / t["median_s"]
-    if adjoint_too:
-        t = timeit(lambda: fwd_bwd(adjoint=True), reps, min_time=0.0)
-        res["ours_fwd_bwd_adjoint_steps_per_s"] = B * T / t["median_s"]
-
     from mujoco import rollout as mj_rollout
 
-    def mj_rate(m) -> float:
+    def mj_runner(m):
         m.opt.timestep = dt
         m.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
         datas = [mujoco.MjData(m) for _ in range(2)]
         nstate = mujoco.mj_stateSize(m, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         state0 = np.zeros((B, nstate))
         ctrl = np.random.default_rng(0).normal(size=(B, T, m.nu)) * 0.1
-        with mj_rollout.Rollout(nthread=2) as ro:
-            tm = timeit(lambda: ro.rollout(m, datas, state0, ctrl), reps, min_time=0.0)
-        return B * T / tm["median_s"]
+        ro = mj_rollout.Rollout(nthread=2)
+        return ro, functools.partial(ro.rollout, m, datas, state0, ctrl)
 
     ref = reference_model(load_robot("so101"))
     ref.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_DAMPER)
-    res["mujoco_no_constraints_steps_per_s"] = mj_rate(ref)
-    res["mujoco_as_shipped_steps_per_s"] = mj_rate(load_robot("so101").mj_model)
-    res["mujoco_threads"] = 2
-    res["rollout_ratio_vs_mujoco"] = (res["mujoco_no_constraints_steps_per_s"]
-                                      / res["ours_fwd_bwd_steps_per_s"])
-    res["rollout_ratio_vs_mujoco_as_shipped"] = (res["mujoco_as_shipped_steps_per_s"]
-                                                 / res["ours_fwd_bwd_steps_per_s"])
+    ro_ref, mj_ref = mj_runner(ref)
+    ro_ship, mj_ship = mj_runner(load_robot("so101").mj_model)
+    # the machine is shared: measure ours and MuJoCo back to back in each round and take the
+    # ratio per round, so that load changes between rounds cancel out as far as possible
+    fwd_bwd()
+    mj_ref()
+    rounds = []
+    for _ in range(reps):
+        row = {}
+        for key, fn in (("ours_fwd_bwd", fwd_bwd), ("mujoco_no_constraints", mj_ref),
+                        ("mujoco_as_shipped", mj_ship)):
+            t0 = time.perf_counter()
+            fn()
+            row[key] = time.perf_counter() - t0
+        rounds.append(row)
+    ro_ref.close()
+    ro_ship.close()
+
+    def rate(key):
+        return B * T / statistics.median(r[key] for r in rounds)
+
+    ratios = [r["ours_fwd_bwd"] / r["mujoco_no_constraints"] for r in rounds]
+    ratios_ship = [r["ours_fwd_bwd"] / r["mujoco_as_shipped"] for r in rounds]
+    res = {"robot": "so101", "batch": B, "steps": T, "dt": dt, "dtype": "float32",
+           "rounds": len(rounds),
+           "ours_fwd_bwd_steps_per_s": rate("ours_fwd_bwd"),
+           "ours_fwd_bwd_steps_per_s_best": B * T / min(r["ours_fwd_bwd"] for r in rounds),
+           "mujoco_no_constraints_steps_per_s": rate("mujoco_no_constraints"),
+           "mujoco_as_shipped_steps_per_s": rate("mujoco_as_shipped"),
+           "mujoco_threads": 2,
+           "rollout_ratio_vs_mujoco": statistics.median(ratios),
+           "rollout_ratio_vs_mujoco_min": min(ratios),
+           "rollout_ratio_vs_mujoco_max": max(ratios),
+           "rollout_ratio_vs_mujoco_as_shipped": statistics.median(ratios_ship)}
+    t = timeit(fwd_only, max(2, reps // 2), min_time=0.0)
+    res["ours_fwd_only_steps_per_s"] = B * T / t["median_s"]
+    if adjoint_too:
+        t = timeit(lambda: fwd_bwd(adjoint=True), max(2, reps // 2), min_time=0.0)
+        res["ours_fwd_bwd_adjoint_steps_per_s"] = B * T / t["median_s"]
     return res
 
 
@@ -244,9 +266,11 @@ def to_markdown(out: dict) -> str:
         f"| MuJoCo `mujoco.rollout`, forward only, model as shipped (2 threads) | "
         f"{ro['mujoco_as_shipped_steps_per_s']:,.0f} |",
         "",
-        f"**rollout_ratio_vs_mujoco = {ro['rollout_ratio_vs_mujoco']:.1f}** (MuJoCo forward-only "
-        "without constraint solver / ours forward + backward; target <= 10); against the shipped "
-        f"model with its constraint solver: {ro['rollout_ratio_vs_mujoco_as_shipped']:.1f}.",
+        f"**rollout_ratio_vs_mujoco = {ro['rollout_ratio_vs_mujoco']:.1f}** (median over "
+        f"{ro['rounds']} back-to-back rounds, range {ro['rollout_ratio_vs_mujoco_min']:.1f}-"
+        f"{ro['rollout_ratio_vs_mujoco_max']:.1f}; MuJoCo forward-only without constraint solver "
+        "/ ours forward + backward; target <= 10); against the shipped model with its "
+        f"constraint solver: {ro['rollout_ratio_vs_mujoco_as_shipped']:.1f}.",
         "",
     ]
     return "\n".join(lines)
@@ -255,7 +279,7 @@ def to_markdown(out: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--rollout-reps", type=int, default=3)
+    ap.add_argument("--rollout-reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
