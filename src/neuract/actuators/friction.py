@@ -103,8 +103,9 @@ class BudgetFriction(nn.Module):
     def stribeck_coeff(self, qd: Tensor) -> Tensor:
         """S(qd): (..., n) in [0, 1], 1 at rest and 0 well above ``dtheta_stribeck``."""
         a = self._abs(qd, self.cfg.eps_velocity) / self.dtheta_stribeck()
-        if self.cfg.smooth:
-            a = a + 1e-9  # finite derivative of a**alpha at 0 for alpha < 1
+        # a**alpha at a == 0: d/dalpha = a**alpha * log(a) is 0 * -inf = NaN, and d/da is
+        # infinite for alpha < 1; a floor keeps both finite (S(0) stays 1 to 1e-12)
+        a = a.clamp_min(1e-12) if not self.cfg.smooth else a + 1e-9
         return torch.exp(-(a ** self.alpha()))
 
     def budget(self, tau_motor: Tensor, tau_ext: Tensor, qd: Tensor) -> Tensor:

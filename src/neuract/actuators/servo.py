@@ -7,7 +7,10 @@ resistance and the back-EMF, ``i = (duty V - kt qd) / R``, optionally clipped by
 limit; the output torque is ``kt i``. ``kt`` is the torque constant referred to the output
 shaft (gear ratio included) [N m / A], equal to the back-EMF constant [V s / rad]. A friction
 budget (:mod:`neuract.actuators.friction`), a backlash dead zone and a command delay
-(:mod:`neuract.actuators.backlash`) complete the model.
+(:mod:`neuract.actuators.backlash`) complete the model, plus two firmware details that matter
+on real STS3215 data: a minimum duty ("punch", Feetech's minimum startup force) added in the
+direction of the error, and what the bridge does when torque is disabled (coast: no current;
+brake: shorted winding, back-EMF current only; the K-Scale logs fit coast far better).
 """
 
 from __future__ import annotations

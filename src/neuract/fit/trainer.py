@@ -235,8 +235,14 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
                               "raise train.substeps")
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if all(torch.isfinite(g).all() for g in grads):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+        else:  # a non-finite gradient (e.g. a kink hit exactly): skip the step, count it
+            state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+            say(f"it {it + 1}: non-finite gradient, step skipped "
+                f"({state['skipped_steps']} so far)")
         state["iteration"] = it + 1
         rec = {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
                "train_loss": loss.item()}
