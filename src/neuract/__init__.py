@@ -26,6 +26,8 @@ _LAZY = {
     "Robot": "neuract.robot",
     "load_dataset": "neuract.data",
     "Trajectory": "neuract.data",
+    "DynamicsModel": "neuract.models",
+    "ComputedTorque": "neuract.control",
 }
 
 
