@@ -167,3 +167,13 @@ def test_gradcheck_smooth_friction(kind):
 def test_none_family_is_zero():
     f = BudgetFriction(FrictionConfig("none")).double()
     assert float(f(_t(1.0), _t(1.0), _t(1.0), _t(J), DT).abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_stribeck_gradients_are_finite_at_exactly_zero_velocity(smooth):
+    f = BudgetFriction(FrictionConfig("m6", smooth=smooth)).double()
+    f.alpha.set(0.8)  # alpha < 1: d(a**alpha)/da is infinite at 0 without a floor
+    out = f(_t([0.3, 0.0]), _t([-0.1, 0.0]), _t([0.0, 0.0]), _t([J, J]), DT).sum()
+    out = out + f.budget(_t([0.3]), _t([-0.1]), _t([0.0])).sum()
+    grads = torch.autograd.grad(out, list(f.parameters()), allow_unused=True)
+    assert all(g is None or torch.isfinite(g).all() for g in grads)
