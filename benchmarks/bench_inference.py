@@ -80,13 +80,15 @@ def cpu_name() -> str:
 
 
 def time_calls(fn, x, n: int, warmup: int) -> np.ndarray:
+    """(n, 2) seconds per call: wall clock, and this thread's CPU time (which leaves out the
+    time the OS gave the core to other processes; every backend runs on the calling thread)."""
     for _ in range(warmup):
         fn(x)
-    out = np.empty(n)
+    out = np.empty((n, 2))
     for i in range(n):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fn(x)
-        out[i] = time.perf_counter() - t0
+        out[i] = time.perf_counter() - t0, time.thread_time() - c0
     return out
 
 
@@ -162,10 +164,12 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
 
     results = {}
     for name, per_b in samples.items():
-        b1 = np.concatenate(per_b[1]) * 1e3
-        b32 = np.concatenate(per_b[32])
-        r1 = [float(np.median(s) * 1e3) for s in per_b[1]]
-        r32 = [float(32 / np.median(s)) for s in per_b[32]]
+        b1 = np.concatenate(per_b[1])[:, 0] * 1e3
+        b32 = np.concatenate(per_b[32])[:, 0]
+        r1 = [float(np.median(s[:, 0]) * 1e3) for s in per_b[1]]
+        r32 = [float(32 / np.median(s[:, 0])) for s in per_b[32]]
+        c1 = np.concatenate(per_b[1])[:, 1] * 1e3
+        c32 = np.concatenate(per_b[32])[:, 1]
         row = {
             "batch1_p50_ms": float(np.median(b1)),
             "batch1_p10_ms": float(np.percentile(b1, 10)),
@@ -176,6 +180,8 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
             "batch32_round_samples_per_s_min": min(r32),
             "batch32_round_samples_per_s_max": max(r32),
             "batch32_p50_ms": float(np.median(b32) * 1e3),
+            "cpu_time": {"batch1_p50_ms": float(np.median(c1)),
+                         "batch32_samples_per_s": float(32 / np.median(c32))},
         }
         if name in CALIBRATION:
             row["calibration_quiet_machine"] = CALIBRATION[name]
@@ -199,7 +205,8 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
                      "python": platform.python_version()},
         "protocol": {"rounds": rounds, "calls_per_round_batch1": calls_b1,
                      "calls_per_round_batch32": calls_b32, "interleaved": True,
-                     "statistic": "median over all timed calls; samples/s = 32 / median"},
+                     "statistic": "median over all timed calls (wall clock); samples/s = 32 / "
+                                  "median; cpu_time: the same with the thread's CPU time"},
         "targets": {"batch1_p50_ms": TARGET_B1_MS, "batch32_samples_per_s": TARGET_B32_SPS},
         "model": {"config": cfgd, **info},
         "backends": results,
@@ -249,6 +256,14 @@ def markdown(res: dict) -> str:
             f"{r['batch1_p90_ms']:.3f} | {r['batch32_samples_per_s']:,.0f} | "
             f"{r['batch32_round_samples_per_s_min']:,.0f}-"
             f"{r['batch32_round_samples_per_s_max']:,.0f} | {met} |")
+    lines += ["", "Thread CPU time per call (same calls; leaves out the time the OS gave the "
+              "core to other processes, which wall-clock numbers on this shared machine "
+              "include):", "",
+              "| backend | batch-1 p50 CPU [ms] | batch-32 [samples/s of CPU time] |",
+              "|---|---|---|"]
+    for name, r in res["backends"].items():
+        c = r["cpu_time"]
+        lines.append(f"| {name} | {c['batch1_p50_ms']:.3f} | {c['batch32_samples_per_s']:,.0f} |")
     lines += ["", "Quietest round (lowest per-round median; the machine is shared, so this is the "
               "closest to an unloaded measurement):", ""]
     for name, r in res["backends"].items():
