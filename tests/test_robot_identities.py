@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from _robot_cases import ALL_CASES, load_case
+from _robot_cases import (
+    ALL_CASES,
+    load_case,
+    one_torch_thread,  # noqa: F401  (autouse fixture)
+)
 from neuract.errors import ConfigError, NotPhysicallyConsistent
 from neuract.robot import LearnableRobot
 from neuract.robot.dynamics import solve_symmetric

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 import neuract
-from _robot_cases import TOY_MJCF, load_case
+from _robot_cases import (
+    TOY_MJCF,
+    load_case,
+    one_torch_thread,  # noqa: F401  (autouse fixture)
+)
 from neuract.errors import RobotModelError
 from neuract.robot import Robot, load_robot
 

@@ -12,7 +12,14 @@ import importlib.util
 
 import pytest
 
-from _robot_cases import ALL_CASES, BUNDLED, URDF_CASES, case_path, load_case
+from _robot_cases import (
+    ALL_CASES,
+    BUNDLED,
+    URDF_CASES,
+    case_path,
+    load_case,
+    one_torch_thread,  # noqa: F401  (autouse fixture)
+)
 from neuract.robot.bundled import bundled_path
 from neuract.robot.validate import compare_with_mujoco, compare_with_pinocchio
 

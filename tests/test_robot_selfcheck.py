@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from _robot_cases import one_torch_thread  # noqa: F401  (autouse fixture)
 from neuract import cli
 from neuract.robot.selfcheck import SelfCheckConfig, run
 

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from _robot_cases import load_case
+from _robot_cases import (
+    load_case,
+    one_torch_thread,  # noqa: F401  (autouse fixture)
+)
 from neuract.errors import ConfigError
 from neuract.robot.dynamics import kinetic_energy, potential_energy
 from neuract.robot.validate import mujoco_rollout
@@ -36,19 +39,19 @@ def test_frictionless_rollout_matches_mujoco(case, integrator, tmp_path, shared_
 
 
 def test_energy_conserved_without_friction(tmp_path):
-    """RK4, dt = 2 ms, 0.6 s free motion: total energy drifts < 1e-9 of the kinetic energy."""
+    """RK4, dt = 4 ms, 0.6 s free motion: total energy drifts < 1e-8 of the kinetic energy."""
     robot = load_case("toy", tmp_path)
     zero = torch.zeros_like(robot.damping)
     robot = robot.replace(damping=zero, frictionloss=zero)
     q0 = torch.tensor([0.3, -0.2, 0.05, 0.4, -1.0], dtype=robot.dtype).expand(3, 5)
     qd0 = torch.randn(3, 5, dtype=robot.dtype, generator=torch.Generator().manual_seed(0))
-    out = rollout(robot, q0, qd0, torch.zeros(300, 5, dtype=robot.dtype), 2e-3,
+    out = rollout(robot, q0, qd0, torch.zeros(150, 5, dtype=robot.dtype), 4e-3,
                   integrator="rk4")
     K = kinetic_energy(robot, out.q, out.qd)
     E = K + potential_energy(robot, out.q)
     assert (K.max(-1).values - K.min(-1).values).min() > 0.01  # energy really exchanged
     drift = (E - E[..., :1]).abs().max()
-    assert drift < 1e-9 * K.max(), f"energy drift {drift:.2e} J"
+    assert drift < 1e-8 * K.max(), f"energy drift {drift:.2e} J"
 
 
 def test_damping_dissipates(tmp_path):
