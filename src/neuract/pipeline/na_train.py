@@ -56,6 +56,11 @@ class NATrainConfig:
     force_weight: float = 1.0
     gate_weight: float = 0.5
     condition_weight: float = 0.5
+    augment_temperature: float = 3.0
+    """estimator mode: random per-window offset of the temperature channel, +- [degC] (so a
+    small training set cannot tell episodes apart by their temperature)"""
+    augment_voltage: float = 0.2
+    """estimator mode: random per-window offset of the voltage channel, +- [V]"""
     seed: int = 0
     max_seconds: float = 0.0
     """stop after this much wall time (0 = no limit)"""
@@ -246,11 +251,18 @@ def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
     B = t0.shape[0]
     fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
     idx = fut[..., None] + hist_off  # (B, H+1, h)
-    x = data.tok_est[idx].reshape(B * (H + 1), len(hist_off), -1)
+    x = data.tok_est[idx]  # (B, H+1, h, F)
+    ch = model.cfg.channels
+    J = model.cfg.n_joints
+    amp = torch.tensor([train.augment_temperature if c == "temperature" else
+                        train.augment_voltage if c == "voltage" else 0.0 for c in ch])
+    if bool(amp.any()):
+        off = (torch.rand(B, 1, 1, 1, len(ch)) * 2 - 1) * amp  # one offset per window
+        x = (x.reshape(B, H + 1, len(hist_off), J, len(ch)) + off).reshape(x.shape)
+    x = x.reshape(B * (H + 1), len(hist_off), -1)
     kp, kd, res, force, gate, cond = na_parts(model, x)
     # the prior reads the measured error and velocity of each sample
     xl = x[:, -1].reshape(B * (H + 1), model.cfg.n_joints, -1)
-    ch = model.cfg.channels
     e, v = xl[..., ch.index("pos_error")], xl[..., ch.index("qd")]
     tau = model.tau_max * torch.tanh((kp * e - kd * v + res) / model.tau_max)
     tau = tau.reshape(B, H + 1, -1)

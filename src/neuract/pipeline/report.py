@@ -163,7 +163,8 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
     test = figs.get("test") or []
     push = [t for t in test if "ee_force" in t and np.asarray(t.get("contact", [0])).any()]
     if push and est:
-        t = max(push, key=lambda x: np.asarray(x["contact"]).mean() < 0.9)
+        t = max(push, key=lambda x: (np.asarray(x["contact"]).mean() < 0.9,
+                                     float(np.abs(np.asarray(x["ee_force"])).max())))
         fe = {k: v[t.meta.name]["ee_force"] for k, v in est.items()
               if t.meta.name in v and "ee_force" in v[t.meta.name]}
         if fe:
