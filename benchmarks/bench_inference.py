@@ -132,10 +132,14 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
             "onnxruntime": max(float(np.abs(a.numpy() - b).max())
                                for a, b in zip(ref, onnx_model.run(xb.numpy()))),
         }
+    sim_cfg = cfg.replace(mode="simulator")
     info = {
         "config": cfg,
         "n_params": count_params(model),
         "flops_per_sample": count_flops(cfg),
+        "n_channels": len(cfg.channels),
+        "sim_n_params": count_params(NeuralActuator(sim_cfg)),
+        "sim_flops_per_sample": count_flops(sim_cfg),
         "naive_n_params": count_params(naive),
         "naive_flops_per_sample": naive_flops(cfg.n_features, cfg.n_outputs),
         "max_abs_diff_vs_torch_eager": diffs,
@@ -227,7 +231,11 @@ def markdown(res: dict) -> str:
         "",
         f"Default model: {m['n_params'] / 1e6:.3f} M parameters, "
         f"{m['flops_per_sample'] / 1e6:.2f} M FLOPs per sample (matrix products, 1 MAC = 2 "
-        f"FLOPs). Calibration model (naive encoder): {m['naive_n_params'] / 1e6:.2f} M "
+        f"FLOPs), {m['config']['mode']} mode, {m['config']['n_joints']} joints x "
+        f"{m['n_channels']} channels x {m['config']['history']} steps of input (simulator mode "
+        f"reads 4 channels per joint; it has {m['sim_n_params'] / 1e6:.3f} M parameters and "
+        f"{m['sim_flops_per_sample'] / 1e6:.2f} M FLOPs; the speed is the same). "
+        f"Calibration model (naive encoder): {m['naive_n_params'] / 1e6:.2f} M "
         f"parameters, {m['naive_flops_per_sample'] / 1e6:.1f} M FLOPs per sample.",
         "",
         f"CPU: {mach['cpu']}, {mach['logical_cpus']} logical CPUs, **1 thread**. "
