@@ -89,8 +89,7 @@ def _rnea_vec(robot, W, S, qd, qdd, ext=None):
     acc = _sum_ancestors(robot, rel) + robot.base_acc
     dw, dv = acc.split(3, -1)
     Iw, Idw = (I @ torch.stack([w, dw], -1)).unbind(-1)
-    hv, hw, hdv, hdw = cross(h[..., None, :].expand(*h.shape[:-1], 4, 3),
-                             torch.stack([v, w, dv, dw], -2)).unbind(-2)
+    hv, hw, hdv, hdw = cross(h[..., None, :], torch.stack([v, w, dv, dw], -2)).unbind(-2)
     mom_n = Iw + hv
     mom_f = m * v - hw
     a0, a1, a2 = cross(torch.stack([w, v, w], -2), torch.stack([mom_n, mom_f, mom_f], -2)
@@ -104,8 +103,7 @@ def _rnea_vec(robot, W, S, qd, qdd, ext=None):
 def _crba_vec(robot, W, S):
     m, h, I = _sum_descendants(robot, W).split([1, 3, 9], -1)
     sw, sv = S.split(3, -1)
-    hv, hw = cross(h[..., None, :].expand(*h.shape[:-1], 2, 3),
-                   torch.stack([sv, sw], -2)).unbind(-2)
+    hv, hw = cross(h[..., None, :], torch.stack([sv, sw], -2)).unbind(-2)
     F = torch.cat([(I.unflatten(-1, (3, 3)) @ sw[..., None])[..., 0] + hv, m * sv - hw], -1)
     P = F @ S.transpose(-1, -2)  # P[i, j] = F_i . S_j
     lower = P * robot.anc

@@ -37,16 +37,15 @@ def link_transforms(robot, q: Tensor) -> Tensor:
     if robot.has_slide:
         T_loc = torch.addcmul(T_loc, theta, robot.T_slide)
     Ts: list[Tensor] = []
-    for i, par in enumerate(robot.parent):
-        Ti = T_loc[..., i, :, :]
+    for Ti, par in zip(T_loc.unbind(-3), robot.parent):  # unbind: one stack in backward
         Ts.append(Ti if par < 0 else Ts[par] @ Ti)
     return torch.stack(Ts, -3)
 
 
 def link_poses(robot, q: Tensor) -> tuple[Tensor, Tensor]:
     """World pose of every link frame: R (..., n_dof, 3, 3) and p (..., n_dof, 3) [m]."""
-    T = link_transforms(robot, q)
-    return T[..., :3, :3], T[..., :3, 3]
+    R, p = link_transforms(robot, q)[..., :3, :].split([3, 1], -1)
+    return R, p[..., 0]
 
 
 def motion_subspace(robot, R: Tensor, p: Tensor) -> Tensor:

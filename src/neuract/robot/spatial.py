@@ -39,7 +39,6 @@ __all__ = [
 
 def cross(a: Tensor, b: Tensor) -> Tensor:
     """Cross product over the last dimension (broadcasting): (..., 3) x (..., 3) -> (..., 3)."""
-    a, b = torch.broadcast_tensors(a, b)
     return torch.linalg.cross(a, b, dim=-1)
 
 
