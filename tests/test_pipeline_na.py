@@ -122,3 +122,17 @@ def test_simulator_mode_outputs_and_estimator_outputs(robot, trajs):
     assert rec["mode"] == "estimator" and rec["torque_rmse_mean"] is not None
     with pytest.raises(Exception, match="simulator-mode"):
         na_simulator(me, robot)
+
+
+def test_fine_tuning_starts_from_the_given_model(robot, trajs):
+    cfg = NATrainConfig(steps=2, batch=4, horizon=3)
+    base, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"), cfg, site="gripperframe")
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    tuned, rep = train_neuralactuator(trajs[2:], robot, _cfg("estimator"), cfg,
+                                      site="gripperframe", init=base)
+    assert tuned is base and rep["steps"] == 2
+    # normalisation statistics are the checkpoint's, weights moved
+    torch.testing.assert_close(tuned.x_mean, before["x_mean"])
+    assert not torch.equal(tuned.head.weight, before["head.weight"])
+    with pytest.raises(Exception, match="mode"):
+        train_neuralactuator(trajs[2:], robot, _cfg("simulator"), cfg, init=base)
