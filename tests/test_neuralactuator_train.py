@@ -42,8 +42,8 @@ def robot():
     return load_robot("planar2", dtype=torch.float32)
 
 
-def synth(robot, n_eps=3, T=120, rate=50.0, substeps=4, seed=0, payload=True):
-    """Episodes of planar2 driven by tau = TAU_MAX tanh((KP e - KD qd) / TAU_MAX) + J^T f."""
+def synth(robot, n_eps=3, T=120, rate=50.0, substeps=4, seed=0, payload=True, kp=KP):
+    """Episodes of planar2 driven by tau = TAU_MAX tanh((kp e - KD qd) / TAU_MAX) + J^T f."""
     rng = np.random.default_rng(seed)
     dt = 1.0 / rate
     out = []
@@ -67,9 +67,9 @@ def synth(robot, n_eps=3, T=120, rate=50.0, substeps=4, seed=0, payload=True):
             if contact[k]:
                 J = robot.site_jacobian(q, site)[..., :3, :]
                 ext = (J.transpose(-1, -2) @ fk.unsqueeze(-1)).squeeze(-1)
-            taus.append((TAU_MAX * torch.tanh((KP * (g - q) - KD * qd) / TAU_MAX))[0].numpy())
+            taus.append((TAU_MAX * torch.tanh((kp * (g - q) - KD * qd) / TAU_MAX))[0].numpy())
             for _ in range(substeps):
-                tau = TAU_MAX * torch.tanh((KP * (g - q) - KD * qd) / TAU_MAX)
+                tau = TAU_MAX * torch.tanh((kp * (g - q) - KD * qd) / TAU_MAX)
                 q, qd = step(robot, q, qd, tau + ext, dt / substeps)
         tau = np.array(taus)
         ch = {"t": t, "q": np.array(qs), "qd": np.array(qds), "q_goal": goal, "tau": tau,
@@ -214,3 +214,22 @@ def test_estimates_align_with_samples_and_score_with_the_protocol(robot):
     np.testing.assert_allclose(out["condition_prob"][20], 1 - p_norm.prod().item(), rtol=1e-5)
     rec = evaluate_estimator(estimator(model), trajs, "na")
     assert rec["mode"] == "estimator" and np.isfinite(rec["torque_rmse_mean"])
+
+
+def test_fine_tuning_adapts_to_a_new_unit(robot):
+    """Train on one unit, then a few fine-tuning steps on a stiffer unit's data (positions
+    only) cut the torque error on that unit."""
+    torch.manual_seed(0)
+    cfg = NeuralActuatorConfig(**TINY, n_joints=2, mode="simulator", tau_max=(TAU_MAX,),
+                               kp_init=KP, kd_init=KD)
+    model = NeuralActuator(cfg)
+    tc = TrainConfig(steps=20, batch_size=8, horizon=6, stride=3, lr=1e-2, substeps=2,
+                     w_force=0.0, w_gate=0.0, w_cond=0.0)
+    train(model, robot, synth(robot, n_eps=2, T=60, payload=False), tc)
+    new_unit = synth(robot, n_eps=2, T=60, payload=False, seed=3, kp=2.0 * KP)
+    before = torque_rmse(model, new_unit)
+    fine_tune(model, robot, new_unit, TrainConfig(steps=25, batch_size=8, horizon=6, stride=3,
+                                                  lr=1e-2, substeps=2, warmup=0.0,
+                                                  w_force=0.0, w_gate=0.0, w_cond=0.0))
+    after = torque_rmse(model, new_unit)
+    assert after < 0.5 * before, (before, after)
