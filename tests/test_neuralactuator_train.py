@@ -12,15 +12,8 @@ import torch
 
 from neuract.data import Trajectory, TrajectoryMeta
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
-from neuract.neuralactuator.train import (
-    TrainConfig,
-    Windows,
-    fine_tune,
-    init_stats,
-    rollout_simulator,
-    simulator,
-    train,
-)
+from neuract.neuralactuator.rollout import rollout_simulator, simulator
+from neuract.neuralactuator.train import TrainConfig, Windows, fine_tune, init_stats, train
 from neuract.robot import load_robot
 from neuract.sim import step
 

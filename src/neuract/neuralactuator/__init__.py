@@ -6,8 +6,9 @@
 
 Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
 parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
-``export`` (ONNX + ONNX Runtime), ``train`` (pose-only torque through the differentiable
-simulator, supervised force / gate / condition, fine-tuning, the rollout-protocol adapter),
+``export`` (ONNX + ONNX Runtime), ``rollout`` (differentiable arm rollouts, simulator / estimator
+mode, the rollout-protocol adapter), ``train`` (pose-only torque through the simulator,
+supervised force / gate / condition, one schedule, fine-tuning),
 ``estimate`` (per-sample torque, force, gate and condition for a trajectory).
 """
 
@@ -29,7 +30,8 @@ from neuract.neuralactuator.model import (
     count_flops,
     count_params,
 )
-from neuract.neuralactuator.train import TrainConfig, fine_tune, simulator, train
+from neuract.neuralactuator.rollout import rollout_estimator, rollout_simulator, simulator
+from neuract.neuralactuator.train import TrainConfig, fine_tune, train
 
 __all__ = [
     "NeuralActuator",
@@ -52,6 +54,8 @@ __all__ = [
     "train",
     "fine_tune",
     "simulator",
+    "rollout_simulator",
+    "rollout_estimator",
     "estimate",
     "estimator",
 ]
