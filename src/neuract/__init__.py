@@ -28,6 +28,7 @@ _LAZY = {
     "Trajectory": "neuract.data",
     "DynamicsModel": "neuract.models",
     "ComputedTorque": "neuract.control",
+    "NeuralActuator": "neuract.neuralactuator",
 }
 
 
