@@ -120,8 +120,8 @@ def _sum_ancestors(robot, x: Tensor) -> Tensor:
 
 def _sum_descendants(robot, x: Tensor) -> Tensor:
     """y_i = sum over k in descendants-or-self(i) of x_k, x: (..., n, k)."""
-    if robot.is_chain:
-        return x.sum(-2, keepdim=True) - x.cumsum(-2) + x
+    if robot.is_chain:  # suffix sums (exact; total - prefix would cancel in float32)
+        return x.flip(-2).cumsum(-2).flip(-2)
     return robot.anc.transpose(0, 1) @ x
 
 
