@@ -32,7 +32,10 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
 
     ``implicit_dt > 0`` adds ``implicit_dt * diag(damping)`` to M (MuJoCo's implicit damping).
     ``adjoint=True`` differentiates with the implicit-function backward of
-    :mod:`neuract.robot.adjoint` (first-order, faster); ``False`` uses plain autograd.
+    :mod:`neuract.robot.adjoint`: it stores only (q, qd, qdd, LU) per step instead of the whole
+    graph (much less memory for long rollouts) but recomputes the RNEA in the backward pass, so
+    it is not faster in eager mode (see benchmarks/results/dynamics.md); first-order only.
+    ``False`` (default) uses plain autograd.
     """
     if adjoint and torch.is_grad_enabled() and not _needs_plain_autograd(robot):
         return forward_dynamics_adjoint(robot, q, qd, tau, f_ext=f_ext, passive=passive,
