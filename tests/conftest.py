@@ -13,6 +13,13 @@ SHARED_DATA = SHARED / "data"
 SHARED_ROBOTS = SHARED / "robots"
 
 
+def pytest_configure(config):
+    # Small batched ops run far slower with 2 intra-op threads on 2-core machines.
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config, items):
     if SHARED_DATA.is_dir():
         return
