@@ -173,10 +173,11 @@ def menagerie_mujoco(test: RunBatch, substeps: int = 5, params: dict | None = No
 # --------------------------------------------------------------------- ours --------------
 def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
                residual: str = "none", smooth: bool = False, punch: float = 0.0,
-               neural: NeuralConfig | None = None, arch: str | None = None) -> SystemModel:
+               fit_error_gain: bool = False, neural: NeuralConfig | None = None,
+               arch: str | None = None) -> SystemModel:
     cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
                          backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
-                         punch=punch,
+                         punch=punch, fit_error_gain=fit_error_gain,
                          neural=neural or NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE))
     act = build_actuator(cfg)
     joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
@@ -188,7 +189,8 @@ def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
     return model
 
 
-def train_cfg(quick: bool, neural: bool = False, seed: int = 0) -> TrainConfig:
+def train_cfg(quick: bool, neural: bool = False, seed: int = 0, iters: tuple = (150, 80)
+              ) -> TrainConfig:
     """Fit schedules: short windows first (multiple shooting), then 3 s windows; validation
     always simulates whole 6 s validation runs open loop."""
     if quick:
@@ -196,7 +198,7 @@ def train_cfg(quick: bool, neural: bool = False, seed: int = 0) -> TrainConfig:
                            substeps=1, val_every=5, patience=3, lr=0.05,
                            label_inputs=("kp",))
     if neural:
-        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(100, 50),
+        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=iters,
                            runs_per_iter=48, substeps=1, val_every=10, patience=4, lr=0.01,
                            lr_net=3e-3, label_inputs=("kp",))
     return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(70, 40),
@@ -391,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         "ours_m6_delay_punch": dict(friction="m6", delay=0.03, punch=0.02),
         "ours_m6_delay_punch_backlash": dict(friction="m6", delay=0.03, punch=0.02,
                                              backlash=0.01),
+        "ours_m6_delay_punch_gain": dict(friction="m6", delay=0.03, punch=0.02,
+                                         fit_error_gain=True),
     }
     cache = args.cache
     for name, kw in variants.items():
@@ -406,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(0)
         ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32, tau_max=5.0)
         model = make_model(arch="mlp", neural=ncfg)
-        cfg = train_cfg(args.quick, neural=True)
+        cfg = train_cfg(args.quick, neural=True, iters=(100, 50))
         model, secs, vmae = fit_ours(model, train, val, cfg, "ours_mlp", cache)
         record("ours_mlp", rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
@@ -423,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         model = make_model(residual=arch, neural=ncfg, **kw)
         model.warm_start_from(fitted[base_name][0])  # the fitted model becomes the base
         cfg = train_cfg(args.quick, neural=True)
-        model, secs, vmae = fit_ours(model, train, val, cfg, name, cache)
+        model, secs, vmae = fit_ours(model, train, val, cfg, f"{name}__on__{base_name}", cache)
         record(name, rollout_np(model, test, cfg.substeps), secs, base=base_name,
                val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
