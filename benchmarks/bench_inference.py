@@ -17,6 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import platform  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -198,7 +199,7 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
         m = results[be]
         m["speedup_vs_naive_batch1"] = n["batch1_p50_ms"] / m["batch1_p50_ms"]
         m["speedup_vs_naive_batch32"] = m["batch32_samples_per_s"] / n["batch32_samples_per_s"]
-    cfgd = info.pop("config")
+    cfgd = dataclasses.asdict(info.pop("config"))
     return {
         "benchmark": "neuralactuator inference",
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
