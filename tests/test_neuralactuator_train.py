@@ -226,3 +226,20 @@ def test_fine_tuning_adapts_to_a_new_unit(robot):
                                                   w_force=0.0, w_gate=0.0, w_cond=0.0))
     after = torque_rmse(model, new_unit)
     assert after < 0.5 * before, (before, after)
+
+
+def test_train_rejects_bad_configs_and_mismatched_robots(robot):
+    from neuract.errors import ConfigError, SchemaError
+
+    for bad in ({"steps": 0}, {"external_force": "model"}, {"warmup": 1.0}):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            TrainConfig(**bad).validate()
+    trajs = synth(robot, n_eps=1, T=30, payload=False)
+    six = NeuralActuator(NeuralActuatorConfig(**TINY, n_joints=6))
+    with pytest.raises(ConfigError, match="n_joints"):
+        train(six, robot, trajs, TrainConfig(steps=1))
+    two = NeuralActuator(NeuralActuatorConfig(**TINY, n_joints=2))
+    with pytest.raises(SchemaError, match="samples"):
+        train(two, robot, trajs, TrainConfig(steps=1, horizon=40))
+    with pytest.raises(ConfigError, match="simulator-mode"):
+        simulator(two, robot)  # an estimator-mode model cannot be scored as a simulator
