@@ -244,3 +244,32 @@ def test_reference_simulators_on_nad_test_files(shared_data):
         arm = [r["arm_mean_deg"] for r in hold if r["n_windows"] and r["horizon"] != "full"]
         assert arm == sorted(arm)  # holding still drifts further from the arm over time
         assert goal[-1]["arm_mean_deg"] < hold[-1]["arm_mean_deg"]  # full trajectory
+
+
+def test_filter_derived_qd_never_reads_samples_after_t0():
+    from neuract.data.derivatives import add_derivatives
+
+    n = 200
+    t = np.arange(n) * 0.016
+    rng = np.random.default_rng(7)
+    q = np.cumsum(rng.normal(0, 0.01, (n, 2)), axis=0)
+    meta = TrajectoryMeta(robot="toy", joint_names=("j1", "gripper"), name="sg")
+    tr = add_derivatives(Trajectory({"t": t, "q": q, "q_goal": q.copy()}, meta), window_s=0.1)
+    assert tr.meta.labels["derivatives"]["qd"]  # centred filter: qd[k] reads q[k + 1 ...]
+    seen = []
+
+    def spy(batch):
+        seen.append(batch)
+        return P.hold_simulator(batch)
+
+    P.evaluate_rollouts(spy, [tr], "spy", horizons=[10], history=4)
+    q2 = q.copy()
+    t0 = int(np.flatnonzero(np.isclose(q, seen[0].q0[1]).all(-1))[0])
+    q2[t0 + 1:] += 1.0  # change only the future of the second window's start
+    tr2 = add_derivatives(Trajectory({"t": t, "q": q2, "q_goal": q.copy()}, meta), window_s=0.1)
+    seen2 = []
+    P.evaluate_rollouts(lambda b: seen2.append(b) or P.hold_simulator(b), [tr2], "spy",
+                        horizons=[10], history=4)
+    assert np.array_equal(seen[0].qd0[1], seen2[0].qd0[1])
+    assert np.array_equal(seen[0].past["qd"][1], seen2[0].past["qd"][1])
+    assert not np.array_equal(tr["qd"][t0], tr2["qd"][t0])  # the stored qd did read the future

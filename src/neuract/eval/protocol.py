@@ -181,8 +181,15 @@ def window_starts(n_samples: int, horizon: int, stride: int) -> np.ndarray:
 
 
 def _initial_qd(traj) -> np.ndarray:
-    """Measured qd, or a backward difference of q (never a future sample)."""
-    if "qd" in traj:
+    """Measured qd, or a backward difference of q (never a future sample).
+
+    A ``qd`` that :func:`neuract.data.derivatives.add_derivatives` computed from ``q`` (label
+    ``derivatives["qd"]``) comes from a centred Savitzky-Golay window that reads samples after
+    t0, so it is replaced by the backward difference as well.
+    """
+    deriv = traj.meta.labels.get("derivatives")
+    derived = isinstance(deriv, Mapping) and bool(deriv.get("qd"))
+    if "qd" in traj and not derived:
         return np.asarray(traj["qd"], dtype=np.float64)
     q, t = np.asarray(traj["q"], dtype=np.float64), np.asarray(traj["t"], dtype=np.float64)
     qd = np.zeros_like(q)
