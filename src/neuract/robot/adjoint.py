@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from neuract.robot.dynamics import inverse_dynamics, mass_matrix_and_bias, passive_torques
+from neuract.robot.dynamics import dynamics_system, inverse_dynamics, passive_torques
 
 __all__ = ["forward_dynamics_adjoint", "PARAM_FIELDS"]
 
@@ -39,22 +39,12 @@ def _with_params(robot, params):
     return r
 
 
-def _solve_forces(robot, q, qd, tau, f_ext, passive, friction_eps, implicit_dt):
-    M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
-    force = tau - b
-    if passive:
-        force = force + passive_torques(robot, qd, friction_eps)
-    if implicit_dt > 0.0:
-        M = M + torch.diag_embed(implicit_dt * robot.damping)
-    return M, force
-
-
 class _ForwardDynamics(torch.autograd.Function):
     @staticmethod
     def forward(ctx, robot, opts, q, qd, tau, f_ext, *params):
         passive, friction_eps, implicit_dt = opts
         r = _with_params(robot, params)
-        M, force = _solve_forces(r, q, qd, tau, f_ext, passive, friction_eps, implicit_dt)
+        M, force = dynamics_system(r, q, qd, tau, f_ext, passive, friction_eps, implicit_dt)
         shape = torch.broadcast_shapes(M.shape[:-2], force.shape[:-1])
         LU, piv = torch.linalg.lu_factor(M.expand(*shape, *M.shape[-2:]))
         qdd = torch.linalg.lu_solve(LU, piv, force.expand(*shape, M.shape[-1])[..., None])[..., 0]

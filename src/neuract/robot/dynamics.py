@@ -35,6 +35,7 @@ __all__ = [
     "mass_matrix_and_bias",
     "inverse_dynamics",
     "forward_dynamics",
+    "dynamics_system",
     "solve_symmetric",
     "passive_torques",
     "external_torques",
@@ -232,6 +233,24 @@ def forward_dynamics(robot, q: Tensor, qd: Tensor, tau: Tensor,
     """
     M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
     return solve_symmetric(M, tau - b)
+
+
+def dynamics_system(robot, q: Tensor, qd: Tensor, tau: Tensor, f_ext: Tensor | None = None,
+                    passive: bool = True, friction_eps: float = 1e-2,
+                    implicit_dt: float = 0.0) -> tuple[Tensor, Tensor]:
+    """The linear system ``M qdd = force`` of one forward-dynamics solve.
+
+    Returns M: (..., n_dof, n_dof) [kg m^2] (plus ``implicit_dt * diag(damping)`` when
+    ``implicit_dt`` [s] > 0, MuJoCo's implicit damping) and force: (..., n_dof) [N m] =
+    ``tau - b(q, qd) + J^T f_ext`` plus :func:`passive_torques` when ``passive``.
+    """
+    M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
+    force = tau - b
+    if passive:
+        force = force + passive_torques(robot, qd, friction_eps)
+    if implicit_dt > 0.0:
+        M = M + torch.diag_embed(implicit_dt * robot.damping)
+    return M, force
 
 
 def passive_torques(robot, qd: Tensor, friction_eps: float = 1e-2) -> Tensor:

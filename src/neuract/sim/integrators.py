@@ -13,7 +13,7 @@ from torch import Tensor
 
 from neuract.errors import ConfigError
 from neuract.robot.adjoint import forward_dynamics_adjoint
-from neuract.robot.dynamics import mass_matrix_and_bias, passive_torques, solve_symmetric
+from neuract.robot.dynamics import dynamics_system, solve_symmetric
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
 
@@ -40,12 +40,7 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
     if adjoint and torch.is_grad_enabled() and not _needs_plain_autograd(robot):
         return forward_dynamics_adjoint(robot, q, qd, tau, f_ext=f_ext, passive=passive,
                                         friction_eps=friction_eps, implicit_dt=implicit_dt)
-    M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
-    force = tau - b
-    if passive:
-        force = force + passive_torques(robot, qd, friction_eps)
-    if implicit_dt > 0.0:
-        M = M + torch.diag_embed(implicit_dt * robot.damping)
+    M, force = dynamics_system(robot, q, qd, tau, f_ext, passive, friction_eps, implicit_dt)
     return solve_symmetric(M, force)
 
 
