@@ -99,6 +99,23 @@ def _mean_or_none(x: np.ndarray) -> float | None:
     return float(x.mean()) if x.size else None
 
 
+def _per_joint_mean(pred: Any, true: Any, mask: Any, names: tuple[str, str], f) -> np.ndarray:
+    """Per-joint mean of ``f(pred - true)`` over the samples under ``mask``, shape (n_joints,)."""
+    p, t = _float(pred, names[0]), _float(true, names[1])
+    _same_shape(p, t, *names)
+    if p.ndim < 1:
+        raise SchemaError(f"{names[0]} must have at least one dimension (..., n_joints)")
+    m = _mask(mask, p.shape, "mask")
+    _finite_where(p, m, names[0])
+    _finite_where(t, m, names[1])
+    err = np.where(m, f(p - t), 0.0).reshape(-1, p.shape[-1])
+    cnt = m.reshape(-1, p.shape[-1]).sum(0)
+    if (cnt == 0).any():
+        raise SchemaError(f"no sample under the mask for joint index(es) "
+                          f"{np.flatnonzero(cnt == 0).tolist()}")
+    return err.sum(0) / cnt
+
+
 # ---------------------------------------------------------------------------- joints
 def joint_mae_deg(q_pred: Any, q_true: Any, mask: Any = None) -> np.ndarray:
     """Per-joint mean absolute error [deg], shape (n_joints,).
@@ -106,19 +123,7 @@ def joint_mae_deg(q_pred: Any, q_true: Any, mask: Any = None) -> np.ndarray:
     q_pred, q_true: (..., n_joints) joint positions [rad]; mask: (...) or (..., n_joints).
     Raises :class:`SchemaError` if a joint has no sample under the mask.
     """
-    p, t = _float(q_pred, "q_pred"), _float(q_true, "q_true")
-    _same_shape(p, t, "q_pred", "q_true")
-    if p.ndim < 1:
-        raise SchemaError("q_pred must have at least one dimension (..., n_joints)")
-    m = _mask(mask, p.shape, "mask")
-    _finite_where(p, m, "q_pred")
-    _finite_where(t, m, "q_true")
-    err = np.where(m, np.abs(p - t), 0.0).reshape(-1, p.shape[-1])
-    cnt = m.reshape(-1, p.shape[-1]).sum(0)
-    if (cnt == 0).any():
-        raise SchemaError(f"no sample under the mask for joint index(es) "
-                          f"{np.flatnonzero(cnt == 0).tolist()}")
-    return np.degrees(err.sum(0) / cnt)
+    return np.degrees(_per_joint_mean(q_pred, q_true, mask, ("q_pred", "q_true"), np.abs))
 
 
 def joint_mae_summary(q_pred: Any, q_true: Any, joint_names: Sequence[str], mask: Any = None,
@@ -330,16 +335,5 @@ def condition_metrics(proba: Any, y_true: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- torque
 def torque_rmse(tau_pred: Any, tau_true: Any, mask: Any = None) -> np.ndarray:
     """Per-joint torque RMSE [N m], shape (n_joints,); tau: (..., n_joints), mask (...)."""
-    p, t = _float(tau_pred, "tau_pred"), _float(tau_true, "tau_true")
-    _same_shape(p, t, "tau_pred", "tau_true")
-    if p.ndim < 1:
-        raise SchemaError("tau_pred must have at least one dimension (..., n_joints)")
-    m = _mask(mask, p.shape, "mask")
-    _finite_where(p, m, "tau_pred")
-    _finite_where(t, m, "tau_true")
-    sq = np.where(m, (p - t) ** 2, 0.0).reshape(-1, p.shape[-1])
-    cnt = m.reshape(-1, p.shape[-1]).sum(0)
-    if (cnt == 0).any():
-        raise SchemaError(f"no sample under the mask for joint index(es) "
-                          f"{np.flatnonzero(cnt == 0).tolist()}")
-    return np.sqrt(sq.sum(0) / cnt)
+    return np.sqrt(_per_joint_mean(tau_pred, tau_true, mask, ("tau_pred", "tau_true"),
+                                   np.square))
