@@ -120,20 +120,19 @@ def body_jacobian(robot, q: Tensor, body: str | int) -> Tensor:
     """Jacobian (..., 6, n_dof) of body ``body``'s origin, as ``mj_jacBody``: rows 0-2 = jacp
     (linear velocity of the body origin, world), rows 3-5 = jacr (angular velocity, world)."""
     b = _index(robot.body_names, body, "body")
-    R, p = link_poses(robot, q)
-    S = motion_subspace(robot, R, p)
-    Re, pe = _extend(robot, R, p)
-    link = int(robot.body_link[b])
-    pos, _ = _attached_poses(Re, pe, link, robot.body_R[b], robot.body_p[b])
-    return point_jacobian(robot, S, link, pos)
+    return _attached_jacobian(robot, q, int(robot.body_link[b]), robot.body_R[b], robot.body_p[b])
 
 
 def site_jacobian(robot, q: Tensor, site: str | int) -> Tensor:
     """Jacobian (..., 6, n_dof) of a site, as ``mj_jacSite`` (rows: jacp then jacr)."""
     s = _index(robot.site_names, site, "site")
+    return _attached_jacobian(robot, q, int(robot.site_link[s]), robot.site_R[s], robot.site_p[s])
+
+
+def _attached_jacobian(robot, q: Tensor, link: int, R_off: Tensor, p_off: Tensor) -> Tensor:
+    """Jacobian (..., 6, n_dof) of a frame fixed at (R_off, p_off) to link ``link``."""
     R, p = link_poses(robot, q)
     S = motion_subspace(robot, R, p)
     Re, pe = _extend(robot, R, p)
-    link = int(robot.site_link[s])
-    pos, _ = _attached_poses(Re, pe, link, robot.site_R[s], robot.site_p[s])
+    pos, _ = _attached_poses(Re, pe, link, R_off, p_off)
     return point_jacobian(robot, S, link, pos)
