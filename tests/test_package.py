@@ -88,3 +88,27 @@ def test_cli_help_lists_verbs(capsys):
 def test_lazy_attribute_error():
     with pytest.raises(AttributeError):
         neuract.does_not_exist  # noqa: B018
+
+
+@pytest.mark.parametrize("name", sorted(neuract._LAZY))
+def test_lazy_public_names_resolve(name):
+    assert getattr(neuract, name) is not None
+    assert name in neuract.__all__
+
+
+@pytest.mark.parametrize("verb", sorted(cli.VERBS))
+def test_cli_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([verb, "--help"])
+    assert exc.value.code == 0
+    assert f"neuract {verb}" in capsys.readouterr().out
+
+
+def test_light_modules_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, neuract, neuract.io, neuract.data, neuract.eval; "
+            "print(sorted(m for m in ('torch', 'mujoco') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

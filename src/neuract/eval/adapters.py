@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from neuract.errors import SchemaError
 from neuract.eval.protocol import SimBatch, Simulator
@@ -21,8 +20,7 @@ __all__ = ["system_model_simulator"]
 
 def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]], Any],
                            substeps: int = 2, label_inputs: Sequence[str] = (),
-                           use_voltage: bool = False, dtype: torch.dtype = torch.float64
-                           ) -> Simulator:
+                           use_voltage: bool = False, dtype: Any = None) -> Simulator:
     """A simulator that rolls out ``model`` (actuator + joint parameters) on ``plant_fn``.
 
     plant_fn: run labels (a list, one dict per window) -> plant with ``mass_matrix`` and
@@ -32,19 +30,24 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
     ``evaluate_rollouts(inputs=("q_goal", "voltage"))``); a ``torque_enable`` input is used
     when given. The control step is the window's median sample spacing (the identification
     pipeline's uniform grid); non-uniform telemetry is thus simulated on a uniform clock.
+    dtype: torch dtype of the rollout (default float64).
     """
+    import torch
+
     from neuract.fit.simulate import simulate
+
+    dtype = torch.float64 if dtype is None else dtype
 
     def sim(batch: SimBatch) -> np.ndarray:
         b, h = batch.batch_size, batch.horizon
         dt = float(np.median(np.diff(batch.t, axis=1)))
 
-        def pad(x: np.ndarray) -> torch.Tensor:  # H inputs -> H + 1 control instants
+        def pad(x: np.ndarray):  # H inputs -> H + 1 control instants
             x = np.concatenate([x, x[:, -1:]], axis=1)
             return torch.as_tensor(x, dtype=dtype)
 
         cmd = pad(np.asarray(batch.q_goal, dtype=np.float64))
-        series: dict[str, torch.Tensor] = {}
+        series: dict[str, Any] = {}
         if "torque_enable" in batch.inputs:
             en = np.asarray(batch.inputs["torque_enable"], bool).all(-1, keepdims=True)
             series["torque_enable"] = pad(en.astype(np.float64))
