@@ -112,3 +112,24 @@ def test_light_modules_do_not_import_torch():
             "print(sorted(m for m in ('torch', 'mujoco') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_cli_path_errors_are_messages_not_tracebacks(monkeypatch, capsys):
+    import sys
+    import types
+
+    @dataclasses.dataclass
+    class BoomConfig:
+        out: str = "/dev/null/x"
+
+    def run(cfg):
+        with open(cfg.out, "w"):
+            pass
+
+    mod = types.ModuleType("_neuract_test_boom")
+    mod.BoomConfig, mod.run = BoomConfig, run
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setitem(cli.VERBS, "boom", (mod.__name__, "BoomConfig", "test verb"))
+    assert cli.main(["boom"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("neuract boom: error:") and "/dev/null/x" in err

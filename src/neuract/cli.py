@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
     try:
         module.run(cfg)
-    except NeuractError as exc:
+    except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
         print(f"neuract {verb}: error: {exc}", file=sys.stderr)
         return 1
     return 0
