@@ -288,10 +288,11 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
         trajs = read_all(cfg)
     robots = {(t.meta.robot, t.meta.joint_names) for t in trajs}
     if len(robots) > 1:
-        found = sorted(f"{r} ({len(j)} joints)" for r, j in robots)
+        found = sorted(f"{r} ({len(j)} joints: {', '.join(j)})" for r, j in robots)
+        forced = f" (--robot {cfg.robot!r} was applied to all of them)" if cfg.robot else ""
         raise SchemaError(
-            f"{cfg.source}: episodes of several robots found ({', '.join(found)}); one dataset "
-            "holds one robot: select files with --include (e.g. 'so101/*')"
+            f"{cfg.source}: episodes of several robots found{forced}: {'; '.join(found)}. "
+            "One dataset holds one robot: select files with --include (e.g. 'so101/*')"
         )
     write_dataset(trajs, cfg.out, overwrite=cfg.overwrite, config=cfg)
     summary = summarize(trajs)
