@@ -5,9 +5,6 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import pytest
-import torch
-
 from conftest import SHARED_ROBOTS
 from neuract.robot import load_robot
 from neuract.robot.bundled import ASSETS, BUNDLED_ROBOTS
@@ -85,13 +82,3 @@ def load_case(case: str, tmp_dir: Path, **kw):
 
 ALL_CASES = ["toy", *REFERENCE_FILES, *[f"bundled:{b}" for b in BUNDLED]]
 URDF_CASES = [c for c in REFERENCE_FILES if c.endswith(".urdf")]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small batched ops get erratic (up to 10x slower) with 2 threads on shared 2-core
-    machines; run these tests single-threaded and restore the setting afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

@@ -35,7 +35,6 @@ def _traj(model, plant_fn, n=100):
 
 
 def test_model_reproduces_its_own_trajectory():
-    torch.set_num_threads(1)
     plant_fn = plant_factory("so101")
     model = _model()
     tr = _traj(model, plant_fn)

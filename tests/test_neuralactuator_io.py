@@ -26,15 +26,6 @@ from neuract.neuralactuator import (
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_trunk=48)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def make_traj(T=30, n=3, seed=0, nan=False):
     rng = np.random.default_rng(seed)
     ch = {"t": np.arange(T) * 0.016}

@@ -21,15 +21,6 @@ from neuract.neuralactuator import (
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_trunk=32)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def rand_x(cfg, B, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(B, cfg.history, cfg.n_features, generator=g)

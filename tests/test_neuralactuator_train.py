@@ -21,15 +21,6 @@ TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_trunk=32, history=4)
 KP, KD, TAU_MAX = 6.0, 0.4, 4.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def robot():
     return load_robot("planar2", dtype=torch.float32)

@@ -8,7 +8,6 @@ import torch
 from _robot_cases import (
     ALL_CASES,
     load_case,
-    one_torch_thread,  # noqa: F401  (autouse fixture)
 )
 from neuract.errors import ConfigError, NotPhysicallyConsistent
 from neuract.robot import LearnableRobot

@@ -11,7 +11,6 @@ import neuract
 from _robot_cases import (
     TOY_MJCF,
     load_case,
-    one_torch_thread,  # noqa: F401  (autouse fixture)
 )
 from neuract.errors import RobotModelError
 from neuract.robot import Robot, load_robot

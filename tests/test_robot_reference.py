@@ -18,7 +18,6 @@ from _robot_cases import (
     URDF_CASES,
     case_path,
     load_case,
-    one_torch_thread,  # noqa: F401  (autouse fixture)
 )
 from neuract.robot.bundled import bundled_path
 from neuract.robot.validate import compare_with_mujoco, compare_with_pinocchio

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from _robot_cases import one_torch_thread  # noqa: F401  (autouse fixture)
 from neuract import cli
 from neuract.robot.selfcheck import SelfCheckConfig, run
 

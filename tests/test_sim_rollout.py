@@ -8,7 +8,6 @@ import torch
 
 from _robot_cases import (
     load_case,
-    one_torch_thread,  # noqa: F401  (autouse fixture)
 )
 from neuract.errors import ConfigError
 from neuract.robot.dynamics import kinetic_energy, potential_energy
