@@ -94,6 +94,11 @@ def test_ideal_twin_equals_mujoco_position_actuator(robot):
     assert np.abs(out - rec.physics_qpos).max() < 1e-10
     # and the telemetry is the unquantised physics sampled at the ticks
     assert np.all(np.diff(rec.t) > 0)
+    phys = rec.physics_qpos[:, tm.motor_qpos]
+    hit = np.isclose(rec.channels["q_enc"][:, None], phys[None], rtol=0, atol=1e-12).all(-1)
+    at = hit.argmax(1)  # physics step each telemetry sample equals
+    assert hit.any(1).all() and np.all(np.diff(at) > 0)
+    assert np.abs(at / cfg.physics_hz - rec.t).max() <= 1.0 / cfg.physics_hz
 
 
 def test_labels_pushes_payloads_and_conditions():
