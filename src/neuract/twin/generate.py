@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -162,7 +162,3 @@ def generate(cfg: GenerateConfig, on_chunk: Callable[[int], None] | None = None
                     on_chunk(len(res))
     out.sort(key=lambda tr: tr.meta.labels["index"])
     return out
-
-
-def config_dict(cfg: GenerateConfig) -> dict:
-    return asdict(cfg)
