@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                          "training runs without lift_and_drop, from the Menagerie values; "
                          "test simulated in MuJoCo C")
     # (d) ours, parametric
-    fitted: dict[str, tuple[SystemModel, float]] = {}
+    fitted: dict[str, tuple[SystemModel, float, int]] = {}
     variants = {
         "ours_m1": dict(friction="m1"),
         "ours_m6": dict(friction="m6"),
@@ -395,16 +395,20 @@ def main(argv: list[str] | None = None) -> int:
                                              backlash=0.01),
         "ours_m6_delay_punch_gain": dict(friction="m6", delay=0.03, punch=0.02,
                                          fit_error_gain=True),
+        "ours_m6_delay_punch_gain_sub2": dict(friction="m6", delay=0.03, punch=0.02,
+                                              fit_error_gain=True, substeps=2),
     }
     cache = args.cache
     for name, kw in variants.items():
         if not want(name):
             continue
         cfg = train_cfg(args.quick)
+        kw = dict(kw)
+        cfg.substeps = kw.pop("substeps", cfg.substeps)  # physics steps per 10 ms
         model, secs, vmae = fit_ours(make_model(**kw), train, val, cfg, name, cache)
-        fitted[name] = (model, vmae)
+        fitted[name] = (model, vmae, cfg.substeps)
         record(name, rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
-               parameters=model.physical_parameters(), config=kw)
+               parameters=model.physical_parameters(), config=kw, substeps=cfg.substeps)
     # (e) ours, neural
     if want("ours_mlp"):
         torch.manual_seed(0)
@@ -421,12 +425,13 @@ def main(argv: list[str] | None = None) -> int:
         if not want(name) or base_name is None:
             continue
         torch.manual_seed(0)
-        kw = variants[base_name]
+        kw = {k: v for k, v in variants[base_name].items() if k != "substeps"}
         ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32,
                             residual_scale=0.5)
         model = make_model(residual=arch, neural=ncfg, **kw)
         model.warm_start_from(fitted[base_name][0])  # the fitted model becomes the base
         cfg = train_cfg(args.quick, neural=True)
+        cfg.substeps = fitted[base_name][2]
         model, secs, vmae = fit_ours(model, train, val, cfg, f"{name}__on__{base_name}", cache)
         record(name, rollout_np(model, test, cfg.substeps), secs, base=base_name,
                val_mae_rad=vmae,
@@ -457,6 +462,8 @@ OURS_NOTES = {
     "ours_m6_delay_punch": "ours_m6_delay + fitted firmware minimum duty (punch)",
     "ours_m6_delay_punch_backlash": "ours_m6_delay_punch + backlash dead zone",
     "ours_m6_delay_punch_gain": "ours_m6_delay_punch + fitted error-gain correction",
+    "ours_m6_delay_punch_gain_sub2": "ours_m6_delay_punch_gain with 2 physics substeps per "
+                                     "10 ms control step (all others: 1)",
     "ours_mlp": "neuract MLP actuator alone (Hwangbo-style: 8-frame error/velocity window, "
                 "gravity torque, kp, voltage, torque_enable), no physical motor model",
     "ours_residual_mlp": "MLP residual (bounded +-0.5 N m, clipped to the motor envelope) on "

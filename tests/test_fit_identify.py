@@ -174,7 +174,7 @@ def _small_fit(tmp, seed=0, stop_after=None):
     data = synthetic_batch(truth, B=4, T=51)
     model = _stribeck_model(kt=3.6, fb=0.03, fs=0.04, backlash=0.01, armature=0.02)
     cfg = TrainConfig(seed=seed, horizons=(0.2, 0.5), stage_iters=(5, 5), runs_per_iter=3,
-                      val_every=3, checkpoint_every=3)
+                      val_every=3, checkpoint_every=3, substeps=1)
     rep = fit(model, PLANT, data, data, cfg, ckpt_dir=tmp, stop_after=stop_after)
     return model, rep
 
