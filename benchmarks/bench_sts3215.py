@@ -22,10 +22,18 @@ Models, all on the same split in the same run:
 (d) our parametric models; (e) our neural actuator, alone and as a residual.
 
     .venv/bin/python benchmarks/bench_sts3215.py                     # full (tens of minutes)
-    .venv/bin/python benchmarks/bench_sts3215.py --quick             # a few minutes
+    .venv/bin/python benchmarks/bench_sts3215.py --quick             # minutes, *_quick.json
     .venv/bin/python benchmarks/bench_sts3215.py --models ours_m1 menagerie_mujoco
 
 Writes benchmarks/results/sts3215_pendulum.json and .md (``--out-name`` to change).
+``--cache DIR`` stores each fitted model (safetensors) and reuses it; ``--merge A.json ...``
+carries models over from earlier runs on the same split, so subsets can run as parallel
+processes and be merged (the committed results were produced that way on 2 shared cores:
+peers, parametric fits and each residual in separate processes, then ``--models --merge``).
+The peers (BAM, mujoco.sysid) run in a separate venv (``NEURACT_PEERS_PYTHON``, default
+/work/peers-venv/bin/python; recorded as "not available" when absent), set up with
+``python3 -m venv V && V/bin/pip install "numpy<2.3" "mujoco[sysid]==4.0.0" colorama optuna
+cmaes && V/bin/pip install --no-deps --ignore-requires-python better-actuator-models``.
 """
 
 from __future__ import annotations
@@ -287,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="training runs given to BAM's CMA-ES (0 = all)")
     ap.add_argument("--sysid-train-runs", type=int, default=60,
                     help="training runs given to mujoco.sysid (its rollouts are per run)")
-    ap.add_argument("--out-name", default="sts3215_pendulum")
+    ap.add_argument("--out-name", default=None,
+                    help="results file stem under benchmarks/results (default "
+                         "sts3215_pendulum, or sts3215_pendulum_quick with --quick)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--merge", type=Path, nargs="*", default=[],
                     help="results JSON files (same split) whose models are carried over, so "
@@ -295,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None,
                     help="directory of fitted models to reuse (written after each fit)")
     args = ap.parse_args(argv)
+    if args.out_name is None:  # a quick check never overwrites the committed results
+        args.out_name = "sts3215_pendulum_quick" if args.quick else "sts3215_pendulum"
     torch.set_num_threads(args.threads)
     if not (args.data / "raw.tgz").is_file():
         print(f"data not found: {args.data / 'raw.tgz'}", file=sys.stderr)
