@@ -79,3 +79,18 @@ def test_replace_and_slice():
     assert len(tr.slice(2, 5)) == 3
     assert tr.equals(make(qd=np.ones((10, 2))))
     assert not tr.equals(tr2)
+
+
+@pytest.mark.parametrize("t,where", [
+    ([0.0, 1.0, 1.0, 2.0], r"sample 2: duplicated timestamp 1.0 after 1.0 \(1 such"),
+    ([0.0, 2.0, 1.0, 3.0], r"sample 2: decreasing timestamp 1.0 after 2.0 \(1 such"),
+    ([0.0, 1.0, np.nan, 3.0], r"sample 2: non-finite timestamp nan after 1.0 \(2 such"),
+    ([[0.0, 1.0, 2.0], [0.0, 1.0, 0.5]], r"sample \(1, 2\): decreasing timestamp 0.5 after 1.0"),
+])
+def test_check_time_names_the_first_bad_sample(t, where):
+    from neuract.data.trajectory import check_time
+
+    with pytest.raises(SchemaError, match=rf"f.csv: channel 't', {where}"):
+        check_time(np.array(t), "f.csv")
+    check_time(np.arange(5.0), "f.csv")  # increasing: no error
+    check_time(np.zeros(1), "f.csv")  # a single sample has no order

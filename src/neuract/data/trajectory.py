@@ -136,7 +136,7 @@ class Trajectory:
             out = np.array(arr, dtype=dtype, copy=True)
             out.setflags(write=False)
             arrays[name] = out
-        _check_time(arrays["t"], src)
+        check_time(arrays["t"], src)
         rate = meta.rate_hz
         if rate is None and n >= 2:
             rate = float(1.0 / np.median(np.diff(arrays["t"])))
@@ -245,18 +245,25 @@ def _check_finite(arr: np.ndarray, name: str, joint_names: tuple[str, ...], src:
     )
 
 
-def _check_time(t: np.ndarray, src: str) -> None:
-    if t.shape[0] < 2:
+def check_time(t, where: str, name: str = "t") -> None:
+    """Raise :class:`SchemaError` unless sample times ``t`` (..., T) [s] strictly increase.
+
+    The message names ``where`` (file or argument), the channel, the first offending sample,
+    its value and the previous one, and how many samples are affected. NaN counts as a break.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if t.ndim == 0 or t.shape[-1] < 2:
         return
-    d = np.diff(t)
-    bad = np.flatnonzero(d <= 0)
+    d = np.diff(t, axis=-1)
+    bad = np.argwhere(~(d > 0))
     if bad.size:
-        i = int(bad[0]) + 1
-        kind = "duplicated" if d[bad[0]] == 0 else "decreasing"
+        j = tuple(int(x) for x in bad[0])
+        i = j[:-1] + (j[-1] + 1,)
+        kind = ("duplicated" if d[j] == 0 else "decreasing" if d[j] < 0 else "non-finite")
+        at = i[-1] if t.ndim == 1 else i
         raise SchemaError(
-            f"{src}: channel 't', sample {i}: {kind} timestamp {t[i]!r} after "
-            f"{t[i - 1]!r} ({bad.size} such samples); expected strictly "
-            "increasing time"
+            f"{where}: channel {name!r}, sample {at}: {kind} timestamp {float(t[i])!r} after "
+            f"{float(t[j])!r} ({len(bad)} such samples); expected strictly increasing time"
         )
 
 
@@ -265,4 +272,4 @@ def labels_json(traj: Trajectory) -> str:
     return json.dumps(traj.meta.labels, sort_keys=True)
 
 
-__all__ = ["Trajectory", "TrajectoryMeta", "labels_json"]
+__all__ = ["Trajectory", "TrajectoryMeta", "check_time", "labels_json"]

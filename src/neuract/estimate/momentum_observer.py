@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from neuract.data.trajectory import check_time
 from neuract.errors import ConfigError, SchemaError
 
 __all__ = ["MomentumObserver", "momentum_observer", "momentum_terms", "torque_to_force"]
@@ -84,9 +85,8 @@ def _dt(t: Any, dt: float | None, shape: tuple[int, ...], robot) -> Tensor:
     tt = _tensor(t, robot, "t")
     if tt.shape[-1] != shape[-1]:
         raise SchemaError(f"t has {tt.shape[-1]} samples but q has {shape[-1]}")
+    check_time(tt.detach().cpu().numpy(), "momentum observer")
     d = torch.diff(tt, dim=-1)
-    if (d <= 0).any():
-        raise SchemaError("t must be strictly increasing")
     return torch.broadcast_to(torch.cat([d[..., :1], d], -1), shape)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from neuract.data.trajectory import check_time
 from neuract.errors import SchemaError
 from neuract.estimate.momentum_observer import _check_joint, _tensor, torque_to_force
 
@@ -32,8 +33,7 @@ def differentiate(x: Any, t: Any) -> np.ndarray:
     if t.ndim != 1 or x.ndim < 2 or x.shape[-2] != t.shape[0] or t.shape[0] < 2:
         raise SchemaError(f"x has shape {x.shape} and t {t.shape}; expected (..., T, n) and "
                           "(T,) with T >= 2")
-    if not (np.diff(t) > 0).all():
-        raise SchemaError("t must be strictly increasing")
+    check_time(t, "differentiate")
     return np.gradient(x, t, axis=-2)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from neuract.data.trajectory import check_time
 from neuract.errors import SchemaError
 
 __all__ = [
@@ -246,8 +247,7 @@ def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
     v = _mask(valid, p.shape, "valid", per_last=False)
     _finite_where(p, v, "p_contact")
     _finite_where(t, np.ones_like(v), "t")
-    if t.size > 1 and not (np.diff(t) > 0).all():
-        raise SchemaError("t must be strictly increasing")
+    check_time(t, "gate_counts")
     fire = (np.where(v, p, -np.inf) >= threshold) & v
     c = c & v
     counts = GateCounts(tp=int((fire & c).sum()), fp=int((fire & ~c & v).sum()),
