@@ -98,7 +98,7 @@ def _nad(cfg: IngestConfig):
 
 @FORMATS.register("bam")
 def _bam(cfg: IngestConfig):
-    from neuract.io.bam import _kscale_labels, parse_bam_log, read_bam_log, tar_members
+    from neuract.io.bam import _kscale_labels, read_bam_log, tar_members
 
     robot = cfg.robot or "pendulum"
     src = cfg.source
@@ -110,23 +110,13 @@ def _bam(cfg: IngestConfig):
         stream = iter(tf)
 
         def read_member(name: str) -> list[Trajectory]:
-            import json
-
             for m in stream:
                 if m.name == name:
                     break
             else:
                 raise SchemaError(f"{src}: member {name!r} not found")
-            try:
-                data = json.load(tf.extractfile(m))
-            except json.JSONDecodeError as exc:
-                raise SchemaError(
-                    f"{src}::{name}: invalid or truncated JSON at line {exc.lineno} "
-                    f"column {exc.colno}: {exc.msg}"
-                ) from None
-            tr = parse_bam_log(
-                data, f"{src}::{name}", robot=robot, name=Path(name).stem, warn=False
-            )
+            tr = read_bam_log(tf.extractfile(m), source=f"{src}::{name}", robot=robot,
+                              name=Path(name).stem, warn=False)
             return [_kscale_labels(tr)]
 
         if not members:
