@@ -13,6 +13,7 @@ class DataRepairWarning(UserWarning):
 
 
 def warn_repair(message: str) -> None:
+    """Emit a :class:`DataRepairWarning` attributed to the reader's caller."""
     warnings.warn(message, DataRepairWarning, stacklevel=3)
 
 

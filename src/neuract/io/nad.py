@@ -150,6 +150,7 @@ def parse_nad_path(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def detect_robot(table: Table) -> str:
+    """``"omx"`` or ``"so101"`` from a NAD CSV header; SchemaError for any other header."""
     h = set(table.header)
     if "aperture" in h or "pwm1" in h:
         return "omx"

@@ -76,6 +76,7 @@ def dxl_pwm_to_fraction(counts: np.ndarray) -> np.ndarray:
 
 
 def mA_to_A(ma: np.ndarray) -> np.ndarray:
+    """Current in mA (the NAD OpenManipulator-X CSV column) -> A."""
     return np.asarray(ma, dtype=np.float64) * 1e-3
 
 

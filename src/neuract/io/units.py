@@ -17,6 +17,8 @@ from neuract.errors import UnitsError
 
 @dataclass(frozen=True)
 class Unit:
+    """A raw unit: ``SI value = raw * scale + offset`` for a physical ``quantity``."""
+
     quantity: str  # "angle", "angular_velocity", ...
     scale: float  # SI value = raw * scale + offset
     offset: float = 0.0
@@ -113,6 +115,7 @@ CHANNEL_QUANTITY: dict[str, str] = {
 
 
 def accepted_units() -> list[str]:
+    """Names of every unit :func:`lookup` accepts (aliases aside)."""
     return list(UNITS)
 
 

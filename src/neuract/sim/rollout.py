@@ -19,6 +19,8 @@ TorqueFn = Callable[[int, Tensor, Tensor], Tensor]
 
 
 class Rollout(NamedTuple):
+    """States and torques of a rollout [rad, rad/s, N m]."""
+
     q: Tensor  # (..., n_steps + 1, n_dof) joint positions, q[..., 0, :] = q0
     qd: Tensor  # (..., n_steps + 1, n_dof) joint velocities
     tau: Tensor  # (..., n_steps, n_dof) applied torques (excluding passive torques)

@@ -60,10 +60,12 @@ class GenerateConfig:
 
 
 def unit_rng(seed: int, unit: int) -> np.random.Generator:
+    """Generator of unit ``unit``'s hidden parameters (independent of episodes and workers)."""
     return np.random.default_rng(np.random.SeedSequence([seed, 0, unit]))
 
 
 def episode_rng(seed: int, unit: int, episode: int) -> np.random.Generator:
+    """Generator of one episode's task plan and noise (independent of batching and workers)."""
     return np.random.default_rng(np.random.SeedSequence([seed, 1, unit, episode]))
 
 
