@@ -110,6 +110,21 @@ def test_policy_callback_and_batching(tmp_path):
     torch.testing.assert_close(q1, out.q[:, 1])
 
 
+@pytest.mark.parametrize("integrator", ["euler", "rk4"])
+def test_step_with_a_per_row_dt_tensor_equals_a_loop(integrator, tmp_path):
+    """neuract.neuralactuator rollouts step windows of different sample spacing at once:
+    dt (B, 1) [s] must equal stepping each row with its own float dt."""
+    robot = load_case("toy", tmp_path)
+    g = torch.Generator().manual_seed(1)
+    q, qd, tau = (torch.randn(3, 5, dtype=torch.float64, generator=g) for _ in range(3))
+    dt = torch.tensor([[0.002], [0.004], [0.0125]], dtype=torch.float64)
+    q1, qd1 = step(robot, q, qd, tau, dt, integrator=integrator)
+    for i in range(3):
+        qi, qdi = step(robot, q[i], qd[i], tau[i], float(dt[i, 0]), integrator=integrator)
+        torch.testing.assert_close(q1[i], qi, rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(qd1[i], qdi, rtol=1e-12, atol=1e-14)
+
+
 def test_bad_arguments(tmp_path):
     robot = load_case("toy", tmp_path)
     z = torch.zeros(5, dtype=torch.float64)
