@@ -385,6 +385,13 @@ def to_markdown(r: dict) -> str:
         lines.append("- not run (`--skip-peers`)")
     lines += [
         "",
+        "Columns: 'paper protocol' = their estimation steps on our data (gravity scored on test "
+        "points inside their target range; Coriolis+friction scored against tau - g_hat as they "
+        "do; inertia from one 10 s run; Coriolis from the regressor); the data deviations marked "
+        "* in the script's docstring (whole-circle gravity targets, |qdd| filter) apply to both "
+        "columns. 'best' = 3 excitation runs and Coriolis from the Christoffel symbols of the "
+        "learned M.",
+        "",
         "Notes: MSE/R^2 are on a random 20 % held-out split of each data set. Gravity targets "
         "are exact rest torques (Newton solution of Kp (q_d - q) = g(q); max gap to 50 "
         f"simulated rest points {g['newton_vs_simulated_rest_max_rad']:.1e} rad). The "

@@ -119,6 +119,12 @@ def run_panda() -> dict:
     rows["bundled published model (no friction, no fit)"] = {"nmse": _eval(pub, d["test"])}
     rows.update(learned_models(d["train"], d["test"], rb))
     bp, ls, cons = ex["base"], ex["ls"], ex["consistent"]
+    # an independent consistent fit, from generic 1 kg spheres instead of the published prior
+    q, qd, qdd, tau = _sub(d["train"], 3000)
+    y = robot.regressor(q, qd, qdd)
+    generic = identify_consistent(y, tau, qd, prior=None, prior_weight=1e-4, max_iter=300)
+    rows["rigid-body consistent, generic prior (1 kg spheres)"] = {
+        "nmse": _eval(generic.model(robot.regressor), d["test"])}
     beta_pub = bp.project(pi_pub.reshape(-1).numpy())
     scale = np.maximum(np.abs(beta_pub), 1e-3)
     rel = np.abs(ls.beta - beta_pub) / scale
@@ -127,6 +133,7 @@ def run_panda() -> dict:
         "base_param_rel_diff_median": float(np.median(rel)),
         "base_param_rel_diff_within_20pct": int((rel < 0.2).sum()), "n_base": bp.n_base,
         "consistent_fit_link_masses_kg": masses.tolist(),
+        "generic_prior_fit_link_masses_kg": generic.extra["params"][:, 0].tolist(),
         "published_link_masses_kg": pi_pub[:, 0].tolist(),
         "ls_friction_fv": ls.fv.tolist(), "ls_friction_fc": ls.fc.tolist(),
     }
@@ -192,9 +199,17 @@ def to_markdown(res: dict) -> str:
                       f"difference of the {c['n_base']} base parameters "
                       f"{c['base_param_rel_diff_median']:.2f}, "
                       f"{c['base_param_rel_diff_within_20pct']} within 20 %; link masses "
-                      "(consistent fit / published) [kg]: " + ", ".join(
-                          f"{a:.2f}/{b:.2f}" for a, b in zip(c["consistent_fit_link_masses_kg"],
-                                                          c["published_link_masses_kg"]))]
+                      "(consistent fit with the published prior / with a generic prior / "
+                      "published) [kg]: " + ", ".join(
+                          f"{a:.2f}/{g:.2f}/{b:.2f}" for a, g, b in zip(
+                              c["consistent_fit_link_masses_kg"],
+                              c["generic_prior_fit_link_masses_kg"],
+                              c["published_link_masses_kg"])),
+                      "", "The prior-regularised fit keeps unidentifiable directions at the "
+                      "published values, so its agreement there is not independent evidence; "
+                      "the generic-prior fit is. Base parameters are compared after projecting "
+                      "the published model onto the same base (many are near zero, hence the "
+                      "large median relative difference)."]
         if "note" in r:
             lines += ["", r["note"]]
         lines.append("")

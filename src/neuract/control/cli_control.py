@@ -1,7 +1,8 @@
 """``neuract control``: replay test of a controller built on a dynamics model.
 
 The plant is the rigid-body robot (bundled name or MJCF/URDF path), optionally carrying
-extra payloads on its last link; the controller (computed torque, gravity compensation or
+extra payloads on its last link, or a model written by ``neuract identify`` (``--plant``,
+e.g. fitted to the real arm); the controller (computed torque, gravity compensation or
 PD) uses either the nominal robot (``--model true``) or a model written by ``neuract
 identify``. Multi-sine references at several speeds are replayed for every payload and the
 report gives tracking RMS, max error, settling time, effort and failure rate by payload and
@@ -31,7 +32,10 @@ class ControlConfig:
     out: Path = Path("runs/control")
     """output directory (must not exist unless --overwrite)"""
     model: str = "true"
-    """'true' (the plant's own model) or an output directory of `neuract identify`"""
+    """controller's model: 'true' (the nominal robot) or an output dir of `neuract identify`"""
+    plant: str = "robot"
+    """simulated plant: 'robot' (the nominal robot, payloads added) or an output dir of
+    `neuract identify` (e.g. a model fitted to the real arm, friction included)"""
     controller: str = "computed_torque"
     """computed_torque | gravity_compensation | pd"""
     kp: float = 100.0
@@ -51,6 +55,8 @@ class ControlConfig:
     """symmetric torque limit [N m]; 0: none"""
     settle_tol: float = 0.01
     fail_tol: float = 0.2
+    home: str = "mid"
+    """reference centre: 'mid' (middle of each joint's range; 0 where unlimited) or 'zero'"""
     seed: int = 0
     overwrite: bool = False
 
@@ -123,8 +129,15 @@ def run(cfg: ControlConfig) -> dict:
     if cfg.dt <= 0 or cfg.duration <= cfg.dt:
         raise ConfigError(f"dt={cfg.dt}, duration={cfg.duration}: need 0 < dt < duration")
     robot = load_robot(cfg.robot)
-    plant = RobotModel(robot)
-    model = plant if cfg.model == "true" else load_identified(Path(cfg.model), robot)
+    nominal = RobotModel(robot)
+    model = nominal if cfg.model == "true" else load_identified(Path(cfg.model), robot)
+    if cfg.plant == "robot":
+        plant = nominal
+    else:
+        plant = load_identified(Path(cfg.plant), robot)
+        if any(m != 0 for m in cfg.payloads):
+            raise ConfigError(f"payloads={cfg.payloads}: payloads can only be added to the "
+                              "nominal robot plant (--plant robot)")
     lim = cfg.tau_limit or None
 
     def make():
@@ -134,17 +147,23 @@ def run(cfg: ControlConfig) -> dict:
             return gravity_compensation(model, cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
         return PIDController(cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
 
+    if cfg.home not in ("mid", "zero"):
+        raise ConfigError(f"home={cfg.home!r}; accepted: 'mid', 'zero'")
+    lo, hi = robot.q_lower.double().numpy(), robot.q_upper.double().numpy()
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    home = np.where(finite, 0.5 * (lo + hi), 0.0) if cfg.home == "mid" else np.zeros(len(lo))
     t = np.arange(int(cfg.duration / cfg.dt)) * cfg.dt
     episodes = []
     for mass in cfg.payloads:
-        p = RobotModel(with_payload(robot, mass))
+        p = RobotModel(with_payload(robot, mass)) if cfg.plant == "robot" else plant
         for s in cfg.speeds:
             q, qd, qdd = _reference(robot.n_dof, t, cfg.amplitude, s)
-            episodes.append(Episode(q, qd, qdd, {"payload": f"{mass:g} kg",
+            episodes.append(Episode(q + home, qd, qdd, {"payload": f"{mass:g} kg",
                                                  "speed_factor": f"{s:g}"}, p))
     rep = replay(episodes, make, plant, cfg.dt, cfg.settle_tol, cfg.fail_tol, cfg.noise_q,
                  cfg.noise_qd, lim, cfg.seed)
-    report = {"robot": cfg.robot, "model": cfg.model, "controller": cfg.controller,
+    report = {"robot": cfg.robot, "model": cfg.model, "plant": cfg.plant,
+              "controller": cfg.controller,
               "summary": rep.summary(), "by_payload": rep.by_context("payload"),
               "by_speed_band": rep.by_context("speed"),
               "by_speed_factor": rep.by_context("speed_factor"), "episodes": rep.episodes}

@@ -70,8 +70,11 @@ def simulate(
                              ("q_meas", qm), ("qd_meas", qdm)):
                 out[key].append(val.numpy().copy())
             h = dt / substeps
-            for _ in range(substeps):
-                q, qd = rk4_step(plant, q, qd, tau, h)
+            try:
+                for _ in range(substeps):
+                    q, qd = rk4_step(plant, q, qd, tau, h)
+            except torch.linalg.LinAlgError:  # singular plant mass matrix: a failure, too
+                q = torch.full_like(q, float("nan"))
             if not (torch.isfinite(q).all() and torch.isfinite(qd).all()):
                 # diverged: pad the rest with NaN so callers can count the failure
                 for key in out:

@@ -47,14 +47,21 @@ class DynamicsModel(nn.Module):
         """Joint torque (..., n_dof) [N m] that realises ``qdd`` at state ``(q, qd)``."""
         raise NotImplementedError
 
+    def _columns(self, q, qd, qdd) -> tuple[torch.Tensor, torch.Tensor]:
+        """``inverse`` at ``qdd`` and its differences along each unit acceleration, in ONE
+        batched call: returns (tau (..., n), jac (..., n, n)) with jac[..., :, i] = d tau."""
+        n = self.n_dof
+        eye = torch.eye(n, dtype=q.dtype, device=q.device)
+        shift = torch.cat([torch.zeros(1, n, dtype=q.dtype, device=q.device), eye])
+        shift = shift.reshape(n + 1, *([1] * (q.dim() - 1)), n)
+        rep = (n + 1, *q.shape)
+        out = self.inverse(q.expand(rep), qd.expand(rep), qdd.expand(rep) + shift)
+        return out[0], (out[1:] - out[0]).movedim(0, -1)
+
     def mass_matrix(self, q: torch.Tensor, qd: torch.Tensor | None = None) -> torch.Tensor:
         """Inertia matrix (..., n_dof, n_dof) [kg m^2], from ``inverse`` by columns."""
         qd = torch.zeros_like(q) if qd is None else qd
-        zero = torch.zeros_like(q)
-        base = self.inverse(q, qd, zero)
-        eye = torch.eye(self.n_dof, dtype=q.dtype, device=q.device)
-        cols = [self.inverse(q, qd, zero + eye[i]) - base for i in range(self.n_dof)]
-        return torch.stack(cols, dim=-1)
+        return self._columns(q, qd, torch.zeros_like(q))[1]
 
     def bias(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
         """Everything but the inertial term: c + g + f, (..., n_dof) [N m]."""
@@ -67,12 +74,8 @@ class DynamicsModel(nn.Module):
     def forward(self, q: torch.Tensor, qd: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
         """Joint acceleration (..., n_dof) [rad/s^2] produced by ``tau`` at ``(q, qd)``."""
         qdd = torch.zeros_like(q)
-        eye = torch.eye(self.n_dof, dtype=q.dtype, device=q.device)
         for _ in range(max(1, self.newton_steps)):
-            base = self.inverse(q, qd, qdd)
-            jac = torch.stack(
-                [self.inverse(q, qd, qdd + eye[i]) - base for i in range(self.n_dof)], dim=-1
-            )
+            base, jac = self._columns(q, qd, qdd)
             qdd = qdd + torch.linalg.solve(jac, (tau - base).unsqueeze(-1)).squeeze(-1)
         return qdd
 
