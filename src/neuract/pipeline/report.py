@@ -74,8 +74,10 @@ def estimation_rows(res: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]
     rows = []
     for e in res["estimation"]:
         f, g, c = e.get("force") or {}, e.get("gate") or {}, e.get("condition") or {}
-        rows.append([e["model"], _r(e.get("torque_rmse_mean")), _r(f.get("contact")),
-                     _r(f.get("no_contact")), _r(g.get("f1")), _r(c.get("accuracy"))])
+        row = [e["model"], _r(e.get("torque_rmse_mean")), _r(f.get("contact")),
+               _r(f.get("no_contact")), _r(g.get("f1")), _r(c.get("accuracy"))]
+        if any(v is not None for v in row[1:]):  # e.g. torque rows on data without torque
+            rows.append(row)
     return cols, rows
 
 
@@ -109,7 +111,7 @@ def targets(res: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append({"target": "gate F1 >= 0.95", "value": f"{g['f1']:.3f}",
                     "met": g["f1"] >= 0.95, "mode": "estimator"})
     c = na.get("condition") or {}
-    if c.get("accuracy") is not None:
+    if c.get("accuracy") is not None and c.get("auc") is not None:  # both classes present
         pm = res.get("condition_per_motor") or {}
         out.append({"target": "condition accuracy >= 95 %", "value":
                     f"{100 * c['accuracy']:.1f} % (episode: any motor degraded); per motor "
