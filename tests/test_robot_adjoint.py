@@ -7,7 +7,6 @@ import torch
 
 from _robot_cases import (
     load_case,
-    one_torch_thread,  # noqa: F401  (autouse fixture)
 )
 from neuract.sim import rollout
 from neuract.sim.integrators import accelerations
