@@ -151,7 +151,8 @@ def run(cfg: ControlConfig) -> dict:
         raise ConfigError(f"home={cfg.home!r}; accepted: 'mid', 'zero'")
     lo, hi = robot.q_lower.double().numpy(), robot.q_upper.double().numpy()
     finite = np.isfinite(lo) & np.isfinite(hi)
-    home = np.where(finite, 0.5 * (lo + hi), 0.0) if cfg.home == "mid" else np.zeros(len(lo))
+    mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))  # 0 where unlimited
+    home = mid if cfg.home == "mid" else np.zeros(len(lo))
     t = np.arange(int(cfg.duration / cfg.dt)) * cfg.dt
     episodes = []
     for mass in cfg.payloads:

@@ -6,8 +6,9 @@ optionally ``qdd`` and ``t``. Missing accelerations are differentiated from ``qd
 Savitzky-Golay filter. The last ``test_fraction`` of every episode is held out.
 
 Output (``out/``): ``config.json`` (resolved config), ``report.json`` + ``report.md``
-(per-joint nMSE on train and held-out data), and the model: ``params.json`` for rigid-body
-fits, ``model.safetensors`` + ``model.json`` for learned ones.
+(per-joint nMSE on train and held-out data; a drift check of the held-out residuals against
+the training residuals, see ``neuract.control.drift``), and the model: ``params.json`` for
+rigid-body fits, ``model.safetensors`` + ``model.json`` for learned ones.
 """
 
 from __future__ import annotations
@@ -145,6 +146,22 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
     return learned, info
 
 
+def _drift(preds, train, test) -> dict:
+    """Held-out residuals (joint-normalised torque error norm per sample) against the training
+    residuals, in 4 consecutive windows: does the model already need retraining?"""
+    from neuract.control.drift import DriftMonitor
+
+    scale = train[3].std(0).clamp_min(1e-9)
+    res = {k: ((preds[k] - part[3]) / scale).norm(dim=-1).detach().numpy()
+           for k, part in (("train", train), ("test", test))}
+    if len(res["train"]) < 20 or len(res["test"]) < 20:
+        return {"checked": False, "reason": "fewer than 20 samples"}
+    mon = DriftMonitor(res["train"], patience=2)
+    windows = mon.scan(res["test"], max(5, len(res["test"]) // 4))
+    return {"checked": True, "windows": [w.to_dict() for w in windows],
+            "retrain_due": mon.retrain_due}
+
+
 def run(cfg: IdentifyConfig) -> dict:
     from safetensors.torch import save_file
 
@@ -160,10 +177,13 @@ def run(cfg: IdentifyConfig) -> dict:
     train, test = _split(eps, cfg.test_fraction)
     model, info = _fit(cfg, train)
     with torch.no_grad():
-        scores = {name: nmse(model.inverse(*part[:3]), part[3]).tolist()
-                  for name, part in (("train", train), ("test", test))}
+        preds = {name: model.inverse(*part[:3]) for name, part in (("train", train),
+                                                                   ("test", test))}
+    scores = {name: nmse(preds[name], part[3]).tolist()
+              for name, part in (("train", train), ("test", test))}
     report = {"model": cfg.model, "n_train": len(train[0]), "n_test": len(test[0]),
-              "nmse_per_joint": scores, **{k: v for k, v in info.items() if k != "params"}}
+              "nmse_per_joint": scores, **{k: v for k, v in info.items() if k != "params"},
+              "drift": _drift(preds, train, test)}
     with atomic_dir(cfg.out, overwrite=cfg.overwrite) as out:
         out = Path(out)
         save_resolved(cfg, out)
@@ -183,6 +203,11 @@ def run(cfg: IdentifyConfig) -> dict:
               + " |", "|---|" + "---|" * len(scores["test"])]
         md += [f"| {k} nMSE | " + " | ".join(f"{x:.4f}" for x in v) + " |"
                for k, v in scores.items()]
+        d = report["drift"]
+        if d["checked"]:
+            md += ["", "Drift of held-out residuals vs training residuals (KS test + shift, 4 "
+                   "windows): " + ", ".join("drift" if w["drift"] else "ok" for w in d["windows"])
+                   + f"; retrain due: {'yes' if d['retrain_due'] else 'no'}"]
         write_text(out / "report.md", "\n".join(md) + "\n")
     print(f"identify: {cfg.model}: held-out nMSE per joint "
           + ", ".join(f"{x:.4f}" for x in scores["test"]) + f" -> {cfg.out}")
