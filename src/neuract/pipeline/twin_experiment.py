@@ -35,6 +35,8 @@ class TwinDataConfig:
     episode_s: float = 30.0
     test_fraction: float = 0.25
     """share of each task's episodes held out for testing"""
+    degraded_fraction: float = 0.25
+    """share of 'degraded'-task episodes with one or two degraded motors"""
     seed: int = 0
 
 
@@ -71,7 +73,8 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> li
 
     gen = GenerateConfig(robot=cfg.robot, tasks=tuple(cfg.tasks), minutes=cfg.minutes,
                          units=cfg.units, seed=cfg.seed,
-                         sim=SimConfig(episode_s=cfg.episode_s))
+                         sim=SimConfig(episode_s=cfg.episode_s,
+                                       degraded_fraction=cfg.degraded_fraction))
     gen.validate()
     n = gen.n_episodes()
     done = [0]
