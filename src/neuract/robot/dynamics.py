@@ -173,11 +173,82 @@ def mass_matrix(robot, q: Tensor) -> Tensor:
     return _crba_vec(robot, _world_params(robot, R, p), motion_subspace(robot, R, p))
 
 
+class _ScrewKinematics(torch.autograd.Function):
+    """(S, W) = joint motion subspaces and packed world inertial parameters of every link
+    (..., n, 6) and (..., n, 13) from q, with a closed-form backward.
+
+    Every world-frame quantity of link i moves under joint j (an ancestor-or-self of i) as the
+    body does under the unit screw ``S_j = (w, v)``: material points get ``dx = w x x + v``, so
+    dS_i = S_j x S_i (motion cross product), dh_i = w x h_i + m_i v and
+    dI_i = [w]x I_i - I_i [w]x + 2 (h_i . v) 1 - v h_i^T - h_i v^T (I about the world origin).
+    Contracting with the upstream gradients (G_S, G_h, G_I) gives a spatial force per link,
+    and ``grad q_j = S_j . sum_{i in subtree(j)} wrench_i`` (one descendant sum) replaces
+    differentiating the 4x4 transform chain and the inertia rotations. The backward uses
+    differentiable ops on the saved outputs (so it can itself be differentiated).
+    """
+
+    @staticmethod
+    def forward(ctx, q, robot):
+        with torch.no_grad():
+            R, p = link_poses(robot, q)
+            S = motion_subspace(robot, R, p)
+            W = _world_params(robot, R, p)
+        ctx.robot = robot
+        ctx.q_shape = q.shape
+        ctx.save_for_backward(S, W)
+        return S, W
+
+    @staticmethod
+    def backward(ctx, gS, gW):
+        S, W = ctx.saved_tensors
+        if gS is None:
+            gS = torch.zeros_like(S)
+        if gW is None:
+            gW = torch.zeros_like(W)
+        sw, sv = S.split(3, -1)
+        m, h, I = W.split([1, 3, 9], -1)
+        gw, gv = gS.split(3, -1)
+        gh, gI = gW[..., 1:4], gW[..., 4:].unflatten(-1, (3, 3))
+        # only the symmetric part of G_I acts on the symmetric dI: with G2 = G_I + G_I^T and
+        # B2 = G2 I, tr([w]x (I G_I - G_I I)) = w . (B2_21 - B2_12, B2_02 - B2_20, B2_10 - B2_01)
+        # and the linear term needs G2 h: one product G2 [I | h] (3 x 4), then one gather
+        C = ((gI + gI.transpose(-1, -2)) @ torch.cat([I.unflatten(-1, (3, 3)), h[..., None]], -1))
+        g = C.flatten(-2)[..., _SCREW_GATHER]
+        kap, g2h = g[..., :3] - g[..., 3:6], g[..., 6:]
+        tr = gW[..., _TRACE_IDX].sum(-1, keepdim=True)
+        c0, c1, c2, c3 = cross(torch.stack([sw, sv, sw, h], -2),
+                               torch.stack([gw, gv, gv, gh], -2)).unbind(-2)
+        ang = c0 + c1 + c3 + kap
+        lin = torch.addcmul(c2 - g2h, m, gh) + 2.0 * tr * h
+        wrench = torch.cat([ang, lin], -1)
+        gq = (S * _sum_descendants(ctx.robot, wrench)).sum(-1)
+        return gq.sum_to_size(ctx.q_shape), None
+
+
+# flat (3 x 4) indices of B2_21, B2_02, B2_10 | B2_12, B2_20, B2_01 | (G2 h)_0..2; trace of G_I in W
+_SCREW_GATHER = [9, 2, 4, 6, 8, 1, 3, 7, 11]
+_TRACE_IDX = [4, 8, 12]
+_KINEMATIC_FIELDS = ("q_ref", "T_cos", "T_sin", "T_const", "T_slide", "pi_link")
+
+
+def _subspaces_and_params(robot, q: Tensor) -> tuple[Tensor, Tensor]:
+    """(S, W) for the dynamics; the closed-form backward of :class:`_ScrewKinematics` when q
+    needs a gradient and no kinematic constant or link inertia of ``robot`` does."""
+    if (torch.is_grad_enabled() and q.requires_grad
+            and not any(getattr(robot, n).requires_grad for n in _KINEMATIC_FIELDS)):
+        return _ScrewKinematics.apply(q, robot)
+    R, p = link_poses(robot, q)
+    return motion_subspace(robot, R, p), _world_params(robot, R, p)
+
+
 def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = None):
     """M(q) (..., n, n) and b(q, qd) - J^T f_ext (..., n), sharing one kinematics pass."""
+    if f_ext is None:
+        S, W = _subspaces_and_params(robot, q)
+        return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, None)
     R, p = link_poses(robot, q)
     S = motion_subspace(robot, R, p)
-    ext = None if f_ext is None else _ext_forces(robot, q, R, p, f_ext)
+    ext = _ext_forces(robot, q, R, p, f_ext)
     W = _world_params(robot, R, p)
     return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, ext)
 
