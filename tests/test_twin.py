@@ -196,3 +196,14 @@ def test_register_quantisation_of_telemetry():
     assert np.all(tr["current"] >= 0)
     dt = np.diff(tr["t"])
     assert 0.8 / 62.3 <= dt.min() and dt.max() <= 1.4 / 62.3 and dt.std() > 1e-4
+
+
+def test_cli_config_defaults_are_the_library_defaults():
+    """TwinConfig flattens GenerateConfig + SimConfig for the CLI; their defaults must agree."""
+    from neuract.twin.verb import TwinConfig
+
+    cli, gen, sim = TwinConfig(out="x"), GenerateConfig(), SimConfig()
+    for name in ("robot", "tasks", "minutes", "units", "seed", "workers"):
+        assert getattr(cli, name) == getattr(gen, name), name
+    for name in ("episode_s", "n_envs", "physics_hz"):
+        assert getattr(cli, name) == getattr(sim, name), name
