@@ -260,8 +260,18 @@ class ThresholdCondition(_Base):
         return self._full_proba(np.stack([1.0 - p1, p1], axis=1))
 
 
+class _SklearnBase(_Base):
+    """A baseline whose fitted scikit-learn estimator ``model_`` gives the probabilities."""
+
+    def predict_proba(self, features: Any) -> np.ndarray:
+        """(N, K) class probabilities for window features (N, F)."""
+        self._fitted()
+        X, _ = _check_xy(features)
+        return self._full_proba(self.model_.predict_proba(X))
+
+
 @CONDITION_BASELINES.register("svm")
-class SVMCondition(_Base):
+class SVMCondition(_SklearnBase):
     """RBF support-vector classifier on standardised features (Platt-scaled probabilities)."""
 
     def __init__(self, C: float = 1.0, gamma: str | float = "scale", cv: int = 3,
@@ -283,14 +293,9 @@ class SVMCondition(_Base):
         self.classes_ = np.asarray(self.model_.classes_)
         return self
 
-    def predict_proba(self, features: Any) -> np.ndarray:
-        self._fitted()
-        X, _ = _check_xy(features)
-        return self._full_proba(self.model_.predict_proba(X))
-
 
 @CONDITION_BASELINES.register("random_forest")
-class RandomForestCondition(_Base):
+class RandomForestCondition(_SklearnBase):
     """Random forest of ``n_estimators`` trees (scikit-learn defaults otherwise)."""
 
     def __init__(self, n_estimators: int = 100, max_depth: int | None = None, seed: int = 0):
@@ -305,11 +310,6 @@ class RandomForestCondition(_Base):
         self.model_.fit(X, y)
         self.classes_ = np.asarray(self.model_.classes_)
         return self
-
-    def predict_proba(self, features: Any) -> np.ndarray:
-        self._fitted()
-        X, _ = _check_xy(features)
-        return self._full_proba(self.model_.predict_proba(X))
 
 
 def make_condition_baseline(name: str, **kwargs: Any) -> ConditionClassifier:
