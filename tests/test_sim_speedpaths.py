@@ -10,8 +10,10 @@ from _robot_cases import load_case
 from neuract.robot.dynamics import (
     _ScrewKinematics,
     _world_params,
+    accelerations_fast,
     dynamics_system,
     mass_matrix_and_bias,
+    solve_symmetric,
 )
 from neuract.robot.kinematics import link_poses, motion_subspace
 from neuract.sim import rollout
@@ -72,8 +74,10 @@ def test_fast_path_falls_back_when_parameters_need_grad(tmp_path):
 
 
 def test_rollout_gradient_matches_plain_autograd(tmp_path, monkeypatch):
-    """A whole differentiable rollout: the screw backward gives the plain-autograd gradient."""
+    """A whole differentiable rollout: the closed-form backward passes give the plain-autograd
+    gradient (tree, slide joint, non-zero reference position; implicit damping too)."""
     import neuract.robot.dynamics as dyn
+    import neuract.sim.integrators as integ
 
     robot = load_case("toy", tmp_path)
     gen = torch.Generator().manual_seed(3)
@@ -83,11 +87,41 @@ def test_rollout_gradient_matches_plain_autograd(tmp_path, monkeypatch):
     def grads():
         t, q = tau.clone().requires_grad_(True), q0.clone().requires_grad_(True)
         out = rollout(robot, q, torch.zeros_like(q), t, 0.01)
-        return torch.autograd.grad(out.q.square().sum() + out.qd.sum(), (t, q))
+        out2 = rollout(robot, q, torch.zeros_like(q), t, 0.01, implicit_damping=True)
+        loss = out.q.square().sum() + out.qd.sum() + out2.q.sin().sum()
+        return torch.autograd.grad(loss, (t, q))
 
     fast = grads()
-    monkeypatch.setattr(dyn, "_ScrewKinematics", None)
+    monkeypatch.setattr(integ, "accelerations_fast", lambda *a, **k: None)
     monkeypatch.setattr(dyn, "_subspaces_and_params", _plain_s_w)
     plain = grads()
     for a, b in zip(fast, plain):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("implicit_dt", [0.0, 0.01])
+def test_accelerations_fast_gradcheck(case, implicit_dt, tmp_path):
+    """The matrix-free CRBA backward of the solve, against finite differences, and the same
+    values as the plain dynamics_system + solve."""
+    robot = load_case(case, tmp_path)
+    gen = torch.Generator().manual_seed(4)
+    q, qd, tau = (torch.randn(2, robot.n_dof, dtype=torch.float64, generator=gen)
+                  .requires_grad_(True) for _ in range(3))
+
+    def fast(q, qd, tau):
+        return accelerations_fast(robot, q, qd, tau, True, 1e-2, implicit_dt)
+
+    assert torch.autograd.gradcheck(fast, (q, qd, tau))
+    plain = solve_symmetric(*dynamics_system(robot, q, qd, tau, None, True, 1e-2, implicit_dt))
+    torch.testing.assert_close(fast(q, qd, tau), plain, rtol=1e-12, atol=1e-12)
+
+
+def test_accelerations_fast_declines_when_parameters_need_grad(tmp_path):
+    robot = load_case("bundled:so101", tmp_path)
+    q = torch.zeros(1, robot.n_dof, dtype=torch.float64, requires_grad=True)
+    assert accelerations_fast(robot, q, q, q) is not None
+    for name in ("armature", "damping", "pi_link"):
+        r = robot.replace(**{name: getattr(robot, name).clone().requires_grad_(True)})
+        assert accelerations_fast(r, q, q, q) is None
+    assert accelerations_fast(robot, q.detach(), q, q) is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from neuract.robot.kinematics import link_poses, motion_subspace
 from neuract.robot.spatial import cross, inertia_from_vec, transform_pi
@@ -239,6 +240,76 @@ def _subspaces_and_params(robot, q: Tensor) -> tuple[Tensor, Tensor]:
         return _ScrewKinematics.apply(q, robot)
     R, p = link_poses(robot, q)
     return motion_subspace(robot, R, p), _world_params(robot, R, p)
+
+
+class _CrbaSolve(torch.autograd.Function):
+    """x = M(S, W)^{-1} force with M from :func:`_crba_vec` (armature included, plus a constant
+    diagonal ``diag`` when given), built
+    without a graph; the backward differentiates ``M`` matrix-free.
+
+    For u = M^{-1} g: grad force = u and grad M = -u x^T, and u^T M x = sum_l <V^u_l, I_l V^x_l>
+    (+ the constant diagonal) with V^y_l = sum_{j ancestor-or-self of l} S_j y_j. So
+    grad S_j = -(u_j Fx_j + x_j Fu_j) with Fy_j = sum_{l in subtree(j)} I_l V^y_l, and for
+    link l: grad m = -v_u . v_x, grad h = -(v_x x w_u + v_u x w_x), grad I_O = -w_u w_x^T.
+    """
+
+    @staticmethod
+    def forward(ctx, force, S, W, robot, diag):
+        with torch.no_grad():
+            M = _crba_vec(robot, W, S)
+            if diag is not None:
+                M = M + torch.diag_embed(diag)
+            shape = torch.broadcast_shapes(M.shape[:-2], force.shape[:-1])
+            LU, piv = torch.linalg.lu_factor(M.expand(*shape, *M.shape[-2:]))
+            x = torch.linalg.lu_solve(LU, piv, force.expand(*shape, M.shape[-1])[..., None])
+            x = x[..., 0]
+        ctx.robot = robot
+        ctx.shapes = (force.shape, S.shape, W.shape)
+        ctx.save_for_backward(LU, piv, x, S, W)
+        return x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        LU, piv, x, S, W = ctx.saved_tensors
+        robot = ctx.robot
+        u = torch.linalg.lu_solve(LU, piv, g[..., None])[..., 0]
+        ux = torch.stack([u, x], -2)  # (..., 2, n)
+        V = _sum_ancestors(robot, S.unsqueeze(-3) * ux[..., None])  # (..., 2, n, 6)
+        w, v = V.split(3, -1)
+        m, h, I = W.split([1, 3, 9], -1)
+        m, h, I = m.unsqueeze(-3), h.unsqueeze(-3), I.unflatten(-1, (3, 3)).unsqueeze(-4)
+        Iw = (I @ w[..., None])[..., 0]
+        hv, hw = cross(h.unsqueeze(-2), torch.stack([v, w], -2)).unbind(-2)
+        F = _sum_descendants(robot, torch.cat([Iw + hv, m * v - hw], -1))  # (..., 2, n, 6)
+        Fu, Fx = F.unbind(-3)
+        gS = -(u[..., None] * Fx + x[..., None] * Fu)
+        wu, wx = w.unbind(-3)
+        vu, vx = v.unbind(-3)
+        gm = -(vu * vx).sum(-1, keepdim=True)
+        gh = -(cross(vx, wu) + cross(vu, wx))
+        gI = -(wu[..., :, None] * wx[..., None, :]).flatten(-2)
+        gW = torch.cat([gm, gh, gI], -1)
+        fs, ss, ws = ctx.shapes
+        return u.sum_to_size(fs), gS.sum_to_size(ss), gW.sum_to_size(ws), None, None
+
+
+def accelerations_fast(robot, q: Tensor, qd: Tensor, tau: Tensor, passive: bool = True,
+                       friction_eps: float = 1e-2, implicit_dt: float = 0.0) -> Tensor | None:
+    """qdd of :func:`dynamics_system` + solve through the closed-form backward passes
+    (:class:`_ScrewKinematics`, :class:`_CrbaSolve`), first-order only; ``None`` when they do
+    not apply (no gradient needed, or a kinematic constant, link inertia, armature or damping
+    of ``robot`` requires grad): then use the plain path."""
+    if not (torch.is_grad_enabled() and q.requires_grad) or any(
+            getattr(robot, n).requires_grad
+            for n in (*_KINEMATIC_FIELDS, "armature", "damping", "gravity")):
+        return None
+    S, W = _ScrewKinematics.apply(q, robot)
+    force = tau - _rnea_vec(robot, W, S, qd, None, None)
+    if passive:
+        force = force + passive_torques(robot, qd, friction_eps)
+    diag = implicit_dt * robot.damping if implicit_dt > 0.0 else None  # armature: in the CRBA
+    return _CrbaSolve.apply(force, S, W, robot, diag)
 
 
 def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = None):

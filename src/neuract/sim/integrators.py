@@ -13,7 +13,7 @@ from torch import Tensor
 
 from neuract.errors import ConfigError
 from neuract.robot.adjoint import forward_dynamics_adjoint
-from neuract.robot.dynamics import dynamics_system, solve_symmetric
+from neuract.robot.dynamics import accelerations_fast, dynamics_system, solve_symmetric
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
 
@@ -40,6 +40,10 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
     if adjoint and torch.is_grad_enabled() and not _needs_plain_autograd(robot):
         return forward_dynamics_adjoint(robot, q, qd, tau, f_ext=f_ext, passive=passive,
                                         friction_eps=friction_eps, implicit_dt=implicit_dt)
+    if f_ext is None:
+        qdd = accelerations_fast(robot, q, qd, tau, passive, friction_eps, implicit_dt)
+        if qdd is not None:
+            return qdd
     M, force = dynamics_system(robot, q, qd, tau, f_ext, passive, friction_eps, implicit_dt)
     return solve_symmetric(M, force)
 
