@@ -269,6 +269,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     for k, m in fitted.items():  # one batched pass over all test episodes per fitted model
         progress(f"torque of {k} at the measured states", 0, 1)
         taus = timed(f"torques_{k}", bl.system_torques, m, setup.robot64, test)
+        progress(f"torque of {k} at the measured states", 1, 1)
         pre[k] = {tr.meta.name: tau for tr, tau in zip(test, taus)}
         ests[k] = lambda tr, k=k: {"tau": pre[k][tr.meta.name]}
     if "NeuralActuator" in ests:  # the learned torque in the classic observer (estimator mode)
@@ -284,6 +285,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         for name in ("threshold", "svm", "random_forest"):
             progress(f"fit condition baseline {name}", 0, 1)
             est, _ = timed(f"fit_cond_{name}", bl.condition_baseline, name, train)
+            progress(f"fit condition baseline {name}", 1, 1)
             ests[f"condition {name}"] = est
     cache: dict[str, dict[str, dict]] = {}
     for i, (name, est) in enumerate(ests.items()):
