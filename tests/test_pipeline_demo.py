@@ -45,7 +45,6 @@ def test_split_by_task_holds_out_whole_episodes_of_every_task():
     assert len(train) + len(test) == len(eps)
 
 
-@pytest.mark.slow
 def test_demo_end_to_end_tiny(tmp_path):
     from neuract.demo import DemoConfig, run
 
