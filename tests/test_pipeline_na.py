@@ -136,3 +136,20 @@ def test_fine_tuning_starts_from_the_given_model(robot, trajs):
     assert not torch.equal(tuned.head.weight, before["head.weight"])
     with pytest.raises(Exception, match="mode"):
         train_neuralactuator(trajs[2:], robot, _cfg("simulator"), cfg, init=base)
+
+
+def test_condition_threshold_shifts_log_odds_and_calibration(robot, trajs):
+    from neuract.pipeline.na_eval import calibrate_condition
+
+    me, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"),
+                                 NATrainConfig(steps=2, batch=4, horizon=3), site="gripperframe")
+    raw = na_estimate(me, trajs[0], condition_threshold=0.5)["condition_prob_joint"][7:]
+    th = 0.3
+    shifted = na_estimate(me, trajs[0], condition_threshold=th)["condition_prob_joint"][7:]
+    logit = lambda p: np.log(p) - np.log1p(-p)  # noqa: E731
+    np.testing.assert_allclose(logit(shifted), logit(raw) - logit(th), atol=1e-6)
+    assert ((shifted > 0.5) == (raw > th)).all()
+    normal = [tr for tr in trajs if not np.asarray(tr["condition"]).any()]
+    assert calibrate_condition(me, normal) == 0.5  # one class: nothing to calibrate
+    me.condition_threshold = th
+    np.testing.assert_allclose(na_estimate(me, trajs[0])["condition_prob_joint"][7:], shifted)

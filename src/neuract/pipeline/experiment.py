@@ -128,7 +128,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.eval import evaluate_estimator, evaluate_rollouts
     from neuract.neuralactuator import count_flops, count_params, save_checkpoint
     from neuract.pipeline import baselines as bl
-    from neuract.pipeline.na_eval import na_estimate, na_simulator
+    from neuract.pipeline.na_eval import calibrate_condition, na_estimate, na_simulator
     from neuract.pipeline.na_train import NATrainConfig, train_neuralactuator
 
     progress = progress or _noop
@@ -180,11 +180,14 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         name = f"NeuralActuator[{mode}]"
         res["models"][name] = {"mode": mode, "params": count_params(model),
                                "flops": count_flops(model.cfg), "train": rep}
+        extra = {"robot": setup.name, "train": {k: v for k, v in rep.items() if k != "history"}}
+        if mode == "estimator":
+            model.condition_threshold = calibrate_condition(model, train)
+            res["models"][name]["condition_threshold"] = model.condition_threshold
+            extra["condition_threshold"] = model.condition_threshold
         if out_dir is not None:
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
-                            extra={"robot": setup.name, "train": {k: v for k, v in rep.items()
-                                                                  if k != "history"}},
-                            overwrite=True)
+                            extra=extra, overwrite=True)
     if "simulator" in na:
         sims["NeuralActuator"] = na_simulator(na["simulator"], setup.robot, cfg.substeps)
     if "estimator" in na:

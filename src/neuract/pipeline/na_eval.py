@@ -7,7 +7,8 @@
   contact gate and per-motor condition from the real telemetry history. The condition output
   is smoothed causally (exponential moving average of the per-motor probabilities, time
   constant ``condition_tau_s``) -- a motor's condition does not change within seconds; the
-  episode-level ``condition_prob`` is the largest per-motor degraded probability.
+  episode-level ``condition_prob`` is the largest per-motor degraded probability. The
+  decision threshold is calibrated on the training episodes (:func:`calibrate_condition`).
 """
 
 from __future__ import annotations
@@ -47,13 +48,21 @@ def na_simulator(model: NeuralActuator, robot, substeps: int = 2) -> Simulator:
 
 @torch.no_grad()
 def na_estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
-                condition_tau_s: float = 5.0) -> dict[str, np.ndarray]:
+                condition_tau_s: float = 5.0, condition_threshold: float | None = None
+                ) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
+
+    condition_threshold: the smoothed per-motor degraded probability that counts as 0.5 (the
+    probabilities are shifted in log-odds so that 0.5 is the decision point); default: the
+    model's ``condition_threshold`` attribute (calibrated on training episodes by
+    :func:`calibrate_condition`), else 0.5.
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     """
+    if condition_threshold is None:
+        condition_threshold = float(getattr(model, "condition_threshold", 0.5))
     if model.cfg.mode != "estimator":
         raise ConfigError(f"na_estimate needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
@@ -83,6 +92,10 @@ def na_estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
             a = 1.0 - np.exp(-(t[i] - t[i - 1]) / condition_tau_s)
             acc = acc + a * (p[i] - acc)
         sm[i] = acc
+    if condition_threshold != 0.5:
+        th = min(max(condition_threshold, 1e-6), 1 - 1e-6)
+        z = np.log(np.clip(sm, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(sm, 1e-9, 1 - 1e-9))
+        sm = 1.0 / (1.0 + np.exp(-(z - np.log(th / (1 - th)))))
     cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
     valid[h - 1:] = True
@@ -91,9 +104,30 @@ def na_estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
             "valid": valid}
 
 
+def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 16) -> float:
+    """The per-motor decision threshold on the smoothed degraded probability that maximises
+    the balanced accuracy on (training) episodes; 0.5 when they hold a single class."""
+    from neuract.pipeline.na_data import per_joint_condition
+
+    ps, ys = [], []
+    for tr in list(trajs)[:max_episodes]:
+        o = na_estimate(model, tr, condition_threshold=0.5)
+        v = o["valid"]
+        ps.append(o["condition_prob_joint"][v].ravel())
+        ys.append((per_joint_condition(tr, model.cfg.n_joints)[v] > 0).ravel())
+    if not ps:
+        return 0.5
+    p, y = np.concatenate(ps), np.concatenate(ys)
+    if y.all() or not y.any():
+        return 0.5
+    grid = np.linspace(0.02, 0.98, 97)
+    bal = [0.5 * ((p[y] > g).mean() + (p[~y] <= g).mean()) for g in grid]
+    return float(grid[int(np.argmax(bal))])
+
+
 def na_estimator(model: NeuralActuator, condition_tau_s: float = 5.0):
     """``est(traj) -> dict`` for :func:`neuract.eval.evaluate_estimator`."""
     return lambda traj: na_estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["na_estimate", "na_estimator", "na_simulator"]
+__all__ = ["calibrate_condition", "na_estimate", "na_estimator", "na_simulator"]

@@ -66,8 +66,18 @@ def _progress(quiet: bool):
     return bar, progress
 
 
+def load_model(ckpt: Path):
+    """A checkpoint with its calibrated condition threshold (``extra.condition_threshold``)."""
+    from neuract.neuralactuator import load_checkpoint, read_config
+
+    model = load_checkpoint(ckpt)
+    th = (read_config(ckpt)[1].get("extra") or {}).get("condition_threshold")
+    if th is not None:
+        model.condition_threshold = float(th)
+    return model
+
+
 def load_pretrained(path: Path | None) -> dict[str, Any]:
-    from neuract.neuralactuator import load_checkpoint
 
     if path is None:
         return {}
@@ -76,7 +86,7 @@ def load_pretrained(path: Path | None) -> dict[str, Any]:
     for mode in ("simulator", "estimator"):
         p = path / f"neuralactuator_{mode}"
         if p.is_dir():
-            out[mode] = load_checkpoint(p)
+            out[mode] = load_model(p)
     if not out:
         raise ConfigError(f"--checkpoints {str(path)!r}: no neuralactuator_simulator/ or "
                           "neuralactuator_estimator/ checkpoint inside")
@@ -219,11 +229,10 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     import torch
 
     from neuract.atomic import atomic_path, write_json
-    from neuract.neuralactuator import load_checkpoint
     from neuract.pipeline.na_eval import na_estimate
 
     torch.set_num_threads(1)
-    model = load_checkpoint(cfg.checkpoint)
+    model = load_model(cfg.checkpoint)
     if model.cfg.mode != "estimator":
         raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} is a {model.cfg.mode}-mode "
                           "model; estimates need an estimator-mode checkpoint")
