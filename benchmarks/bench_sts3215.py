@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.limit_train = args.limit_train or 96
         args.limit_test = args.limit_test or 72
+        args.bam_seconds = min(args.bam_seconds, 30.0)
     if args.limit_train:
         tr_idx = sorted(rng.choice(tr_idx, min(args.limit_train, len(tr_idx)), replace=False))
     if args.limit_test:
