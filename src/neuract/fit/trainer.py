@@ -48,7 +48,8 @@ class TrainConfig:
     val_every: int = 10
     patience: int = 6  # validations without improvement before stopping (last stage only)
     checkpoint_every: int = 10
-    label_inputs: tuple[str, ...] = ("kp",)  # run labels passed as actuator inputs
+    label_inputs: tuple[str, ...] = ("kp",)  # run labels passed as actuator inputs (if any
+    #                                           run carries them)
     use_voltage: bool = True  # pass the measured supply voltage series
 
     def validate(self) -> None:
@@ -87,7 +88,10 @@ class SystemModel(nn.Module):
             q, qd, cmd, volt, en = g(q), g(qd), g(cmd), g(volt), g(en)
         elif horizon is not None:
             q, qd, cmd, volt, en = (x[:, :horizon] for x in (q, qd, cmd, volt, en))
-        inputs = {k: batch.label_tensor(k, q.dtype) for k in label_inputs}
+        # a label no run carries is skipped (the actuator then uses its configured value,
+        # e.g. the servo's kp); one that only some runs carry is an error
+        inputs = {k: batch.label_tensor(k, q.dtype) for k in label_inputs
+                  if any(k in lab for lab in batch.labels)}
         series = {"torque_enable": en}
         if use_voltage:
             series["voltage"] = volt
