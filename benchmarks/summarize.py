@@ -93,16 +93,50 @@ def _inference(d: dict) -> list[Row]:
     return rows
 
 
-def _na_generic(area: str) -> Callable[[dict], list[Row]]:
-    def rows(d: dict) -> list[Row]:
-        out = []
-        for t in d.get("targets", []) or []:
-            if isinstance(t, dict) and "target" in t:
-                met = {True: "met", False: "NOT met"}.get(t.get("met"), "")
-                mode = t.get("mode", "")
-                out.append((area, f"{t['target']} [{mode}]", _f(t.get("value")), met))
-        return out
+def _rollout_rows(area: str, res: dict) -> list[Row]:
+    """NeuralActuator vs the MuJoCo default servo, arm-mean joint MAE per horizon."""
+    by = {}
+    for r in res.get("rollouts", []):
+        by.setdefault(r["model"], {})[r["horizon"]] = r.get("arm_mean_deg")
+    na = by.get("NeuralActuator", {})
+    mj = next((v for k, v in by.items() if k.startswith("MuJoCo")), {})
+    rows = []
+    for h in na:
+        others = {k: v[h] for k, v in by.items() if k != "NeuralActuator" and v.get(h) is not None}
+        best = min(others, key=others.get) if others else None
+        note = f"MuJoCo default servo {_f(mj.get(h))}"
+        if best:
+            note += f"; best other model: {best} {_f(others[best])}"
+        rows.append((area, f"rollout arm-mean joint MAE [deg], h={h} [simulator]", _f(na[h]),
+                     note))
+    return rows
 
+
+def _na_targets(area: str, res: dict) -> list[Row]:
+    from neuract.pipeline.report import targets
+
+    out = []
+    for t in targets(res):
+        met = {True: "met", False: "NOT met"}.get(t.get("met"), "")
+        out.append((area, f"{t['target']} [{t.get('mode', '')}]", str(t.get("value")), met))
+    return out
+
+
+def _na_twin(d: dict) -> list[Row]:
+    rows = _na_targets("NeuralActuator twin", d)
+    cond = d.get("condition_experiment")
+    if isinstance(cond, dict):
+        rows += [r for r in _na_targets("NeuralActuator twin (condition run)", cond)
+                 if "condition" in r[1]]
+    return rows + _rollout_rows("NeuralActuator twin", d)
+
+
+def _na_nad(d: dict) -> list[Row]:
+    rows = []
+    for robot in ("omx", "so101"):
+        if isinstance(d.get(robot), dict):
+            rows += _na_targets(f"NeuralActuator NAD {robot}", d[robot])
+            rows += _rollout_rows(f"NeuralActuator NAD {robot}", d[robot])
     return rows
 
 
@@ -112,8 +146,8 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "twin.json": _twin,
     "planar2_sensors2025.json": _planar2,
     "real_arms.json": _real_arms,
-    "neuralactuator_twin.json": _na_generic("NeuralActuator twin"),
-    "neuralactuator_nad.json": _na_generic("NeuralActuator NAD"),
+    "neuralactuator_twin.json": _na_twin,
+    "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
 }
 
@@ -127,7 +161,7 @@ def build_table() -> str:
             continue
         try:
             rows = fn(json.loads(path.read_text()))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, ImportError) as exc:
             rows = [(fname[:-5], f"unreadable result file ({exc})", "-", "-")]
         md = fname[:-5] + ".md"
         link = f"[{md}](benchmarks/results/{md})" if (RESULTS / md).is_file() else fname
