@@ -410,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
                                          fit_error_gain=True),
         "ours_m6_delay_punch_gain_sub2": dict(friction="m6", delay=0.03, punch=0.02,
                                               fit_error_gain=True, substeps=2),
+        "ours_m6_delay_punch_gain_backlash_sub2": dict(friction="m6", delay=0.03, punch=0.02,
+                                                       fit_error_gain=True, backlash=0.01,
+                                                       substeps=2),
     }
     cache = args.cache
     for name, kw in variants.items():
@@ -478,7 +481,8 @@ OURS_NOTES = {
     "ours_m6_delay_punch_backlash": "ours_m6_delay_punch + backlash dead zone",
     "ours_m6_delay_punch_gain": "ours_m6_delay_punch + fitted error-gain correction",
     "ours_m6_delay_punch_gain_sub2": "ours_m6_delay_punch_gain with 2 physics substeps per "
-                                     "10 ms control step (all others: 1)",
+                                     "10 ms control step (others: 1 unless named _sub2)",
+    "ours_m6_delay_punch_gain_backlash_sub2": "ours_m6_delay_punch_gain_sub2 + backlash",
     "ours_mlp": "neuract MLP actuator alone (Hwangbo-style: 8-frame error/velocity window, "
                 "gravity torque, kp, voltage, torque_enable), no physical motor model",
     "ours_residual_mlp": "MLP residual (bounded +-0.5 N m, clipped to the motor envelope) on "
