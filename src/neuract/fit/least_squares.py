@@ -23,6 +23,7 @@ import scipy.linalg
 import torch
 
 from neuract.errors import NotPhysicallyConsistent, SchemaError
+from neuract.robot.spatial import pi_from_pseudo_inertia, pseudo_inertia
 
 Regressor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -175,31 +176,8 @@ def identify_ls(
 # ---------------------------------------------------------------- physical consistency
 
 
-def pseudo_inertia(pi10: torch.Tensor) -> torch.Tensor:
-    """4x4 pseudo-inertia J (..., 4, 4) of parameters (..., 10) (order in module docstring)."""
-    m, h = pi10[..., 0], pi10[..., 1:4]
-    ixx, iyy, izz, ixy, ixz, iyz = (pi10[..., i] for i in range(4, 10))
-    inertia = torch.stack(
-        [torch.stack([ixx, ixy, ixz], -1), torch.stack([ixy, iyy, iyz], -1),
-         torch.stack([ixz, iyz, izz], -1)], -2,
-    )
-    tr = ixx + iyy + izz
-    eye = torch.eye(3, dtype=pi10.dtype)
-    sigma = 0.5 * tr[..., None, None] * eye - inertia
-    top = torch.cat([sigma, h.unsqueeze(-1)], -1)
-    bottom = torch.cat([h, m.unsqueeze(-1)], -1).unsqueeze(-2)
-    return torch.cat([top, bottom], -2)
-
-
-def params_from_pseudo_inertia(J: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``pseudo_inertia``: (..., 4, 4) -> (..., 10)."""
-    sigma, h, m = J[..., :3, :3], J[..., :3, 3], J[..., 3, 3]
-    tr = sigma.diagonal(dim1=-2, dim2=-1).sum(-1)
-    inertia = tr[..., None, None] * torch.eye(3, dtype=J.dtype) - sigma
-    return torch.stack(
-        [m, h[..., 0], h[..., 1], h[..., 2], inertia[..., 0, 0], inertia[..., 1, 1],
-         inertia[..., 2, 2], inertia[..., 0, 1], inertia[..., 0, 2], inertia[..., 1, 2]], -1,
-    )
+# The 4x4 pseudo-inertia map and its inverse are the core's (same parameter order).
+params_from_pseudo_inertia = pi_from_pseudo_inertia
 
 
 def log_cholesky_to_params(theta: torch.Tensor) -> torch.Tensor:
