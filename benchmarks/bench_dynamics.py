@@ -33,22 +33,13 @@ import mujoco
 import numpy as np
 import torch
 
+from _machine import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from neuract.atomic import write_json, write_text
 from neuract.robot import bundled_path, load_robot
 from neuract.robot.validate import random_states, reference_model
 from neuract.sim import rollout
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine() -> dict:
@@ -60,7 +51,7 @@ def machine() -> dict:
         pin_version = None
     return {
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_name(),
         "logical_cores": os.cpu_count(),
         "load_average_at_start": list(os.getloadavg()),
         "python": platform.python_version(),

@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from _machine import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import (  # noqa: E402
     FusedNeuralActuator,
@@ -68,16 +69,6 @@ class NaiveEncoder(nn.Module):
 def naive_flops(n_features: int, n_out: int, T: int = 8, d: int = 192, layers: int = 4) -> int:
     per_layer = T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * 4 * d
     return 2 * (T * n_features * d + layers * per_layer + d * n_out)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def time_calls(fn, x, n: int, warmup: int) -> np.ndarray:
