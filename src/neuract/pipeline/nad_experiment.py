@@ -66,27 +66,12 @@ def omx_arm_xml() -> str:
     import mujoco
 
     from neuract.robot.bundled import bundled_path
+    from neuract.twin.model import add_position_actuator, strip_to_hinges
 
     spec = mujoco.MjSpec.from_file(str(bundled_path("omx")))
-    for act in list(spec.actuators):
-        spec.delete(act)
-    for eq in list(spec.equalities):
-        spec.delete(eq)
-    for j in list(spec.joints):
-        if j.type == mujoco.mjtJoint.mjJNT_SLIDE:
-            spec.delete(j)
+    strip_to_hinges(spec)
     for name in OMX_ARM:
-        act = spec.add_actuator()
-        act.name = name
-        act.target = name
-        act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
-        act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
-        act.gainprm[0] = XM430_KP
-        act.biasprm[1] = -XM430_KP
-        act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
-        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
-        act.forcerange = [-XM430_TAU_MAX, XM430_TAU_MAX]
+        add_position_actuator(spec, name, XM430_KP, force_limit=XM430_TAU_MAX)
     spec.compile()
     return spec.to_xml()
 

@@ -98,6 +98,35 @@ class TwinModel:
         return len(self.joint_names)
 
 
+def strip_to_hinges(spec: mujoco.MjSpec) -> None:
+    """Delete every actuator, equality constraint and slide joint of ``spec`` (in place)."""
+    for act in list(spec.actuators):
+        spec.delete(act)
+    for eq in list(spec.equalities):
+        spec.delete(eq)
+    for joint in list(spec.joints):
+        if joint.type == mujoco.mjtJoint.mjJNT_SLIDE:
+            spec.delete(joint)
+
+
+def add_position_actuator(spec: mujoco.MjSpec, joint: str, kp: float, name: str | None = None,
+                          force_limit: float | None = None) -> None:
+    """Add MuJoCo's ideal position actuator on ``joint``: tau = kp (ctrl - q) [N m], clipped
+    to +-force_limit [N m] when given (general actuator, gainprm = kp, biasprm = (0, -kp, 0))."""
+    act = spec.add_actuator()
+    act.name = name or joint
+    act.target = joint
+    act.trntype = mujoco.mjtTrn.mjTRN_JOINT
+    act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+    act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+    act.gainprm[0] = kp
+    act.biasprm[1] = -kp
+    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+    if force_limit is not None:
+        act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        act.forcerange = [-force_limit, force_limit]
+
+
 def build_model(robot: str, physics_hz: float, position_kp: float | None = None) -> TwinModel:
     """Compile the twin model of ``robot`` at ``physics_hz`` (see the module docstring).
 
@@ -106,17 +135,11 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None)
     must reproduce.
     """
     spec = mujoco.MjSpec.from_string(description_xml(robot))
-    for act in list(spec.actuators):
-        spec.delete(act)
-    for eq in list(spec.equalities):
-        spec.delete(eq)
+    strip_to_hinges(spec)
     for sensor in list(spec.sensors):
         spec.delete(sensor)
     for key in list(spec.keys):
         spec.delete(key)
-    for joint in list(spec.joints):
-        if joint.type == mujoco.mjtJoint.mjJNT_SLIDE:
-            spec.delete(joint)
     parent_name, site_name = _EE[robot]
     parent = spec.body(parent_name)
     if parent is None:
@@ -148,15 +171,7 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None)
         j.solimp_friction = [0.99, 0.999, 0.001, 0.5, 2.0]
     if position_kp is not None:
         for j in hinges:
-            act = spec.add_actuator()
-            act.name = f"{j.name}__position"
-            act.target = j.name
-            act.trntype = mujoco.mjtTrn.mjTRN_JOINT
-            act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
-            act.biastype = mujoco.mjtBias.mjBIAS_AFFINE
-            act.gainprm[0] = position_kp
-            act.biasprm[1] = -position_kp
-            act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+            add_position_actuator(spec, j.name, position_kp, name=f"{j.name}__position")
     spec.option.timestep = 1.0 / physics_hz
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
