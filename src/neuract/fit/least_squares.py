@@ -23,6 +23,7 @@ import scipy.linalg
 import torch
 
 from neuract.errors import NotPhysicallyConsistent, SchemaError
+from neuract.fit.lbfgs import lbfgs
 from neuract.robot.spatial import pi_from_pseudo_inertia, pseudo_inertia
 
 Regressor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -248,8 +249,6 @@ def identify_consistent(
     fr = friction_regressor(qd.double(), viscous, coulomb, v_eps)
     Y, tau = Y.double(), tau.double()
     w = 1.0 / tau.std(dim=0).clamp_min(1e-6)
-    opt = torch.optim.LBFGS([theta, phi], max_iter=max_iter, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-12, tolerance_change=1e-14)
 
     def loss_fn() -> torch.Tensor:
         pi = log_cholesky_to_params(theta).reshape(-1)
@@ -257,13 +256,7 @@ def identify_consistent(
         data = (((pred - tau) * w) ** 2).mean()
         return data + prior_weight * ((pi - prior.reshape(-1)) ** 2).sum()
 
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
+    lbfgs([theta, phi], loss_fn, max_iter, tolerance_change=1e-14, history_size=100)
     with torch.no_grad():
         pi = log_cholesky_to_params(theta)
         f = torch.nn.functional.softplus(phi).numpy()

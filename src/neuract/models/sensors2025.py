@@ -30,28 +30,13 @@ import torch
 from torch import nn
 from torch.func import jacfwd, vmap
 
+from neuract.fit.lbfgs import lbfgs
 from neuract.models.base import MODELS, DynamicsModel, check_finite
 from neuract.models.mlp import Standardizer, mlp
 
 
 def _features(q: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.sin(q), torch.cos(q)], -1)
-
-
-def lbfgs(params, loss_fn: Callable[[], torch.Tensor], max_iter: int = 500) -> float:
-    """Full-batch L-BFGS with strong-Wolfe line search; returns the final loss."""
-    opt = torch.optim.LBFGS(params, max_iter=max_iter, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-12, tolerance_change=1e-16, history_size=50)
-
-    def closure():
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    with torch.no_grad():
-        return float(loss_fn())
 
 
 class GravityNet(nn.Module):
@@ -235,4 +220,4 @@ class Sensors2025Model(DynamicsModel):
         return torch.linalg.solve(self.m_net(q), rhs).squeeze(-1)
 
 
-__all__ = ["CoriolisFrictionNet", "GravityNet", "InertiaNet", "Sensors2025Model", "lbfgs"]
+__all__ = ["CoriolisFrictionNet", "GravityNet", "InertiaNet", "Sensors2025Model"]
