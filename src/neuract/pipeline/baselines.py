@@ -103,23 +103,17 @@ def fit_actuator(trajs: Sequence[Any], plant, actuator, train=None, joints=None,
 
 
 def system_simulator(model, robot, substeps: int = 2, use_voltage: bool = True) -> Simulator:
-    """Roll a fitted SystemModel (actuator + joint parameters) out on ``robot`` (float64)."""
-    from neuract.fit.simulate import simulate
+    """Roll a fitted SystemModel (actuator + joint parameters) out on ``robot`` (float64);
+    the supply voltage is fed whenever the protocol passes it (and ``use_voltage``)."""
+    from neuract.eval.adapters import system_model_simulator
+
+    with_voltage = system_model_simulator(model, lambda labels: robot, substeps,
+                                          use_voltage=True)
+    without = system_model_simulator(model, lambda labels: robot, substeps)
 
     def sim(batch: SimBatch) -> np.ndarray:
-        H = batch.horizon
-        dt = float(np.median(np.diff(batch.t, axis=1)))
-        cmd = np.concatenate([batch.q_goal, batch.q_goal[:, -1:]], axis=1)
-        series = {}
-        if use_voltage and "voltage" in batch.inputs:
-            v = np.asarray(batch.inputs["voltage"], dtype=np.float64)
-            v = v.reshape(v.shape[0], v.shape[1], -1).mean(-1, keepdims=True)
-            series["voltage"] = torch.as_tensor(np.concatenate([v, v[:, -1:]], axis=1))
-        with torch.no_grad():
-            out = simulate(robot, model.actuator, model.joints, torch.tensor(batch.q0),
-                           torch.tensor(batch.qd0), torch.tensor(cmd), dt, substeps, {},
-                           series)
-        return out.q[:, 1:H + 1].numpy()
+        use = use_voltage and "voltage" in batch.inputs
+        return (with_voltage if use else without)(batch)
 
     return sim
 
