@@ -29,17 +29,21 @@ def save_weights(module: nn.Module, path: str | os.PathLike, meta: dict[str, Any
         save_file(tensors, str(tmp), metadata={"neuract": json.dumps(meta or {})})
 
 
-def load_weights(module: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
-    """Load weights saved by :func:`save_weights`; returns the stored metadata."""
+def _read(path: str | os.PathLike, what: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Tensors and raw metadata of a safetensors file; CheckpointError if absent/unreadable."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {str(path)!r} not found")
+        raise CheckpointError(f"{what} {str(path)!r} not found")
     try:
         tensors = load_file(str(path))
         with safe_open(str(path), "pt") as f:
-            meta = json.loads((f.metadata() or {}).get("neuract", "{}"))
+            meta = f.metadata() or {}
     except Exception as exc:  # noqa: BLE001 - corrupt files raise various errors
-        raise CheckpointError(f"checkpoint {str(path)!r} unreadable: {exc}") from None
+        raise CheckpointError(f"{what} {str(path)!r} unreadable: {exc}") from None
+    return tensors, meta
+
+
+def _load_model(module: nn.Module, tensors: dict[str, torch.Tensor], path) -> None:
     model = {k[len("model."):] if k.startswith("model.") else k: v for k, v in tensors.items()
              if not k.startswith(("optim.", "rng"))}
     missing, unexpected = module.load_state_dict(model, strict=False)
@@ -48,6 +52,16 @@ def load_weights(module: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
             f"checkpoint {str(path)!r} does not match the model: missing {sorted(missing)}, "
             f"unexpected {sorted(unexpected)}"
         )
+
+
+def load_weights(module: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
+    """Load weights saved by :func:`save_weights`; returns the stored metadata."""
+    tensors, raw = _read(path, "checkpoint")
+    try:
+        meta = json.loads(raw.get("neuract", "{}"))
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {str(path)!r} unreadable: {exc}") from None
+    _load_model(module, tensors, path)
     return meta
 
 
@@ -71,18 +85,13 @@ def save_training(path: str | os.PathLike, module: nn.Module, optimizer: torch.o
 def load_training(path: str | os.PathLike, module: nn.Module, optimizer: torch.optim.Optimizer,
                   generator: torch.Generator) -> dict[str, Any]:
     """Restore what :func:`save_training` wrote; returns the trainer state."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"training checkpoint {str(path)!r} not found")
+    tensors, meta = _read(path, "training checkpoint")
     try:
-        tensors = load_file(str(path))
-        with safe_open(str(path), "pt") as f:
-            meta = f.metadata() or {}
         state = json.loads(meta["trainer"])
         groups = json.loads(meta["param_groups"])
-    except Exception as exc:  # noqa: BLE001
+    except (KeyError, ValueError) as exc:
         raise CheckpointError(f"training checkpoint {str(path)!r} unreadable: {exc}") from None
-    load_weights(module, path)
+    _load_model(module, tensors, path)
     opt_state: dict[int, dict[str, torch.Tensor]] = {}
     for k, v in tensors.items():
         if k.startswith("optim."):
