@@ -82,20 +82,7 @@ def na_parts(model: NeuralActuator, x: torch.Tensor):
         kp = kd = x.new_zeros(J)
     else:
         kp, kd = model.log_kp.exp(), model.log_kd.exp()
-    if hasattr(model, "heads"):
-        return (kp, kd, *model.heads(x))
-    h = model.inp((x - model.x_mean) / model.x_std) + model.pos
-    for layer in model.layers:
-        h = layer(h)
-    z = model.act(model.trunk(model.ln_f(h).flatten(1)))
-    out = model.head(z)
-    return (kp, kd, out[:, :J], out[:, J:J + 3] * model.force_scale, out[:, J + 3],
-            out[:, J + 4:].reshape(-1, J, cfg.n_conditions))
-
-
-def _accel(robot, q, qd, tau):
-    M = robot.mass_matrix(q)
-    return torch.linalg.solve(M, (tau - robot.bias_forces(q, qd)).unsqueeze(-1)).squeeze(-1)
+    return (kp, kd, *model.heads(x))
 
 
 def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0, qd0,
@@ -122,7 +109,7 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
         h = (dt[:, k] / substeps).unsqueeze(-1)
         for _ in range(substeps):
             tau = tau_max * torch.tanh((kp * (goal - q) - kd * qd + res) / tau_max)
-            qd = qd + h * _accel(robot, q, qd, tau)
+            qd = qd + h * robot.forward_dynamics(q, qd, tau)
             q = q + h * qd
         out.append(q)
         if k + 1 < H:
@@ -142,7 +129,7 @@ def est_rollout(robot, q0, qd0, tau: torch.Tensor, tau_ext: torch.Tensor, dt: to
         for s in range(substeps):
             a = (s + 0.5) / substeps
             u = (1 - a) * (tau[:, k] + tau_ext[:, k]) + a * (tau[:, k + 1] + tau_ext[:, k + 1])
-            qd = qd + h * _accel(robot, q, qd, u)
+            qd = qd + h * robot.forward_dynamics(q, qd, u)
             q = q + h * qd
         out.append(q)
     return torch.stack(out, 1)
