@@ -78,8 +78,7 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
 
     from neuract.cli import main
     from neuract.data import write_dataset
-    from neuract.neuralactuator import save_checkpoint
-    from neuract.pipeline.na_train import NATrainConfig, train_neuralactuator
+    from neuract.neuralactuator import TrainConfig, save_checkpoint, train_neuralactuator
     from neuract.pipeline.twin_experiment import generate_twin
     from neuract.robot import load_robot
 
@@ -90,7 +89,7 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
     setup = so101_setup()
     model, _ = train_neuralactuator(trajs, load_robot("so101", dtype=torch.float32),
                                     na_config(setup, "estimator", TINY_SIZE, 6),
-                                    NATrainConfig(steps=2, batch=4, horizon=3), site=setup.site)
+                                    TrainConfig(steps=2, batch=4, horizon=3), site=setup.site)
     save_checkpoint(model, tmp_path / "ckpt")
     assert main(["estimate", "--checkpoint", str(tmp_path / "ckpt"), "--data", str(ds),
                  "--out", str(tmp_path / "est"), "--quiet"]) == 0
@@ -108,7 +107,7 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
     # a simulator-mode checkpoint is refused
     sim, _ = train_neuralactuator(trajs[:2], load_robot("so101", dtype=torch.float32),
                                   na_config(setup, "simulator", TINY_SIZE, 6),
-                                  NATrainConfig(steps=1, batch=2, horizon=2))
+                                  TrainConfig(steps=1, batch=2, horizon=2))
     save_checkpoint(sim, tmp_path / "sim")
     assert main(["estimate", "--checkpoint", str(tmp_path / "sim"), "--data", str(ds),
                  "--out", str(tmp_path / "est2"), "--quiet"]) == 1

@@ -6,14 +6,15 @@
 
 Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
 parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
-``export`` (ONNX + ONNX Runtime), ``rollout`` (differentiable arm rollouts, simulator / estimator
-mode, the rollout-protocol adapter), ``train`` (pose-only torque through the simulator,
-supervised force / gate / condition, one schedule, fine-tuning),
-``estimate`` (per-sample torque, force, gate and condition for a trajectory).
+``export`` (ONNX + ONNX Runtime), ``data`` (episodes flattened for training), ``rollout``
+(differentiable arm rollouts, simulator / estimator mode, the rollout-protocol adapter),
+``train`` (pose-only torque through the simulator, supervised force / gate / condition, one
+schedule, fine-tuning), ``estimate`` (per-sample torque, force, gate and condition for a
+trajectory, condition threshold calibration).
 """
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
-from neuract.neuralactuator.estimate import estimate, estimator
+from neuract.neuralactuator.estimate import calibrate_condition, estimate, estimator
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
     MODES,
@@ -30,8 +31,8 @@ from neuract.neuralactuator.model import (
     count_flops,
     count_params,
 )
-from neuract.neuralactuator.rollout import rollout_estimator, rollout_simulator, simulator
-from neuract.neuralactuator.train import TrainConfig, fine_tune, train
+from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
+from neuract.neuralactuator.train import TrainConfig, fine_tune, train_neuralactuator
 
 __all__ = [
     "NeuralActuator",
@@ -51,11 +52,12 @@ __all__ = [
     "export_onnx",
     "OnnxActuator",
     "TrainConfig",
-    "train",
+    "train_neuralactuator",
     "fine_tune",
     "simulator",
-    "rollout_simulator",
-    "rollout_estimator",
+    "sim_rollout",
+    "est_rollout",
     "estimate",
     "estimator",
+    "calibrate_condition",
 ]

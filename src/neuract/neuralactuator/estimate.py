@@ -1,9 +1,12 @@
-"""Streaming estimates from a NeuralActuator: torque, external force, contact gate, condition.
+"""Streaming estimates from an estimator-mode NeuralActuator: torque, force, gate, condition.
 
-:func:`estimate` runs every history window of a trajectory (measured telemetry: estimator
-mode) through the model and aligns the outputs with the trajectory's samples; the first
-``history - 1`` samples have no full history and are marked ``valid = False`` (NaN outputs).
-:func:`estimator` wraps it as an :data:`neuract.eval.estimation.Estimator`.
+:func:`estimate` / :func:`estimator` (estimator mode): every step's torque, force, contact gate
+and per-motor condition from the real telemetry history (the simulator-mode adapter is
+:func:`neuract.neuralactuator.rollout.simulator`). The condition output
+  is smoothed causally (exponential moving average of the per-motor probabilities, time
+  constant ``condition_tau_s``) -- a motor's condition does not change within seconds; the
+  episode-level ``condition_prob`` is the largest per-motor degraded probability. The
+  decision threshold is calibrated on the training episodes (:func:`calibrate_condition`).
 """
 
 from __future__ import annotations
@@ -13,54 +16,88 @@ from typing import Any
 import numpy as np
 import torch
 
+from neuract.errors import ConfigError
+from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import NeuralActuator
 
 
 @torch.no_grad()
-def estimate(model: NeuralActuator, traj: Any, batch_size: int = 4096) -> dict[str, np.ndarray]:
-    """Per-sample outputs for a trajectory with T samples.
+def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
+                condition_tau_s: float = 5.0, condition_threshold: float | None = None
+                ) -> dict[str, np.ndarray]:
+    """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
+    have no full history: ``valid`` False there and NaN outputs).
 
-    Returns ``tau`` (T, J) [N m], ``ee_force`` (T, 3) [N] (raw force head), ``contact_prob``
-    (T,), ``ee_force_gated`` (T, 3) [N] (force where contact_prob > 0.5, else 0),
-    ``condition_prob_per_joint`` (T, J, K), ``condition_prob`` (T,) probability that any motor
-    is not normal (1 - prod_j P(normal_j)), ``valid`` (T,) bool.
+    condition_threshold: the smoothed per-motor degraded probability that counts as 0.5 (the
+    probabilities are shifted in log-odds so that 0.5 is the decision point); default: the
+    model's ``condition_threshold`` attribute (calibrated on training episodes by
+    :func:`calibrate_condition`), else 0.5.
+
+    Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
+    (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     """
+    if condition_threshold is None:
+        condition_threshold = float(getattr(model, "condition_threshold", 0.5))
+    if model.cfg.mode != "estimator":
+        raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
-    model.eval()
-    x = windows(traj, cfg.channels, cfg.n_joints, cfg.history)
-    outs = [model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)]
-    tau, force, gate, cond = (torch.cat(o).double().numpy() for o in zip(*outs))
-    T, pad = len(traj["t"]), cfg.history - 1
-
-    def full(v: np.ndarray) -> np.ndarray:
-        out = np.full((T, *v.shape[1:]), np.nan)
-        out[pad:] = v
-        return out
-
-    p = 1.0 / (1.0 + np.exp(-gate))
-    cp = np.exp(cond - cond.max(-1, keepdims=True))
-    cp /= cp.sum(-1, keepdims=True)
+    n, h, T = cfg.n_joints, cfg.history, len(traj)
+    x = windows(traj, cfg.channels, n, h)
+    taus, forces, gates, conds = [], [], [], []
+    for s in range(0, x.shape[0], chunk):
+        tau, force, gate, cond = model(x[s:s + chunk])
+        taus.append(tau)
+        forces.append(force)
+        gates.append(torch.sigmoid(gate))
+        conds.append(torch.softmax(cond, -1)[..., 1:].sum(-1))
+    pad = lambda a, shape: np.concatenate([np.full((h - 1, *shape), np.nan), a])  # noqa: E731
+    tau = pad(torch.cat(taus).double().numpy(), (n,))
+    force = pad(torch.cat(forces).double().numpy(), (3,))
+    gate = pad(torch.cat(gates).double().numpy(), ())
+    p = torch.cat(conds).double().numpy()
+    t = np.asarray(traj["t"], dtype=np.float64)[h - 1:]
+    sm = np.empty_like(p)
+    acc = p[0].copy()
+    for i in range(len(p)):
+        if i:
+            a = 1.0 - np.exp(-(t[i] - t[i - 1]) / condition_tau_s)
+            acc = acc + a * (p[i] - acc)
+        sm[i] = acc
+    if condition_threshold != 0.5:
+        th = min(max(condition_threshold, 1e-6), 1 - 1e-6)
+        z = np.log(np.clip(sm, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(sm, 1e-9, 1 - 1e-9))
+        sm = 1.0 / (1.0 + np.exp(-(z - np.log(th / (1 - th)))))
+    cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
-    valid[pad:] = True
-    return {
-        "tau": full(tau),
-        "ee_force": full(force),
-        "contact_prob": full(p),
-        "ee_force_gated": full(force * (p > 0.5)[:, None]),
-        "condition_prob_per_joint": full(cp),
-        "condition_prob": full(1.0 - np.prod(cp[..., 0], axis=-1)),
-        "valid": valid,
-    }
+    valid[h - 1:] = True
+    return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
+            "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
+            "valid": valid}
 
 
-def estimator(model: NeuralActuator, batch_size: int = 4096):
-    """``est(traj) -> dict`` for :func:`neuract.eval.estimation.evaluate_estimator`."""
+def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 16) -> float:
+    """The per-motor decision threshold on the smoothed degraded probability that maximises
+    the balanced accuracy on (training) episodes; 0.5 when they hold a single class."""
+    ps, ys = [], []
+    for tr in list(trajs)[:max_episodes]:
+        o = estimate(model, tr, condition_threshold=0.5)
+        v = o["valid"]
+        ps.append(o["condition_prob_joint"][v].ravel())
+        ys.append((per_joint_condition(tr, model.cfg.n_joints)[v] > 0).ravel())
+    if not ps:
+        return 0.5
+    p, y = np.concatenate(ps), np.concatenate(ys)
+    if y.all() or not y.any():
+        return 0.5
+    grid = np.linspace(0.02, 0.98, 97)
+    bal = [0.5 * ((p[y] > g).mean() + (p[~y] <= g).mean()) for g in grid]
+    return float(grid[int(np.argmax(bal))])
 
-    def est(traj: Any) -> dict[str, np.ndarray]:
-        return estimate(model, traj, batch_size)
 
-    return est
+def estimator(model: NeuralActuator, condition_tau_s: float = 5.0):
+    """``est(traj) -> dict`` for :func:`neuract.eval.evaluate_estimator`."""
+    return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["estimate", "estimator"]
+__all__ = ["calibrate_condition", "estimate", "estimator"]

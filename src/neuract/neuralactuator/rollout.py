@@ -1,13 +1,16 @@
-"""Differentiable rollouts of an arm driven by a NeuralActuator (:func:`neuract.sim.step`).
+"""Differentiable arm rollouts driven by a NeuralActuator, and the rollout-protocol adapter.
 
-* :func:`rollout_estimator`: torques computed from measured telemetry (estimator mode), held
-  over each sample, integrate the arm from a measured initial state.
-* :func:`rollout_simulator`: simulator mode; only the commands and the model's *own simulated*
-  state enter the model (nothing measured after ``t0``); the PD servo prior is re-evaluated at
-  every physics substep, the learned residual is held over the sample.
-* :func:`simulator`: the adapter to :func:`neuract.eval.protocol.evaluate_rollouts`.
+* :func:`sim_rollout` (simulator mode): for each telemetry step the model reads the
+  *simulated* history (commands, simulated q and qd); its torque drives the arm
+  (``M qdd + b = tau``, semi-implicit Euler, ``substeps`` physics steps per telemetry step).
+  The servo prior ``kp (goal - q) - kd qd`` is refreshed every substep, the learned residual is
+  held over the step. Only the commands enter after the initial state.
+* :func:`est_rollout` (estimator mode training): given joint torques at the samples (linear
+  in between) plus known external joint torques, integrate the arm.
+* :func:`simulator`: a simulator-mode model as a :data:`neuract.eval.protocol.Simulator`.
 
-Known external forces act at an end-effector site through ``J_lin(q)^T f``.
+The torque of a model is always ``model.saturate(model.pd_torque(e, qd) + residual)`` with
+``e``, ``qd`` of the instant the torque is applied at (see :class:`NeuralActuator`).
 """
 
 from __future__ import annotations
@@ -18,97 +21,78 @@ import torch
 from neuract.errors import ConfigError
 from neuract.neuralactuator.features import assemble
 from neuract.neuralactuator.model import NeuralActuator
-from neuract.sim import step
 
 
-def _ee_torque(robot, q: torch.Tensor, f: torch.Tensor, site: str) -> torch.Tensor:
-    """Joint torques (B, n) of a world force f (B, 3) [N] at a site: J_lin(q)^T f."""
-    J = robot.site_jacobian(q, site)[..., :3, :]
-    return (J.transpose(-1, -2) @ f.unsqueeze(-1)).squeeze(-1)
+def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0, qd0,
+                q_goal: torch.Tensor, dt: torch.Tensor, substeps: int = 2) -> torch.Tensor:
+    """Simulator-mode open-loop rollout.
 
-
-def rollout_estimator(model: NeuralActuator, robot, tau: torch.Tensor, q0: torch.Tensor,
-                      qd0: torch.Tensor, dt: torch.Tensor, substeps: int = 4,
-                      f_ext: torch.Tensor | None = None, site: str = "",
-                      integrator: str = "euler", passive: bool = True) -> torch.Tensor:
-    """Integrate held torques tau: (B, K, n) [N m] from (q0, qd0) (B, n); dt: (B, K) [s];
-    f_ext: optional (B, K, 3) end-effector force [N] (its joint torque J^T f is held over a
-    sample like the actuator torque). Returns q: (B, K, n) at t0+1 .. t0+K."""
-    q, qd, out = q0, qd0, []
-    for k in range(tau.shape[1]):
-        h = (dt[:, k] / substeps).unsqueeze(-1)
-        u = tau[:, k]
-        if f_ext is not None:  # held over the sample like the torque
-            u = u + _ee_torque(robot, q, f_ext[:, k], site)
-        for _ in range(substeps):
-            q, qd = step(robot, q, qd, u, h, integrator=integrator, passive=passive)
-        out.append(q)
-    return torch.stack(out, 1)
-
-
-def rollout_simulator(model: NeuralActuator, robot, q_hist: torch.Tensor, qd_hist: torch.Tensor,
-                      goal_hist: torch.Tensor, q_goal: torch.Tensor, dt: torch.Tensor,
-                      substeps: int = 4, f_ext: torch.Tensor | None = None, site: str = "",
-                      integrator: str = "euler", extra_hist: dict | None = None,
-                      passive: bool = True) -> torch.Tensor:
-    """Simulator-mode open-loop rollout: only commands and the simulated state enter the model.
-
-    q_hist, qd_hist, goal_hist: (B, h, n) measured history up to t0 (the last row is the
-    initial state); q_goal: (B, K, n) commands at t0 .. t0+K-1 [rad]; dt: (B, K) [s];
-    extra_hist: other simulator-mode channels (B, h + K, n) (e.g. a simulated temperature).
-    Returns q: (B, K, n) simulated positions at t0+1 .. t0+K [rad]. Differentiable.
+    past: measured ``q_goal``, ``q``, ``qd`` at the ``history`` samples up to t0, each
+    (B, h, n); q0, qd0: (B, n) state at t0; q_goal: (B, H, n) commands at t0 .. t0+H-1;
+    dt: (B, H) sample spacings [s]. Returns q: (B, H, n) simulated at t0+1 .. t0+H.
+    Only the commands enter after t0.
     """
-    cfg = model.cfg
-    h = cfg.history
-    qs, qds, goals = list(q_hist.unbind(1)), list(qd_hist.unbind(1)), list(goal_hist.unbind(1))
-    goals[-1] = q_goal[:, 0]
-    q, qd, out = qs[-1], qds[-1], []
-    for k in range(q_goal.shape[1]):
-        parts = {"q": torch.stack(qs[-h:], 1), "qd": torch.stack(qds[-h:], 1),
-                 "q_goal": torch.stack(goals[-h:], 1)}
-        for name, v in (extra_hist or {}).items():
-            parts[name] = v[:, k:k + h]
-        res = model.heads(assemble(parts, cfg.channels))[0]
-        g = q_goal[:, k]
-        step_dt = (dt[:, k] / substeps).unsqueeze(-1)
-        ext = 0.0 if f_ext is None else _ee_torque(robot, q, f_ext[:, k], site)
+    chans = model.cfg.channels
+    hist = {k: past[k] for k in ("q_goal", "q", "qd")}
+    q, qd = q0, qd0
+    out = []
+    H = q_goal.shape[1]
+    for k in range(H):
+        res = model.heads(assemble(hist, chans))[0]
+        goal = q_goal[:, k]
+        h = (dt[:, k] / substeps).unsqueeze(-1)
         for _ in range(substeps):
-            u = model.saturate(model.pd_torque(g - q, qd) + res) + ext
-            q, qd = step(robot, q, qd, u, step_dt, integrator=integrator, passive=passive)
+            tau = model.saturate(model.pd_torque(goal - q, qd) + res)
+            qd = qd + h * robot.forward_dynamics(q, qd, tau)
+            q = q + h * qd
         out.append(q)
-        qs.append(q)
-        qds.append(qd)
-        if k + 1 < q_goal.shape[1]:
-            goals.append(q_goal[:, k + 1])
+        if k + 1 < H:
+            nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
+            hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
     return torch.stack(out, 1)
 
 
-def simulator(model: NeuralActuator, robot, substeps: int = 4, integrator: str = "euler",
-              passive: bool = True):
-    """Adapter to :func:`neuract.eval.protocol.evaluate_rollouts` (simulator mode; call it with
-    ``history=model.cfg.history``): ``sim(batch) -> (B, H, n)`` simulated positions [rad]."""
-    if model.cfg.mode != "simulator" or model.cfg.sim_temperature:
-        raise ConfigError("only a simulator-mode model without temperature can be scored by "
-                          "the rollout protocol (its inputs: commands + simulated state)")
-    dtype = next(model.parameters()).dtype
+def est_rollout(robot, q0, qd0, tau: torch.Tensor, tau_ext: torch.Tensor, dt: torch.Tensor,
+                substeps: int = 2) -> torch.Tensor:
+    """Drive the arm with given joint torques tau: (B, H+1, n) at the samples (linear in
+    between) plus external joint torques tau_ext (B, H+1, n); returns q (B, H, n)."""
+    q, qd = q0, qd0
+    out = []
+    for k in range(tau.shape[1] - 1):
+        h = (dt[:, k] / substeps).unsqueeze(-1)
+        for s in range(substeps):
+            a = (s + 0.5) / substeps
+            u = (1 - a) * (tau[:, k] + tau_ext[:, k]) + a * (tau[:, k + 1] + tau_ext[:, k + 1])
+            qd = qd + h * robot.forward_dynamics(q, qd, u)
+            q = q + h * qd
+        out.append(q)
+    return torch.stack(out, 1)
 
-    @torch.no_grad()
+
+def simulator(model: NeuralActuator, robot, substeps: int = 2):
+    """Simulator-mode NeuralActuator for :func:`neuract.eval.evaluate_rollouts` (call it with
+    ``history=model.cfg.history``): the protocol's measured initial state and its measured
+    ``history``-step past start the rollout; afterwards only the commands enter."""
+    if model.cfg.mode != "simulator":
+        raise ConfigError(f"simulator() needs a simulator-mode model; got {model.cfg.mode!r} "
+                          "(an estimator reads measured telemetry and cannot simulate)")
+    if robot.n_dof != model.cfg.n_joints:
+        raise ConfigError(f"robot has {robot.n_dof} joints; the model has "
+                          f"n_joints={model.cfg.n_joints}")
+    h = model.cfg.history
+
     def sim(batch) -> np.ndarray:
-        h = model.cfg.history
-        if batch.past.get("q") is None or batch.past["q"].shape[1] < h:
+        if batch.past.get("q") is None or batch.past["q"].shape[1] != h:
             raise ConfigError(f"NeuralActuator needs history={h} in evaluate_rollouts")
-        t = torch.tensor(np.asarray(batch.t), dtype=dtype)
-
-        def past(k):
-            return torch.tensor(np.asarray(batch.past[k])[:, -h:], dtype=dtype)
-
-        q = rollout_simulator(model, robot, past("q"), past("qd"), past("q_goal"),
-                              torch.tensor(np.asarray(batch.q_goal), dtype=dtype),
-                              t[:, 1:] - t[:, :-1], substeps, integrator=integrator,
-                              passive=passive)
+        f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float32)  # noqa: E731
+        past = {k: f(batch.past[k]) for k in ("q_goal", "q", "qd")}
+        dt = f(np.diff(batch.t, axis=1))
+        with torch.no_grad():
+            q = sim_rollout(model, robot, past, f(batch.q0), f(batch.qd0), f(batch.q_goal), dt,
+                            substeps)
         return q.double().numpy()
 
     return sim
 
 
-__all__ = ["rollout_estimator", "rollout_simulator", "simulator"]
+__all__ = ["est_rollout", "sim_rollout", "simulator"]

@@ -1,23 +1,23 @@
-"""Training NeuralActuator: torque pose-only through the differentiable simulator, force / gate /
-condition supervised where labels exist, one schedule; fine-tuning from a checkpoint.
+"""Pose-only training of NeuralActuator through the differentiable rigid-body simulation.
 
-Windows cover ``history + horizon`` samples. For each window the model sees the ``horizon``
-histories ending at ``t0 .. t0 + horizon - 1`` (``t0`` = last history sample):
+No torque label is used anywhere. Two modes, trained separately:
 
-* torque (no torque labels anywhere): the model's torques drive
-  :func:`neuract.sim.step` from the measured state at ``t0``; the loss is the mean squared
-  difference [deg^2] between simulated and measured joint positions at ``t0 + 1 ..``.
-  ``estimator`` mode reads the measured telemetry, so its torque sequence is computed once and
-  held over each sample; ``simulator`` mode reads only the commands and its *own simulated*
-  state (autoregressive rollout, nothing measured after ``t0``), and the PD servo prior is
-  re-evaluated at every physics substep while the learned residual is held.
-* force: masked MSE on ``ee_force`` (where ``ee_force_mask``), in units of the force scale;
-  gate: BCE on ``contact``; condition: cross-entropy per motor from the episode labels
-  ``condition_per_joint`` (or all-normal when ``condition`` is 0; unknown otherwise).
-* one AdamW schedule (linear warm-up, cosine decay) over the weighted sum.
+* **simulator** mode: a window starts from a measured state (with its measured 8-step past);
+  for ``horizon`` telemetry steps the model reads the *simulated* history (commands, simulated
+  q and qd), its torque drives the arm (``M qdd + b = tau``, semi-implicit Euler with
+  ``substeps`` physics steps per telemetry step; the servo prior ``kp (goal - q) - kd qd`` is
+  refreshed every substep, the learned residual is held), and the loss compares simulated with
+  measured positions. This is the model the open-loop rollout metrics score.
+* **estimator** mode: torque, force, gate and condition from the real telemetry. The torque of
+  every step of a window comes from the measured telemetry history; these torques (linearly
+  interpolated between samples) and the labelled external force (``J^T f``, where a label
+  exists) drive the simulated arm from the measured initial state, and the loss compares
+  simulated with measured positions. Force (masked Huber), gate (BCE) and condition
+  (cross-entropy) heads are supervised where labels exist; one schedule, one optimiser.
 
-Known external forces (``ee_force`` labels) can be applied in the simulation through the
-end-effector site Jacobian, so a hanging payload is not learned as actuator torque.
+Fine-tuning (:func:`fine_tune`) is the same loop started from a trained model, whose
+normalisation statistics are kept (e.g. a few minutes of a new unit's data); the rollouts live
+in :mod:`neuract.neuralactuator.rollout`.
 """
 
 from __future__ import annotations
@@ -26,273 +26,211 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator.features import assemble, feature_stats, source_channels
-from neuract.neuralactuator.model import NeuralActuator
-from neuract.neuralactuator.rollout import rollout_estimator, rollout_simulator
-
-RAD2DEG = 180.0 / math.pi
-IGNORE = -100
+from neuract.errors import ConfigError
+from neuract.neuralactuator.data import FlatData, flatten
+from neuract.neuralactuator.features import feature_stats
+from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.rollout import est_rollout, sim_rollout
 
 
 @dataclass
 class TrainConfig:
-    """One training (or fine-tuning) run."""
+    """Optimisation schedule of :func:`train_neuralactuator`."""
 
     steps: int = 300
-    batch_size: int = 16
-    horizon: int = 16
-    """rollout length of the pose loss [samples]"""
-    stride: int = 4
-    """spacing of window starts [samples]"""
+    """optimiser steps"""
+    batch: int = 32
+    """windows per step"""
+    horizon: int = 12
+    """telemetry steps simulated per window (simulator mode: final value of a curriculum
+    that starts at ``horizon // 3``)"""
+    substeps: int = 2
+    """physics steps per telemetry step"""
     lr: float = 1e-3
+    prior_lr_scale: float = 1.0
+    """learning-rate multiplier of the physical servo prior (log kp, log kd; no weight decay)"""
     weight_decay: float = 1e-4
-    warmup: float = 0.05
-    """share of the steps spent in the linear warm-up"""
     grad_clip: float = 1.0
-    prior_lr_scale: float = 10.0
-    """learning-rate multiplier of the physical servo prior (log kp, log kd)"""
-    w_pose: float = 1.0
-    w_force: float = 0.2
-    w_gate: float = 0.2
-    w_cond: float = 0.2
-    substeps: int = 4
-    """physics substeps per telemetry sample"""
-    integrator: str = "euler"
-    passive: bool = True
-    """add the robot model's joint damping + friction in the simulation; False when the
-    learned torque should be the net joint torque (as the twin's ``tau`` label is)"""
-    external_force: str = "label"
-    """``label``: apply known ee_force labels in the simulation; ``none``"""
-    ee_site: str = ""
-    """robot site where external forces act; empty: the robot's last site"""
+    pose_scale: float = 0.002
+    """position error scale of the pose loss [rad]"""
+    force_weight: float = 1.0
+    gate_weight: float = 0.5
+    condition_weight: float = 0.5
+    augment_temperature: float = 3.0
+    """estimator mode: random per-window offset of the temperature channel, +- [degC] (so a
+    small training set cannot tell episodes apart by their temperature)"""
+    augment_voltage: float = 0.2
+    """estimator mode: random per-window offset of the voltage channel, +- [V]"""
     freeze_encoder: bool = False
-    """fine-tuning: train only the head trunk, heads and servo prior"""
+    """train only the head trunk, heads and servo prior (fine-tuning on little data)"""
     seed: int = 0
-    log_every: int = 25
+    max_seconds: float = 0.0
+    """stop after this much wall time (0 = no limit)"""
 
     def validate(self) -> TrainConfig:
-        for name in ("steps", "batch_size", "horizon", "stride", "substeps", "log_every"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ConfigError(f"TrainConfig.{name}={v!r}; expected an integer >= 1")
-        if self.external_force not in ("label", "none"):
-            raise ConfigError(f"external_force={self.external_force!r}; accepted: "
-                              "['label', 'none']")
-        if not (0.0 <= self.warmup < 1.0):
-            raise ConfigError(f"warmup={self.warmup}; expected a fraction in [0, 1)")
+        for k in ("steps", "batch", "horizon", "substeps"):
+            if getattr(self, k) < 1:
+                raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
         return self
 
 
-class Windows:
-    """Training windows of ``L = history + horizon`` samples, as float32 tensors.
+def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:
+    """A fresh model with feature statistics (and force scale) from the training data."""
+    torch.manual_seed(seed)
+    model = NeuralActuator(cfg)
+    tok = data.tok_sim if cfg.mode == "simulator" else data.tok_est
+    step = max(1, tok.shape[0] // 20000)
+    mean, std = feature_stats(tok[::step].unsqueeze(1))
+    fs = None
+    if bool(data.fmask.any()):
+        fs = data.force[data.fmask].std(0).clamp_min(0.5)
+    model.set_stats(mean, std, fs)
+    return model
 
-    channels: source channel -> (N, L, J); dt: (N, L - 1) [s]; ee_force: (N, L, 3) [N];
-    force_mask, contact: (N, L) bool (mask False / contact 0 where absent);
-    condition: (N, J) int64 per-motor class or -100 (unknown).
+
+def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
+                         train: TrainConfig | None = None, site: str | None = None,
+                         init: NeuralActuator | None = None,
+                         progress: Callable[[int, int, dict], None] | None = None
+                         ) -> tuple[NeuralActuator, dict[str, Any]]:
+    """Train (or fine-tune ``init``) a NeuralActuator pose-only; returns (model, report).
+
+    trajs: training episodes (or their :class:`FlatData`); robot: the rigid-body model
+    (float32) whose joints match; site: end-effector site (needed for force labels in the
+    estimator-mode simulation); progress(step, total, info) is called after each step.
     """
-
-    def __init__(self, trajs: Sequence, model_channels: Sequence[str], n_joints: int,
-                 history: int, horizon: int, stride: int):
-        L = history + horizon
-        src = source_channels(model_channels)
-        for need in ("q", "qd", "q_goal"):
-            if need not in src:
-                src = (*src, need)
-        parts: dict[str, list] = {k: [] for k in src}
-        dts, forces, masks, contacts, conds, has_c = [], [], [], [], [], []
-        for traj in trajs:
-            T = len(traj["t"])
-            if T < L:
-                continue
-            starts = np.arange(0, T - L + 1, stride)
-            idx = starts[:, None] + np.arange(L)[None, :]
-            for k in src:
-                if k not in traj:
-                    raise SchemaError(f"trajectory {_name(traj)!r} has no channel {k!r}, needed "
-                                      f"by the model channels {list(model_channels)}")
-                v = np.asarray(traj[k], dtype=np.float64)
-                if v.ndim != 2 or v.shape[1] != n_joints:
-                    raise SchemaError(f"trajectory {_name(traj)!r} channel {k!r} has shape "
-                                      f"{v.shape}; expected (T, {n_joints})")
-                parts[k].append(v[idx])
-            t = np.asarray(traj["t"], dtype=np.float64)
-            dts.append(np.diff(t[idx], axis=1))
-            f = np.asarray(traj["ee_force"]) if "ee_force" in traj else np.zeros((T, 3))
-            m = (np.asarray(traj["ee_force_mask"], bool) if "ee_force_mask" in traj
-                 else np.full(T, "ee_force" in traj))
-            c = np.asarray(traj["contact"], bool) if "contact" in traj else np.zeros(T, bool)
-            forces.append(f[idx])
-            masks.append(m[idx])
-            contacts.append(c[idx])
-            has_c.append(np.full(len(starts), "contact" in traj))
-            conds.append(np.repeat(_condition_labels(traj, n_joints)[None], len(starts), 0))
-        if not dts:
-            raise SchemaError(f"no trajectory has the {L} samples one window needs "
-                              f"(history {history} + horizon {horizon})")
-        self.history, self.horizon = history, horizon
-        self.channels = {k: torch.tensor(np.concatenate(v), dtype=torch.float32)
-                         for k, v in parts.items()}
-        self.dt = torch.tensor(np.concatenate(dts), dtype=torch.float32)
-        self.ee_force = torch.tensor(np.concatenate(forces), dtype=torch.float32)
-        self.force_mask = torch.tensor(np.concatenate(masks))
-        self.contact = torch.tensor(np.concatenate(contacts))
-        self.has_contact = torch.tensor(np.concatenate(has_c))
-        self.condition = torch.tensor(np.concatenate(conds), dtype=torch.int64)
-        if not (self.dt > 0).all():
-            raise SchemaError("sample times must be strictly increasing")
-
-    def __len__(self) -> int:
-        return int(self.dt.shape[0])
-
-
-def _name(traj) -> str:
-    meta = getattr(traj, "meta", None)
-    return getattr(meta, "name", "") or "<trajectory>"
-
-
-def _condition_labels(traj, n_joints: int) -> np.ndarray:
-    """Per-motor condition class (J,), -100 where unknown."""
-    labels = getattr(getattr(traj, "meta", None), "labels", {}) or {}
-    per = labels.get("condition_per_joint")
-    if per is not None and len(per) == n_joints:
-        return np.asarray(per, dtype=np.int64)
-    if "condition" in traj:
-        c = np.asarray(traj["condition"])
-        if (c == 0).all():
-            return np.zeros(n_joints, dtype=np.int64)
-    return np.full(n_joints, IGNORE, dtype=np.int64)
-
-
-# -- statistics ------------------------------------------------------------------------------
-def init_stats(model: NeuralActuator, data: Windows) -> None:
-    """Feature normalisation (per channel and joint) and the force scale from the data."""
-    x = assemble({k: v for k, v in data.channels.items()}, model.cfg.channels)
-    mean, std = feature_stats(x)
-    m = data.force_mask
-    fs = data.ee_force[m].std(0) if m.sum() > 1 else torch.ones(3)
-    model.set_stats(mean, std, fs.clamp_min(0.1))
-
-
-# -- losses ----------------------------------------------------------------------------------
-def losses(model: NeuralActuator, robot, data: Windows, idx: torch.Tensor,
-           cfg: TrainConfig) -> dict[str, torch.Tensor]:
-    """Every loss term for the windows ``idx`` (see the module docstring)."""
-    mc = model.cfg
-    h, K = data.history, data.horizon
-    B = len(idx)
-    ch = {k: v[idx] for k, v in data.channels.items()}
-    x = assemble(ch, mc.channels)  # (B, L, F)
-    xs = x.unfold(1, h, 1)[:, :K].permute(0, 1, 3, 2)  # (B, K, h, F): windows ending t0 + k
-    res, force, gate, cond = model.heads(xs.reshape(B * K, h, -1))
-    site = cfg.ee_site or robot.site_names[-1]
-    f_ext = None
-    if cfg.external_force == "label":
-        f = data.ee_force[idx, h - 1:h - 1 + K] * data.force_mask[idx, h - 1:h - 1 + K, None]
-        f_ext = f if bool(f.abs().sum() > 0) else None
-    q, qd, goal, dt = ch["q"], ch["qd"], ch["q_goal"], data.dt[idx, h - 1:h - 1 + K]
-    if mc.mode == "estimator":
-        tau = model.saturate(model.servo_prior(xs.reshape(B * K, h, -1)) + res).reshape(B, K, -1)
-        q_sim = rollout_estimator(model, robot, tau, q[:, h - 1], qd[:, h - 1], dt,
-                                  cfg.substeps, f_ext, site, cfg.integrator, cfg.passive)
-    else:
-        extra = {k: v for k, v in ch.items() if k in mc.channels and k not in ("q", "qd",
-                                                                                 "q_goal")}
-        q_sim = rollout_simulator(model, robot, q[:, :h], qd[:, :h], goal[:, :h],
-                                  goal[:, h - 1:h - 1 + K], dt, cfg.substeps, f_ext, site,
-                                  cfg.integrator, extra, cfg.passive)
-    out = {"pose": ((q_sim - q[:, h:h + K]) * RAD2DEG).pow(2).mean()}
-    # supervised heads on the teacher-forced windows (labels at each window's last sample)
-    lab = slice(h - 1, h - 1 + K)
-    m = data.force_mask[idx, lab].reshape(-1)
-    if m.any():
-        err = (force - data.ee_force[idx, lab].reshape(-1, 3)) / model.force_scale
-        out["force"] = err[m].pow(2).mean()
-    has_c = data.has_contact[idx].repeat_interleave(K)
-    if has_c.any():
-        out["gate"] = F.binary_cross_entropy_with_logits(
-            gate[has_c], data.contact[idx, lab].reshape(-1)[has_c].float())
-    tgt = data.condition[idx].repeat_interleave(K, 0).reshape(-1)
-    if (tgt != IGNORE).any():
-        out["cond"] = F.cross_entropy(cond.reshape(-1, mc.n_conditions), tgt,
-                                      ignore_index=IGNORE)
-    return out
-
-
-def _schedule(cfg: TrainConfig) -> Callable[[int], float]:
-    warm = max(1, int(cfg.warmup * cfg.steps))
-
-    def f(i: int) -> float:
-        if i < warm:
-            return (i + 1) / warm
-        p = (i - warm) / max(1, cfg.steps - warm)
-        return 0.5 * (1.0 + math.cos(math.pi * p))
-
-    return f
-
-
-def train(model: NeuralActuator, robot, trajs: Sequence, cfg: TrainConfig | None = None,
-          fresh_stats: bool = True, log: Callable[[str], None] | None = None) -> list[dict]:
-    """Train ``model`` in place on trajectories of ``robot``; returns the loss history.
-
-    fresh_stats: compute normalisation statistics from ``trajs`` (True for a new model; a
-    fine-tune keeps the checkpoint's statistics). The robot's joints must be the model's.
-    """
-    cfg = (cfg or TrainConfig()).validate()
-    mc = model.cfg
-    if robot.n_dof != mc.n_joints:
+    train = (train or TrainConfig()).validate()
+    cfg = cfg.validate()
+    if robot.n_dof != cfg.n_joints:
         raise ConfigError(f"robot {getattr(robot, 'name', '')!r} has {robot.n_dof} joints; the "
-                          f"model has n_joints={mc.n_joints}")
-    data = Windows(trajs, mc.channels, mc.n_joints, mc.history, cfg.horizon, cfg.stride)
-    if fresh_stats:
-        init_stats(model, data)
-    params = [p for n, p in model.named_parameters()
-              if not (cfg.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
-    prior = [p for n, p in model.named_parameters() if n in ("log_kp", "log_kd")]
-    net = [p for p in params if all(p is not q for q in prior)]
-    opt = torch.optim.AdamW([{"params": net},
-                             {"params": prior, "lr": cfg.lr * cfg.prior_lr_scale,
-                              "weight_decay": 0.0}], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
-    weights = {"pose": cfg.w_pose, "force": cfg.w_force, "gate": cfg.w_gate, "cond": cfg.w_cond}
-    gen = torch.Generator().manual_seed(cfg.seed)
-    history: list[dict] = []
+                          f"model has n_joints={cfg.n_joints}")
+    torch.manual_seed(train.seed)
+    if isinstance(trajs, FlatData):
+        data = trajs
+    else:
+        est = cfg.channels if cfg.mode == "estimator" else None
+        sim = cfg.channels if cfg.mode == "simulator" else None
+        data = flatten(trajs, robot, site, est, sim)
+    model = init if init is not None else init_model(cfg, data, train.seed)
+    if model.cfg.mode != cfg.mode:
+        raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
     model.train()
+    named = [(n, p) for n, p in model.named_parameters()
+             if not (train.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
+    params = [p for _, p in named]
+    prior = [p for n, p in named if n in ("log_kp", "log_kd")]
+    net = [p for n, p in named if n not in ("log_kp", "log_kd")]
+    lrs = [train.lr, train.lr * train.prior_lr_scale]
+    opt = torch.optim.AdamW([{"params": net}, {"params": prior, "weight_decay": 0.0}],
+                            lr=train.lr, weight_decay=train.weight_decay)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
+                                                pct_start=0.1)
+    gen = np.random.default_rng(train.seed)
+    h = cfg.history
+    anchors = data.anchors(h, train.horizon + 1)
+    hist_off = torch.arange(-h + 1, 1)
     t_start = time.perf_counter()
-    for it in range(cfg.steps):
-        idx = torch.randint(len(data), (min(cfg.batch_size, len(data)),), generator=gen)
-        terms = losses(model, robot, data, idx, cfg)
-        total = sum(weights[k] * v for k, v in terms.items())
-        if not torch.isfinite(total):
-            raise FloatingPointError(f"non-finite loss at step {it}: "
-                                     f"{ {k: float(v) for k, v in terms.items()} }")
-        opt.zero_grad(set_to_none=True)
-        total.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+    history: list[dict] = []
+    for step in range(train.steps):
+        t0 = torch.as_tensor(gen.choice(anchors, train.batch))
+        if cfg.mode == "simulator":
+            H = max(2, int(round(train.horizon * min(1.0, 1 / 3 + step / (0.6 * train.steps)))))
+            loss, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
+        else:
+            loss, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
+        if not torch.isfinite(loss):
+            raise ConfigError(f"non-finite NeuralActuator loss at step {step}; lower lr or "
+                              "raise substeps")
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
         opt.step()
         sched.step()
-        rec = {"step": it, "total": float(total.detach()),
-               **{k: float(v.detach()) for k, v in terms.items()},
-               "lr": sched.get_last_lr()[0], "time_s": time.perf_counter() - t_start}
-        history.append(rec)
-        if log is not None and (it % cfg.log_every == 0 or it == cfg.steps - 1):
-            log(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                         for k, v in rec.items()))
+        info["step"] = step + 1
+        info["loss"] = loss.item()
+        history.append(info)
+        if progress is not None:
+            progress(step + 1, train.steps, info)
+        if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
+            break
     model.eval()
-    return history
+    report = {"mode": cfg.mode, "steps": len(history), "seconds": time.perf_counter() - t_start,
+              "final": history[-1] if history else None,
+              "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
+              "history": history[-20:]}
+    return model, report
 
 
-def fine_tune(model: NeuralActuator, robot, trajs: Sequence, cfg: TrainConfig | None = None,
-              log: Callable[[str], None] | None = None) -> list[dict]:
-    """Adapt a trained model (e.g. from :func:`load_checkpoint`) to a few minutes of a new
-    unit's data: same losses, the checkpoint's normalisation statistics kept."""
-    cfg = cfg or TrainConfig(steps=100, lr=3e-4, warmup=0.0)
-    return train(model, robot, trajs, cfg, fresh_stats=False, log=log)
+def fine_tune(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
+              train: TrainConfig | None = None, site: str | None = None,
+              progress: Callable[[int, int, dict], None] | None = None
+              ) -> tuple[NeuralActuator, dict[str, Any]]:
+    """Adapt a trained model (e.g. from :func:`load_checkpoint`) in place to a few minutes of
+    a new unit's data: the same losses, the checkpoint's normalisation statistics kept.
+    Default schedule: 100 steps at lr 3e-4."""
+    train = train or TrainConfig(steps=100, lr=3e-4)
+    return train_neuralactuator(trajs, robot, model.cfg, train, site=site, init=model,
+                                progress=progress)
 
 
-__all__ = ["TrainConfig", "Windows", "init_stats", "losses", "train", "fine_tune"]
+def _pose_loss(q_sim, q_ref, scale):
+    return F.huber_loss(q_sim / scale, q_ref / scale, delta=1.0)
+
+
+def _sim_loss(model, robot, data: FlatData, t0, H, hist_off, train):
+    idx = t0[:, None] + hist_off[None, :]
+    past = {"q_goal": data.q_goal[idx], "q": data.q[idx], "qd": data.qd[idx]}
+    fut = t0[:, None] + torch.arange(H + 1)[None, :]
+    tt = data.t[fut]
+    dt = (tt[:, 1:] - tt[:, :-1]).float()
+    q_sim = sim_rollout(model, robot, past, data.q[t0], data.qd[t0], data.q_goal[fut[:, :-1]],
+                        dt, train.substeps)
+    q_ref = data.q[fut[:, 1:]]
+    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
+    mae = (q_sim - q_ref).abs().mean().item()
+    return loss, {"horizon": H, "pose_mae_deg": math.degrees(mae)}
+
+
+def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
+    B = t0.shape[0]
+    fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
+    idx = fut[..., None] + hist_off  # (B, H+1, h)
+    x = data.tok_est[idx]  # (B, H+1, h, F)
+    ch = model.cfg.channels
+    J = model.cfg.n_joints
+    amp = torch.tensor([train.augment_temperature if c == "temperature" else
+                        train.augment_voltage if c == "voltage" else 0.0 for c in ch])
+    if bool(amp.any()):
+        off = (torch.rand(B, 1, 1, 1, len(ch)) * 2 - 1) * amp  # one offset per window
+        x = (x.reshape(B, H + 1, len(hist_off), J, len(ch)) + off).reshape(x.shape)
+    x = x.reshape(B * (H + 1), len(hist_off), -1)
+    res, force, gate, cond = model.heads(x)
+    # the prior reads the measured error and velocity of each sample
+    tau = model.saturate(model.servo_prior(x) + res).reshape(B, H + 1, -1)
+    tt = data.t[fut]
+    dt = (tt[:, 1:] - tt[:, :-1]).float()
+    q_sim = est_rollout(robot, data.q[t0], data.qd_s[t0], tau, data.tau_ext[fut], dt,
+                        train.substeps)
+    q_ref = data.q[fut[:, 1:]]
+    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
+    info = {"pose_mae_deg": math.degrees((q_sim - q_ref).abs().mean().item())}
+    flat = fut.reshape(-1)
+    fm = data.fmask[flat]
+    if bool(fm.any()):
+        fl = F.huber_loss(force[fm], data.force[flat][fm], delta=1.0)
+        loss = loss + train.force_weight * fl
+        info["force_mae"] = (force[fm] - data.force[flat][fm]).abs().mean().item()
+    gl = F.binary_cross_entropy_with_logits(gate, data.contact[flat].float())
+    cl = F.cross_entropy(cond.reshape(-1, cond.shape[-1]), data.cond[flat].reshape(-1))
+    loss = loss + train.gate_weight * gl + train.condition_weight * cl
+    info.update(gate_bce=gl.item(), cond_ce=cl.item())
+    return loss, info
+
+
+__all__ = ["TrainConfig", "fine_tune", "init_model", "train_neuralactuator"]

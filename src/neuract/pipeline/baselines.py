@@ -187,7 +187,7 @@ def signed_current(traj) -> np.ndarray:
 def inverse_dynamics_torque(robot, traj) -> np.ndarray:
     """(T, n) rigid-body torque M qdd + b - J^T f explaining the measured motion [N m]
     (qd, qdd by Savitzky-Golay derivatives of q): a torque estimate from positions only."""
-    from neuract.pipeline.na_data import smooth_velocity
+    from neuract.neuralactuator.data import smooth_velocity
 
     t = np.asarray(traj["t"], dtype=np.float64)
     q = np.asarray(traj["q"], dtype=np.float64)

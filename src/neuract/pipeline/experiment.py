@@ -126,10 +126,17 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.actuators import ActuatorConfig
     from neuract.estimate import force_estimator
     from neuract.eval import evaluate_estimator, evaluate_rollouts
-    from neuract.neuralactuator import count_flops, count_params, save_checkpoint
+    from neuract.neuralactuator import (
+        TrainConfig,
+        calibrate_condition,
+        count_flops,
+        count_params,
+        estimate,
+        save_checkpoint,
+        simulator,
+        train_neuralactuator,
+    )
     from neuract.pipeline import baselines as bl
-    from neuract.pipeline.na_eval import calibrate_condition, na_estimate, na_simulator
-    from neuract.pipeline.na_train import NATrainConfig, train_neuralactuator
 
     progress = progress or _noop
     torch.manual_seed(cfg.seed)
@@ -170,7 +177,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         if steps <= 0:
             continue
         ncfg = na_config(setup, mode, cfg.size, n)
-        tc = NATrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
+        tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                            substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         model, rep = timed(f"train_na_{mode}", train_neuralactuator, train, setup.robot, ncfg,
@@ -189,9 +196,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
                             extra=extra, overwrite=True)
     if "simulator" in na:
-        sims["NeuralActuator"] = na_simulator(na["simulator"], setup.robot, cfg.substeps)
+        sims["NeuralActuator"] = simulator(na["simulator"], setup.robot, cfg.substeps)
     if "estimator" in na:
-        ests["NeuralActuator"] = lambda tr: na_estimate(na["estimator"], tr)
+        ests["NeuralActuator"] = lambda tr: estimate(na["estimator"], tr)
 
     # ---- simulator baselines
     if setup.mujoco_xml:
@@ -310,7 +317,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
 
 
 def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str, Any] | None:
-    from neuract.pipeline.na_data import per_joint_condition
+    from neuract.neuralactuator.data import per_joint_condition
 
     pred, true = [], []
     for tr in test:

@@ -229,7 +229,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     import torch
 
     from neuract.atomic import atomic_path, write_json
-    from neuract.pipeline.na_eval import na_estimate
+    from neuract.neuralactuator import estimate
 
     torch.set_num_threads(1)
     model = load_model(cfg.checkpoint)
@@ -241,7 +241,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
     for tr in trajs:
-        est = na_estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
+        est = estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
         name = tr.meta.name.replace("/", "__") or "episode"
         path = out_dir / f"{name}.parquet"
         with atomic_path(path) as tmp:

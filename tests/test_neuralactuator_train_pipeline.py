@@ -1,4 +1,5 @@
-"""NeuralActuator pose-only training and its protocol adapters (tiny sizes, fast)."""
+"""NeuralActuator pose-only training and its protocol adapters on SO-101 twin data (tiny
+model sizes, fast)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,12 @@ import pytest
 import torch
 
 from neuract.neuralactuator import NeuralActuatorConfig
-from neuract.pipeline.na_data import flatten
-from neuract.pipeline.na_eval import na_estimate, na_simulator
-from neuract.pipeline.na_train import (
-    NATrainConfig,
-    est_rollout,
-    init_model,
-    sim_rollout,
-    train_neuralactuator,
-)
+from neuract.neuralactuator import estimate as na_estimate
+from neuract.neuralactuator import simulator as na_simulator
+from neuract.neuralactuator.data import flatten
+from neuract.neuralactuator.rollout import est_rollout, sim_rollout
+from neuract.neuralactuator.train import TrainConfig as NATrainConfig
+from neuract.neuralactuator.train import init_model, train_neuralactuator
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 
@@ -139,7 +137,7 @@ def test_fine_tuning_starts_from_the_given_model(robot, trajs):
 
 
 def test_condition_threshold_shifts_log_odds_and_calibration(robot, trajs):
-    from neuract.pipeline.na_eval import calibrate_condition
+    from neuract.neuralactuator import calibrate_condition
 
     me, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"),
                                  NATrainConfig(steps=2, batch=4, horizon=3), site="gripperframe")
