@@ -8,6 +8,7 @@
 - :mod:`~neuract.actuators.servo`: firmware loop -> duty -> DC motor (STS3215, XM430).
 - :mod:`~neuract.actuators.friction`: friction budgets clipping the stopping torque.
 - :mod:`~neuract.actuators.backlash`: backlash dead zone and command delay.
+- :mod:`~neuract.actuators.error_limit`: firmware clamp of the position error.
 - :mod:`~neuract.actuators.neural`: MLP / GRU / Transformer, standalone or residual.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from neuract.actuators.backlash import Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
+from neuract.actuators.error_limit import ErrorLimit
 from neuract.actuators.friction import FRICTIONS, BudgetFriction, FrictionConfig
 from neuract.actuators.neural import NeuralActuator, NeuralConfig
 from neuract.actuators.param import Param
@@ -55,6 +57,7 @@ class ActuatorConfig:
     current_limit: float | None = None
     fit_error_gain: bool = False
     punch: float = 0.0  # firmware minimum duty [-]; 0 = none, > 0 = fitted from this value
+    error_limit: float = 0.0  # firmware position-error clamp [rad]; 0 = none, > 0 = fitted
     disabled: str = "coast"  # torque off: coast | brake
     neural: NeuralConfig = field(default_factory=NeuralConfig)
 
@@ -74,7 +77,7 @@ def _servo_config(cfg: ActuatorConfig, defaults: dict) -> ServoConfig:
     return ServoConfig(**kw, control_dt=cfg.control_dt, friction=friction,
                        backlash=cfg.backlash, delay=cfg.delay, delay_frames=cfg.delay_frames,
                        smooth=cfg.smooth, fit_error_gain=cfg.fit_error_gain, punch=cfg.punch,
-                       disabled=cfg.disabled)
+                       error_limit=cfg.error_limit, disabled=cfg.disabled)
 
 
 def _with_residual(cfg: ActuatorConfig, base: Actuator) -> Actuator:
@@ -131,6 +134,7 @@ __all__ = [
     "Backlash",
     "BudgetFriction",
     "CommandDelay",
+    "ErrorLimit",
     "FrictionConfig",
     "History",
     "NeuralActuator",

@@ -7,10 +7,12 @@ resistance and the back-EMF, ``i = (duty V - kt qd) / R``, optionally clipped by
 limit; the output torque is ``kt i``. ``kt`` is the torque constant referred to the output
 shaft (gear ratio included) [N m / A], equal to the back-EMF constant [V s / rad]. A friction
 budget (:mod:`neuract.actuators.friction`), a backlash dead zone and a command delay
-(:mod:`neuract.actuators.backlash`) complete the model, plus two firmware details that matter
-on real STS3215 data: a minimum duty ("punch", Feetech's minimum startup force) added in the
-direction of the error, and what the bridge does when torque is disabled (coast: no current;
-brake: shorted winding, back-EMF current only; the K-Scale logs fit coast far better).
+(:mod:`neuract.actuators.backlash`) complete the model, plus firmware details that matter
+on real STS3215 data: a clamp of the position error (:mod:`neuract.actuators.error_limit`,
+a duty ceiling that binds at low kp), a minimum duty ("punch", Feetech's minimum startup
+force) added in the direction of the error, and what the bridge does when torque is
+disabled (coast: no current; brake: shorted winding, back-EMF current only; the K-Scale logs
+fit coast far better).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from torch import Tensor
 
 from neuract.actuators.backlash import Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
+from neuract.actuators.error_limit import ErrorLimit
 from neuract.actuators.friction import BudgetFriction, FrictionConfig
 from neuract.actuators.param import Param, scalar_params, softclip
 from neuract.errors import ConfigError
@@ -57,6 +60,8 @@ class ServoConfig:
     punch: float = 0.0  # minimum duty in the error's direction (Feetech "minimum startup
     #                     force"); 0 = none, > 0 = fitted from this initial value
     punch_width: float = 0.005  # [rad] error over which the punch ramps in (tanh)
+    error_limit: float = 0.0  # [rad] firmware clamp of the position error before the P law
+    #                           (a kp-dependent duty ceiling); 0 = none, > 0 = fitted from it
 
 
 # Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
@@ -91,6 +96,8 @@ class ServoActuator(Actuator):
         self.punch = Param(cfg.punch, lo=0.0, hi=0.5, shape=s) if cfg.punch > 0 else None
         self.backlash = (Backlash(cfg.backlash, cfg.smooth, n_dof) if cfg.backlash > 0
                          else None)
+        self.error_limit = (ErrorLimit(cfg.error_limit, cfg.smooth, n_dof)
+                            if cfg.error_limit > 0 else None)
         self.delay = (CommandDelay(cfg.delay, cfg.control_dt, cfg.delay_frames, n_dof)
                       if cfg.delay > 0 else None)
         self.history_len = cfg.delay_frames if self.delay is not None else 1
@@ -132,6 +139,8 @@ class ServoActuator(Actuator):
         e = self.goal(command, history) - state.q
         if self.backlash is not None:
             e = self.backlash(e)
+        if self.error_limit is not None:
+            e = self.error_limit(e)
         kp = state.get("kp", c.kp)
         gain = c.error_gain * self.error_gain_ratio()
         u = kp * gain * e
