@@ -195,10 +195,12 @@ def menagerie_mujoco(test: RunBatch, substeps: int = 5, params: dict | None = No
 def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
                residual: str = "none", smooth: bool = False, punch: float = 0.0,
                fit_error_gain: bool = False, neural: NeuralConfig | None = None,
-               arch: str | None = None, error_limit: float = 0.0) -> SystemModel:
+               arch: str | None = None, error_limit: float = 0.0,
+               goal_slew: float = 0.0) -> SystemModel:
     cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
                          backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
                          punch=punch, fit_error_gain=fit_error_gain, error_limit=error_limit,
+                         goal_slew=goal_slew,
                          neural=neural or NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE))
     act = build_actuator(cfg)
     joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
@@ -431,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
         "ours_m6_delay_punch_gain_backlash_elim_sub2": dict(
             friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
             error_limit=0.6, substeps=2),
+        # + firmware speed limit of the internal goal: initial 5 rad/s chosen on the
+        # VALIDATION runs with the model above (no refit; 3 to 20 rad/s tried), then fitted
+        "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": dict(
+            friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
+            error_limit=0.6, goal_slew=5.0, substeps=2),
     }
     cache = args.cache
     for name, kw in variants.items():
@@ -486,6 +493,8 @@ EFFECTS = [  # (effect, without, with): what one modelling step buys on the held
     ("2 physics substeps", "ours_m6_delay_punch_gain", "ours_m6_delay_punch_gain_sub2"),
     ("firmware position-error clamp", "ours_m6_delay_punch_gain_backlash_sub2",
      "ours_m6_delay_punch_gain_backlash_elim_sub2"),
+    ("firmware goal speed limit", "ours_m6_delay_punch_gain_backlash_elim_sub2",
+     "ours_m6_delay_punch_gain_backlash_elim_slew_sub2"),
 ]
 
 
@@ -507,6 +516,9 @@ OURS_NOTES = {
                                                    "firmware clamp of the position error "
                                                    "(a duty ceiling kp*0.1649*limit that "
                                                    "binds at low kp; limit fitted)",
+    "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": "ours_m6_delay_punch_gain_backlash_"
+                                                        "elim_sub2 + firmware speed limit of "
+                                                        "the internal goal (fitted)",
     "ours_mlp": "neuract MLP actuator alone (Hwangbo-style: 8-frame error/velocity window, "
                 "gravity torque, kp, voltage, torque_enable), no physical motor model",
     "ours_residual_mlp": "MLP residual (bounded +-0.5 N m, clipped to the motor envelope) on "

@@ -9,6 +9,7 @@
 - :mod:`~neuract.actuators.friction`: friction budgets clipping the stopping torque.
 - :mod:`~neuract.actuators.backlash`: backlash dead zone and command delay.
 - :mod:`~neuract.actuators.error_limit`: firmware clamp of the position error.
+- :mod:`~neuract.actuators.goal_slew`: firmware speed limit of the internal goal.
 - :mod:`~neuract.actuators.neural`: MLP / GRU / Transformer, standalone or residual.
 """
 
@@ -22,6 +23,7 @@ from neuract.actuators.backlash import Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.actuators.error_limit import ErrorLimit
 from neuract.actuators.friction import FRICTIONS, BudgetFriction, FrictionConfig
+from neuract.actuators.goal_slew import GoalSlew
 from neuract.actuators.neural import NeuralActuator, NeuralConfig
 from neuract.actuators.param import Param
 from neuract.actuators.servo import STS3215, XM430, ServoActuator, ServoConfig
@@ -58,6 +60,7 @@ class ActuatorConfig:
     fit_error_gain: bool = False
     punch: float = 0.0  # firmware minimum duty [-]; 0 = none, > 0 = fitted from this value
     error_limit: float = 0.0  # firmware position-error clamp [rad]; 0 = none, > 0 = fitted
+    goal_slew: float = 0.0  # firmware goal speed limit [rad/s]; 0 = none, > 0 = fitted
     disabled: str = "coast"  # torque off: coast | brake
     neural: NeuralConfig = field(default_factory=NeuralConfig)
 
@@ -77,7 +80,8 @@ def _servo_config(cfg: ActuatorConfig, defaults: dict) -> ServoConfig:
     return ServoConfig(**kw, control_dt=cfg.control_dt, friction=friction,
                        backlash=cfg.backlash, delay=cfg.delay, delay_frames=cfg.delay_frames,
                        smooth=cfg.smooth, fit_error_gain=cfg.fit_error_gain, punch=cfg.punch,
-                       error_limit=cfg.error_limit, disabled=cfg.disabled)
+                       error_limit=cfg.error_limit, goal_slew=cfg.goal_slew,
+                       disabled=cfg.disabled)
 
 
 def _with_residual(cfg: ActuatorConfig, base: Actuator) -> Actuator:
@@ -135,6 +139,7 @@ __all__ = [
     "BudgetFriction",
     "CommandDelay",
     "ErrorLimit",
+    "GoalSlew",
     "FrictionConfig",
     "History",
     "NeuralActuator",

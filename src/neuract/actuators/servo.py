@@ -8,7 +8,8 @@ limit; the output torque is ``kt i``. ``kt`` is the torque constant referred to 
 shaft (gear ratio included) [N m / A], equal to the back-EMF constant [V s / rad]. A friction
 budget (:mod:`neuract.actuators.friction`), a backlash dead zone and a command delay
 (:mod:`neuract.actuators.backlash`) complete the model, plus firmware details that matter
-on real STS3215 data: a clamp of the position error (:mod:`neuract.actuators.error_limit`,
+on real STS3215 data: a speed limit of the internal goal (:mod:`~.goal_slew`), a clamp of
+the position error (:mod:`neuract.actuators.error_limit`,
 a duty ceiling that binds at low kp), a minimum duty ("punch", Feetech's minimum startup
 force) added in the direction of the error, and what the bridge does when torque is
 disabled (coast: no current; brake: shorted winding, back-EMF current only; the K-Scale logs
@@ -26,6 +27,7 @@ from neuract.actuators.backlash import Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.actuators.error_limit import ErrorLimit
 from neuract.actuators.friction import BudgetFriction, FrictionConfig
+from neuract.actuators.goal_slew import GoalSlew
 from neuract.actuators.param import Param, scalar_params, softclip
 from neuract.errors import ConfigError
 
@@ -62,6 +64,8 @@ class ServoConfig:
     punch_width: float = 0.005  # [rad] error over which the punch ramps in (tanh)
     error_limit: float = 0.0  # [rad] firmware clamp of the position error before the P law
     #                           (a kp-dependent duty ceiling); 0 = none, > 0 = fitted from it
+    goal_slew: float = 0.0  # [rad/s] firmware speed limit of its internal goal, advanced once
+    #                         per control frame; 0 = none, > 0 = fitted from this value
 
 
 # Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
@@ -98,6 +102,9 @@ class ServoActuator(Actuator):
                          else None)
         self.error_limit = (ErrorLimit(cfg.error_limit, cfg.smooth, n_dof)
                             if cfg.error_limit > 0 else None)
+        self.goal_slew = GoalSlew(cfg.goal_slew, cfg.smooth, n_dof) if cfg.goal_slew > 0 else None
+        self._slew_goal: Tensor | None = None  # internal goal (..., n) [rad]
+        self._slew_fresh: Tensor | None = None  # rows to restart at their goal
         self.delay = (CommandDelay(cfg.delay, cfg.control_dt, cfg.delay_frames, n_dof)
                       if cfg.delay > 0 else None)
         self.history_len = cfg.delay_frames if self.delay is not None else 1
@@ -107,6 +114,12 @@ class ServoActuator(Actuator):
     # -- internal state (integral of the error) ---------------------------------------------
     def _reset_state(self, ids) -> None:
         self._goal_cache = None
+        if self._slew_goal is None or ids is None:
+            self._slew_goal = self._slew_fresh = None
+        else:
+            fresh = self._slew_fresh.clone()
+            fresh[torch.as_tensor(ids, dtype=torch.long)] = True
+            self._slew_fresh = fresh
         if self._integral is None or ids is None:
             self._integral = None
         else:
@@ -115,6 +128,15 @@ class ServoActuator(Actuator):
             self._integral = integral
 
     def _observe_state(self, frame: Tensor, state: ActuatorState) -> None:
+        if self.goal_slew is not None:  # advance the internal goal by one control frame
+            target = self._delayed_goal(frame[..., 0], self.history)
+            prev = self._slew_goal
+            if prev is None or prev.shape != target.shape:
+                self._slew_goal = target
+            else:
+                new = self.goal_slew.step(target, prev, self.cfg.control_dt)
+                self._slew_goal = torch.where(self._slew_fresh, target, new)
+            self._slew_fresh = torch.zeros_like(target, dtype=torch.bool)
         if self.cfg.ki == 0:
             return
         e = self.goal(frame[..., 0], self.history) - state.q
@@ -123,7 +145,14 @@ class ServoActuator(Actuator):
 
     # -- model -----------------------------------------------------------------------------
     def goal(self, command: Tensor, history: History | None) -> Tensor:
-        """(..., n) the goal the firmware acts on (the delayed command if a delay is set)."""
+        """(..., n) the goal the firmware acts on: the delayed command if a delay is set,
+        then slew-limited if a goal slew is set (its state advances with :meth:`observe`;
+        before the first frame the delayed command is used)."""
+        if self.goal_slew is not None and self._slew_goal is not None:
+            return self._slew_goal
+        return self._delayed_goal(command, history)
+
+    def _delayed_goal(self, command: Tensor, history: History | None) -> Tensor:
         if self.delay is None:
             return command
         h = self._history(history)
