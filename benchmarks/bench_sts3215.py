@@ -438,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": dict(
             friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
             error_limit=0.6, goal_slew=5.0, substeps=2),
+        "ours_m6_delay_punch_gain_backlash_slew_sub2": dict(  # ablation: no error clamp
+            friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
+            goal_slew=5.0, substeps=2),
     }
     cache = args.cache
     for name, kw in variants.items():
@@ -495,6 +498,10 @@ EFFECTS = [  # (effect, without, with): what one modelling step buys on the held
      "ours_m6_delay_punch_gain_backlash_elim_sub2"),
     ("firmware goal speed limit", "ours_m6_delay_punch_gain_backlash_elim_sub2",
      "ours_m6_delay_punch_gain_backlash_elim_slew_sub2"),
+    ("firmware goal speed limit", "ours_m6_delay_punch_gain_backlash_sub2",
+     "ours_m6_delay_punch_gain_backlash_slew_sub2"),
+    ("firmware position-error clamp", "ours_m6_delay_punch_gain_backlash_slew_sub2",
+     "ours_m6_delay_punch_gain_backlash_elim_slew_sub2"),
 ]
 
 
@@ -519,6 +526,9 @@ OURS_NOTES = {
     "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": "ours_m6_delay_punch_gain_backlash_"
                                                         "elim_sub2 + firmware speed limit of "
                                                         "the internal goal (fitted)",
+    "ours_m6_delay_punch_gain_backlash_slew_sub2": "ablation: ours_m6_delay_punch_gain_"
+                                                   "backlash_sub2 + goal speed limit, without "
+                                                   "the error clamp",
     "ours_mlp": "neuract MLP actuator alone (Hwangbo-style: 8-frame error/velocity window, "
                 "gravity torque, kp, voltage, torque_enable), no physical motor model",
     "ours_residual_mlp": "MLP residual (bounded +-0.5 N m, clipped to the motor envelope) on "
