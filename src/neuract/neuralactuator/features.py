@@ -11,6 +11,13 @@ window is ``x: (..., history, n_joints * n_channels)`` laid out joint-major
   pos_error`` where ``effort`` is the motor current [A] or the servo's load reading [-1..1].
 
 ``pos_error = q_goal - q`` [rad] is derived, never read. Units are SI as in ``neuract.data``.
+
+Estimator mode can also read *physics channels* computed from the rigid-body arm model at the
+measured pose (:mod:`neuract.neuralactuator.physics`): the gravity torque of each joint
+``tau_gravity`` [N m] and the joint's column of the end-effector linear Jacobian
+``jac_x, jac_y, jac_z`` [m/rad]. With them the force head sees, in nearly linear form, what a
+model-based observer uses (``J^T f = effort torque - gravity``) instead of having to learn the
+arm's geometry from a few episodes.
 """
 
 from __future__ import annotations
@@ -26,13 +33,16 @@ from neuract.errors import ConfigError, SchemaError
 MODES = ("simulator", "estimator")
 EFFORT_CHANNELS = ("current", "load")
 DERIVED = ("pos_error",)
+PHYSICS_CHANNELS = ("tau_gravity", "jac_x", "jac_y", "jac_z")
 
 
-def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False) -> tuple:
+def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False,
+                 physics: bool = False) -> tuple:
     """Per-joint channel names, in model order, for a mode.
 
     mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
-    mode only); sim_temperature: simulator mode also reads a simulated ``temperature``.
+    mode only); sim_temperature: simulator mode also reads a simulated ``temperature``;
+    physics: estimator mode also reads :data:`PHYSICS_CHANNELS`.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
@@ -45,7 +55,8 @@ def channels_for(mode: str, effort: str = "current", sim_temperature: bool = Fal
     if sim_temperature:
         raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
                           "always reads the measured temperature")
-    return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error")
+    extra = PHYSICS_CHANNELS if physics else ()
+    return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error", *extra)
 
 
 def source_channels(channels: Sequence[str]) -> tuple:
@@ -96,19 +107,37 @@ def _channel(traj: Any, name: str, n_joints: int) -> np.ndarray:
     return v
 
 
-def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int) -> dict:
-    """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map)."""
-    return {c: _channel(traj, c, n_joints) for c in source_channels(channels)}
+def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
+                        physics: tuple[str, str] | None = None) -> dict:
+    """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
+
+    physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
+    trajectory does not carry (from its measured ``q``)."""
+    need = source_channels(channels)
+    missing = [c for c in need if c in PHYSICS_CHANNELS and c not in traj]
+    out = {c: _channel(traj, c, n_joints) for c in need if c not in missing}
+    if missing:
+        if physics is None:
+            raise SchemaError(f"channels {missing} are computed from the arm model; give the "
+                              "model's physics robot and site (NeuralActuatorConfig."
+                              "physics_robot / physics_site)")
+        from neuract.neuralactuator.physics import physics_channels
+
+        q = out["q"] if "q" in out else _channel(traj, "q", n_joints)
+        out.update({k: v for k, v in physics_channels(q, *physics).items() if k in missing})
+    return out
 
 
 def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
-            stride: int = 1, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            stride: int = 1, dtype: torch.dtype = torch.float32,
+            physics: tuple[str, str] | None = None) -> torch.Tensor:
     """All history windows of a trajectory.
 
     Returns x: (N, history, n_joints * len(channels)); window i covers steps
     ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
+    physics: see :func:`trajectory_channels`.
     """
-    parts = trajectory_channels(traj, channels, n_joints)
+    parts = trajectory_channels(traj, channels, n_joints, physics)
     T = next(iter(parts.values())).shape[0]
     if T < history:
         raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
@@ -134,6 +163,7 @@ def feature_stats(xs: Sequence[torch.Tensor] | torch.Tensor, min_std: float = 1e
 
 __all__ = [
     "MODES",
+    "PHYSICS_CHANNELS",
     "channels_for",
     "source_channels",
     "assemble",

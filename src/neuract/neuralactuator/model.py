@@ -41,6 +41,11 @@ class NeuralActuatorConfig:
     """estimator mode: effort channel, ``current`` [A] or ``load`` [-1..1]"""
     sim_temperature: bool = False
     """simulator mode: also read a simulated temperature [degC]"""
+    physics_robot: str = ""
+    """estimator mode: arm model (bundled name or path) whose gravity torque and end-effector
+    Jacobian at the measured pose are extra input channels; empty: none"""
+    physics_site: str = ""
+    """end-effector site of ``physics_robot`` (where the external force acts)"""
     history: int = 8
     """time steps per window (tokens)"""
     d_model: int = 96
@@ -64,7 +69,13 @@ class NeuralActuatorConfig:
 
     @property
     def channels(self) -> tuple:
-        return channels_for(self.mode, self.effort, self.sim_temperature)
+        return channels_for(self.mode, self.effort, self.sim_temperature,
+                            physics=bool(self.physics_robot))
+
+    @property
+    def physics(self) -> tuple[str, str] | None:
+        """(robot, site) that computes the physics channels, or None."""
+        return (self.physics_robot, self.physics_site) if self.physics_robot else None
 
     @property
     def n_features(self) -> int:
@@ -76,6 +87,10 @@ class NeuralActuatorConfig:
 
     def validate(self) -> NeuralActuatorConfig:
         self.channels  # noqa: B018  (validates mode/effort)
+        if self.physics_robot and (self.mode != "estimator" or not self.physics_site):
+            raise ConfigError(f"physics_robot={self.physics_robot!r} needs mode='estimator' "
+                              f"and a physics_site (got mode={self.mode!r}, physics_site="
+                              f"{self.physics_site!r})")
         for name in ("n_joints", "history", "d_model", "n_layers", "n_heads", "d_ff",
                      "d_trunk", "n_conditions"):
             v = getattr(self, name)

@@ -63,6 +63,9 @@ class ExperimentConfig:
     baseline_iters: int = 40
     """identification iterations per fitted baseline (parametric, MLP, GRU)"""
     neural_baselines: tuple[str, ...] = ("mlp", "gru")
+    physics: bool = False
+    """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
+    Jacobian at the measured pose (:mod:`neuract.neuralactuator.physics`)"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     full: bool = True
     """also score the full-trajectory rollout"""
@@ -90,6 +93,8 @@ class RobotSetup:
     tau_max: tuple[float, ...] = (3.35,)
     force_joints: tuple[str, ...] | None = None
     """joints used by the J^T force mapping (None: all)"""
+    model_path: str = ""
+    """the arm model as a loadable name or file (physics channels); empty: ``name``"""
 
 
 def so101_setup() -> RobotSetup:
@@ -102,10 +107,14 @@ def so101_setup() -> RobotSetup:
                       ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"))
 
 
-def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int):
+def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
+              physics: bool = False):
     from neuract.neuralactuator import NeuralActuatorConfig
 
+    phys = physics and mode == "estimator"
     return NeuralActuatorConfig(n_joints=n_joints, mode=mode, effort=setup.effort,
+                                physics_robot=(setup.model_path or setup.name) if phys else "",
+                                physics_site=setup.site if phys else "",
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
@@ -176,9 +185,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             continue
         if steps <= 0:
             continue
-        ncfg = na_config(setup, mode, cfg.size, n)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
-                           substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
+                         substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         model, rep = timed(f"train_na_{mode}", train_neuralactuator, train, setup.robot, ncfg,
                            tc, site=setup.site,

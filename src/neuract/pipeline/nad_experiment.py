@@ -83,7 +83,7 @@ def omx_setup(work: Path) -> RobotSetup:
     path.write_text(omx_arm_xml())
     return RobotSetup("omx", load_robot(str(path), dtype=torch.float32),
                       load_robot(str(path), dtype=torch.float64), "end_effector", str(path),
-                      "xm430", "current", (XM430_TAU_MAX,), None)
+                      "xm430", "current", (XM430_TAU_MAX,), None, str(path))
 
 
 def omx_arm_only(tr):
