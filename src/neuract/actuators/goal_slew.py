@@ -1,14 +1,15 @@
-"""Firmware slew limit of the goal: the internal goal moves towards the command at a bounded
+"""Firmware speed limit of the goal: an internal goal moves towards the command at a bounded
 speed.
 
 A servo firmware may not hand a new goal position straight to its position loop: it moves an
-internal goal towards it at no more than ``speed`` [rad/s] (a trapezoid-free speed profile;
-Feetech's "goal speed", whose 0 setting means the firmware's own maximum). The loop then
-acts on ``internal goal - q``. For slow commands nothing changes; for steps the error grows
-at ``speed`` instead of jumping, so the drive starts later, the more so the lower kp (duty
-``kp error_gain speed t``); for fast sines the internal goal falls behind and its amplitude
-drops. On the K-Scale STS3215 logs a limit near 5 rad/s (about 3300 encoder steps/s)
-removes most of the error at the fast end of ``sin_time_square`` and at the brutal steps.
+internal goal towards it at no more than ``speed`` [rad/s] (a constant-speed profile; on
+Feetech servos presumably the profile behind the goal-speed register, inferred from the
+logs, not from documentation). The loop then acts on ``internal goal - q``. For slow
+commands nothing changes; for steps the error grows at ``speed`` instead of jumping, so the
+drive starts later, the more so the lower kp (duty ``kp error_gain speed t``); for fast
+sines the internal goal falls behind and loses amplitude. On the K-Scale STS3215 logs a
+limit near 4.9 rad/s (about 3200 encoder steps/s) removes most of the error at the fast end
+of ``sin_time_square`` and at the brutal steps.
 
 ``step(target, prev, dt)`` is a pure function of the previous internal goal; the servo keeps
 that state and advances it once per control frame. The smooth variant
