@@ -144,4 +144,4 @@ def test_known_truth_limit_recovered_from_positions_only():
         opt.step()
     got = float(model.error_limit.limit().detach())
     assert got == pytest.approx(0.55, rel=0.05), got
-    assert math.isfinite(float(loss))
+    assert math.isfinite(float(loss.detach()))

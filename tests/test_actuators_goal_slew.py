@@ -158,3 +158,30 @@ def test_known_truth_speed_recovered_from_positions_only():
         opt.step()
     got = float(model.goal_slew.speed().detach())
     assert got == pytest.approx(3.0, rel=0.05), got
+
+
+def test_gradcheck_short_smooth_rollout_through_both_firmware_effects():
+    """Smooth servo (goal speed limit + error clamp + delay): gradcheck of a short rollout
+    with respect to the speed limit and the clamp."""
+    plant, joints, cmd, z, inputs = _bench()
+    act = ServoActuator(ServoConfig(goal_slew=3.0, error_limit=0.4, delay=0.02, smooth=True,
+                                    kp=8.0)).double()
+    cmd = cmd[:, :15]
+
+    class _Rollout(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = act
+
+        def forward(self):
+            return simulate(plant, self.act, joints, z, z, cmd, DT, 1, inputs).q
+
+    roll = _Rollout()
+
+    def f(speed_raw, limit_raw):
+        return functional_call(roll, {"act.goal_slew.speed.raw": speed_raw,
+                                      "act.error_limit.limit.raw": limit_raw}, ())
+
+    raws = (act.goal_slew.speed.raw.detach().clone().requires_grad_(),
+            act.error_limit.limit.raw.detach().clone().requires_grad_())
+    assert torch.autograd.gradcheck(f, raws)
