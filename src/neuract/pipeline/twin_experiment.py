@@ -37,6 +37,10 @@ class TwinDataConfig:
     """share of each task's episodes held out for testing"""
     degraded_fraction: float = 0.25
     """share of 'degraded'-task episodes with one or two degraded motors"""
+    contact_min_force_n: float = 0.0
+    """contact (gate) label = an external end-effector force of at least this magnitude [N];
+    0 keeps the twin's raw label (any nonzero force, including the first and last
+    milli-newtons of a smooth push). NeuralActuator's gate is also scored on the raw label."""
     seed: int = 0
 
 
@@ -89,6 +93,15 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> li
     return generate(gen, on_chunk=chunk)
 
 
+def relabel_contact(tr: Any, min_force_n: float) -> Any:
+    """The trajectory with ``contact`` := contact and |ee_force| >= min_force_n [N]."""
+    import numpy as np
+
+    raw = np.asarray(tr["contact"], bool)
+    f = np.linalg.norm(np.asarray(tr["ee_force"], dtype=np.float64), axis=1)
+    return tr.replace(channels={"contact": raw & (f >= min_force_n)})
+
+
 def setup_for(robot: str):
     from neuract.pipeline.experiment import so101_setup
 
@@ -115,7 +128,14 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     setup = setup_for(cfg.data.robot)
     trajs = generate_twin(cfg.data, progress)
     train, test = split_by_task(trajs, cfg.data.test_fraction)
-    res = run_experiment(setup, train, test, cfg.experiment, out_dir=out, progress=progress)
+    thr = cfg.data.contact_min_force_n
+    if not thr >= 0:
+        raise ConfigError(f"contact_min_force_n = {thr}; expected >= 0 N")
+    lab = (lambda eps: [relabel_contact(tr, thr) for tr in eps]) if thr > 0 else list
+    res = run_experiment(setup, lab(train), lab(test), cfg.experiment, out_dir=out,
+                         progress=progress)
+    if thr > 0 and (out / "checkpoints" / "neuralactuator_estimator").is_dir():
+        res["gate_raw_label"] = _gate_on_raw_label(out, test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
                    "n_test_episodes": len(test), "split": "by episode, stratified by task",
                    "test_episodes": [tr.meta.name for tr in test]}
@@ -129,5 +149,17 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     return res
 
 
-__all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_twin", "run_twin_experiment",
+def _gate_on_raw_label(out: Path, test: Sequence[Any]) -> dict[str, Any]:
+    """NeuralActuator's gate scored against the twin's raw contact label (any force) of the
+    test episodes."""
+    from neuract.eval import evaluate_estimator
+    from neuract.neuralactuator import estimate
+    from neuract.pipeline.verbs import load_model
+
+    model = load_model(out / "checkpoints" / "neuralactuator_estimator")
+    return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
+
+
+__all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_twin", "relabel_contact",
+           "run_twin_experiment",
            "split_by_task"]
