@@ -45,11 +45,26 @@ def test_split_by_task_holds_out_whole_episodes_of_every_task():
     assert len(train) + len(test) == len(eps)
 
 
+def test_relabel_contact_keeps_only_forces_above_the_threshold():
+    from neuract.pipeline.twin_experiment import generate_twin, relabel_contact
+
+    tr = generate_twin(TwinDataConfig(minutes=0.2, units=1, tasks=("push",), episode_s=12.0))[0]
+    f = np.linalg.norm(tr["ee_force"], axis=1)
+    raw = np.asarray(tr["contact"], bool)
+    new = np.asarray(relabel_contact(tr, 0.5)["contact"], bool)
+    assert raw.any() and (f[raw] < 0.5).any()  # smooth pushes start and end below 0.5 N
+    np.testing.assert_array_equal(new, raw & (f >= 0.5))
+    assert new.sum() < raw.sum() and not (new & ~raw).any()
+
+
 def test_demo_end_to_end_tiny(tmp_path):
+    import dataclasses
+
     from neuract.demo import DemoConfig, run
 
-    res = run(DemoConfig(out=tmp_path / "demo", data=_tiny_data(),
-                         experiment=_tiny_experiment(), quiet=True))
+    data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5)
+    exp = dataclasses.replace(_tiny_experiment(), physics=True)
+    res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
               "checkpoints/neuralactuator_simulator/config.json",
@@ -70,6 +85,11 @@ def test_demo_end_to_end_tiny(tmp_path):
     html = (out / "report.html").read_text()
     assert "data:image/png;base64" in html and "simulator mode" in html
     assert res["wall_s"] > 0
+    # the estimator reads the arm model's physics channels; the gate is also scored on the
+    # twin's raw (any-force) contact label
+    ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
+    assert ck["config"]["physics_robot"] == "so101" and "tau_gravity" in ck["channels"]
+    assert "n_events" in saved["gate_raw_label"]
 
 
 def test_estimate_verb_writes_per_step_parquet(tmp_path):

@@ -22,8 +22,8 @@ from neuract.pipeline.twin_experiment import TwinDataConfig, TwinExperimentConfi
 
 def _demo_experiment() -> ExperimentConfig:
     return ExperimentConfig(sim_steps=120, est_steps=200, baseline_iters=15,
-                            parametric_friction=("stribeck",), horizons=(10, 50, 100, 300, 600),
-                            full=False, figure_samples=300)
+                            parametric_friction=("stribeck",), physics=True,
+                            horizons=(10, 50, 100, 300, 600), full=False, figure_samples=300)
 
 
 @dataclass
@@ -32,7 +32,8 @@ class DemoConfig:
 
     out: Path = Path("runs/demo")
     """run directory (report.md / report.html, results.json, checkpoints/)"""
-    data: TwinDataConfig = field(default_factory=lambda: TwinDataConfig(minutes=10.0))
+    data: TwinDataConfig = field(
+        default_factory=lambda: TwinDataConfig(minutes=10.0, contact_min_force_n=0.5))
     """twin data: minutes, units, tasks, seed"""
     experiment: ExperimentConfig = field(default_factory=_demo_experiment)
     """training sizes (steps, model size) and the evaluation protocol"""
