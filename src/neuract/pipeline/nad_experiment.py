@@ -17,7 +17,6 @@ protocol as the twin experiment. Robot-specific choices (stated in every report)
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ RELEASE = {
 
 
 def _nad_experiment() -> ExperimentConfig:
-    return ExperimentConfig(sim_steps=200, est_steps=200, baseline_iters=40,
+    return ExperimentConfig(sim_steps=200, est_steps=200, baseline_iters=40, physics=True,
                             horizons=(10, 50, 100, 300, 600), full=True)
 
 
@@ -79,7 +78,7 @@ def omx_arm_xml() -> str:
 def omx_setup(work: Path) -> RobotSetup:
     from neuract.robot import load_robot
 
-    path = Path(work) / "omx_arm_position.xml"
+    path = (Path(work) / "omx_arm_position.xml").resolve()
     path.write_text(omx_arm_xml())
     return RobotSetup("omx", load_robot(str(path), dtype=torch.float32),
                       load_robot(str(path), dtype=torch.float64), "end_effector", str(path),
@@ -141,30 +140,32 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for robot in cfg.robots:
-            if robot not in ("omx", "so101"):
-                raise ConfigError(f"NAD robot {robot!r}; accepted: ['omx', 'so101']")
-            setup = omx_setup(Path(tmp)) if robot == "omx" else so101_setup()
-            train, test = load_nad(cfg.nad, robot)
-            exp = cfg.experiment
-            longest = max(len(tr) for tr in test)
-            exp = dataclasses.replace(exp, horizons=tuple(h for h in exp.horizons
-                                                          if h < longest - exp.size.history))
-            res = run_experiment(setup, train, test, exp, out_dir=out / robot,
-                                 progress=progress)
-            res["data"] = {"train_files": [tr.meta.name for tr in train],
-                           "test_files": [tr.meta.name for tr in test],
-                           "joints": list(train[0].meta.joint_names)}
-            res["release"] = RELEASE
-            intro = (f"NAD {robot}: trained on {len(train)} train file(s) "
-                     f"({res['train_minutes'] * 60:.0f} s), evaluated on {len(test)} test "
-                     f"file(s) ({res['test_minutes'] * 60:.0f} s). The release's numbers "
-                     f"(trained on the full NAD, far more data): {RELEASE}.")
-            write_report(out / robot, build_report(res, f"NeuralActuator on NAD ({robot})",
-                                                   intro))
-            write_results(out / robot, res)
-            results[robot] = res
+    for robot in cfg.robots:
+        if robot not in ("omx", "so101"):
+            raise ConfigError(f"NAD robot {robot!r}; accepted: ['omx', 'so101']")
+        # the OMX arm model lives in the run directory: the estimator checkpoint names it
+        # as its physics robot
+        (out / robot).mkdir(parents=True, exist_ok=True)
+        setup = omx_setup(out / robot) if robot == "omx" else so101_setup()
+        train, test = load_nad(cfg.nad, robot)
+        exp = cfg.experiment
+        longest = max(len(tr) for tr in test)
+        exp = dataclasses.replace(exp, horizons=tuple(h for h in exp.horizons
+                                                      if h < longest - exp.size.history))
+        res = run_experiment(setup, train, test, exp, out_dir=out / robot,
+                             progress=progress)
+        res["data"] = {"train_files": [tr.meta.name for tr in train],
+                       "test_files": [tr.meta.name for tr in test],
+                       "joints": list(train[0].meta.joint_names)}
+        res["release"] = RELEASE
+        intro = (f"NAD {robot}: trained on {len(train)} train file(s) "
+                 f"({res['train_minutes'] * 60:.0f} s), evaluated on {len(test)} test "
+                 f"file(s) ({res['test_minutes'] * 60:.0f} s). The release's numbers "
+                 f"(trained on the full NAD, far more data): {RELEASE}.")
+        write_report(out / robot, build_report(res, f"NeuralActuator on NAD ({robot})",
+                                               intro))
+        write_results(out / robot, res)
+        results[robot] = res
     return results
 
 

@@ -120,14 +120,13 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         save_resolved(cfg, out)
         if cfg.source == "nad":
-            import tempfile
-
             from neuract.pipeline.nad_experiment import RELEASE, load_nad, omx_setup
             from neuract.pipeline.twin_experiment import setup_for
 
             train, test = load_nad(cfg.nad, cfg.robot)
-            tmp = tempfile.mkdtemp(prefix="neuract_omx_")
-            setup = omx_setup(Path(tmp)) if cfg.robot == "omx" else setup_for(cfg.robot)
+            # the OMX arm model is written into the run directory (checkpoints name it)
+            Path(cfg.out).mkdir(parents=True, exist_ok=True)
+            setup = omx_setup(Path(cfg.out)) if cfg.robot == "omx" else setup_for(cfg.robot)
             title, extra = f"NeuralActuator on NAD ({cfg.robot})", {"release": RELEASE}
         elif cfg.source == "dataset":
             from neuract.data import load_dataset
