@@ -253,3 +253,36 @@ def test_train_rejects_bad_configs_and_mismatched_robots(robot):
         train_neuralactuator(trajs, robot, two, TrainConfig(steps=1, horizon=40))
     with pytest.raises(ConfigError, match="simulator-mode"):
         simulator(NeuralActuator(two), robot)  # an estimator cannot be scored as a simulator
+
+
+def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
+    """A run killed after its step-4 checkpoint and started again ends with exactly the
+    weights of an uninterrupted run (optimizer, schedule and random streams restored)."""
+    from neuract.errors import CheckpointError
+
+    trajs = synth(robot, n_eps=2, T=40)
+    cfg = NeuralActuatorConfig(**TINY, n_joints=2, mode="estimator", tau_max=(TAU_MAX,))
+    site = robot.site_names[-1]
+    base = dict(steps=7, batch=4, horizon=3, lr=1e-2, substeps=1)
+    ref, _ = train_neuralactuator(trajs, robot, cfg, TrainConfig(**base), site=site)
+
+    ck = tmp_path / "state.safetensors"
+    tc = TrainConfig(**base, checkpoint=str(ck), checkpoint_every=4)
+
+    def kill(step, total, info):
+        if step == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_neuralactuator(trajs, robot, cfg, tc, site=site, progress=kill)
+    assert ck.is_file()
+    steps = []
+    model, rep = train_neuralactuator(trajs, robot, cfg, tc, site=site,
+                                      progress=lambda s, t, i: steps.append(s))
+    assert steps == [5, 6, 7] and rep["final"]["step"] == 7
+    for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=k, rtol=0, atol=0)
+    # a checkpoint from another run is refused, not silently mixed in
+    with pytest.raises(CheckpointError, match="different run"):
+        train_neuralactuator(trajs, robot, cfg, TrainConfig(**{**base, "lr": 2e-2},
+                             checkpoint=str(ck)), site=site)

@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,9 +73,14 @@ class TrainConfig:
     seed: int = 0
     max_seconds: float = 0.0
     """stop after this much wall time (0 = no limit)"""
+    checkpoint: str = ""
+    """training-state file (safetensors): written atomically every ``checkpoint_every`` steps
+    and at the end; if it exists when training starts, training resumes from it (same
+    result as an uninterrupted run). Empty: no checkpoints."""
+    checkpoint_every: int = 50
 
     def validate(self) -> TrainConfig:
-        for k in ("steps", "batch", "horizon", "substeps"):
+        for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
         return self
@@ -129,15 +135,16 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     lrs = [train.lr, train.lr * train.prior_lr_scale]
     opt = torch.optim.AdamW([{"params": net}, {"params": prior, "weight_decay": 0.0}],
                             lr=train.lr, weight_decay=train.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
-                                                pct_start=0.1)
     gen = np.random.default_rng(train.seed)
+    history: list[dict] = []
+    start = _resume(train, cfg, model, opt, gen, history) if train.checkpoint else 0
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
+                                                pct_start=0.1, last_epoch=start - 1)
     h = cfg.history
     anchors = data.anchors(h, train.horizon + 1)
     hist_off = torch.arange(-h + 1, 1)
     t_start = time.perf_counter()
-    history: list[dict] = []
-    for step in range(train.steps):
+    for step in range(start, train.steps):
         t0 = torch.as_tensor(gen.choice(anchors, train.batch))
         if cfg.mode == "simulator":
             H = max(2, int(round(train.horizon * min(1.0, 1 / 3 + step / (0.6 * train.steps)))))
@@ -155,6 +162,9 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         info["step"] = step + 1
         info["loss"] = loss.item()
         history.append(info)
+        if train.checkpoint and ((step + 1) % train.checkpoint_every == 0
+                                 or step + 1 == train.steps):
+            _save_state(train, cfg, model, opt, gen, history, step + 1)
         if progress is not None:
             progress(step + 1, train.steps, info)
         if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
@@ -165,6 +175,40 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
               "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
               "history": history[-20:]}
     return model, report
+
+
+def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint."""
+    keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed")
+    return {"mode": cfg.mode, "channels": list(cfg.channels),
+            **{k: getattr(train, k) for k in keep}}
+
+
+def _save_state(train, cfg, model, opt, gen, history, step) -> None:
+    from neuract.fit.checkpoint import save_training
+
+    Path(train.checkpoint).parent.mkdir(parents=True, exist_ok=True)
+    save_training(train.checkpoint, model, opt, torch.default_generator,
+                  {"kind": "neuralactuator_train", "step": step, "key": _state_key(train, cfg),
+                   "np_rng": gen.bit_generator.state, "history": history[-200:]})
+
+
+def _resume(train, cfg, model, opt, gen, history) -> int:
+    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at."""
+    from neuract.errors import CheckpointError
+    from neuract.fit.checkpoint import load_training
+
+    if not Path(train.checkpoint).is_file():
+        return 0
+    state = load_training(train.checkpoint, model, opt, torch.default_generator)
+    key = _state_key(train, cfg)
+    if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
+        raise CheckpointError(f"training checkpoint {train.checkpoint!r} was written by a "
+                              f"different run ({state.get('key')}); this run: {key}. Delete it "
+                              "or point TrainConfig.checkpoint elsewhere")
+    gen.bit_generator.state = state["np_rng"]
+    history.extend(state["history"])
+    return int(state["step"])
 
 
 def fine_tune(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
