@@ -1,5 +1,6 @@
 """NeuralActuator inference speed on this CPU, 1 thread: torch eager, torch fused + TorchScript,
-ONNX Runtime; a naive 8-token encoder (the issue's calibration model) runs in the same rounds.
+torch AOTInductor (compiled C++, one package per batch size), ONNX Runtime; a naive 8-token
+encoder (the issue's calibration model) runs in the same rounds.
 
 Writes ``benchmarks/results/inference.json`` and ``inference.md``. The machine is shared with
 other engineers, so backends are interleaved round by round (every backend sees the same
@@ -40,6 +41,7 @@ from neuract.neuralactuator import (  # noqa: E402
     count_params,
     export_onnx,
 )
+from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_B1_MS = 0.15
@@ -97,6 +99,14 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         warnings.simplefilter("ignore")
         scripted = torch.jit.freeze(torch.jit.trace(fused, x1))
     onnx_model = OnnxActuator(export_onnx(model, tmp / "neuralactuator.onnx"), threads=1)
+    # torch AOTInductor: one static-shape package per benchmarked batch size
+    aot, aot_note = None, "skipped: no C++ compiler found"
+    if cxx_compiler() is not None:
+        print("compiling the AOTInductor packages (about a minute) ...", flush=True)
+        aot = compile_aot(fused, (1, 32), tmp / "aot")
+        aot_note = {"compile_s": aot.compile_seconds(),
+                    "inductor_options": {int(B): e["options"]
+                                         for B, e in aot.meta["batch_sizes"].items()}}
 
     naive = NaiveEncoder(cfg.n_features, cfg.n_outputs).eval()
     with warnings.catch_warnings():  # grad enabled: no fused fast path, exportable ops
@@ -111,6 +121,9 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
     backends = {
         "torch-eager": ("torch", model),
         "torch-fused-jit": ("torch", scripted),
+        # a runner per batch size: no dispatch inside the timed call
+        **({"torch-aot-inductor": ("torch", {B: aot.runner(B) for B in (1, 32)})}
+           if aot is not None else {}),
         "onnxruntime": ("numpy", onnx_model.run),
         "naive-encoder torch-eager": ("torch", naive),
         "naive-encoder onnxruntime": ("numpy", lambda x: naive_sess.run(None, {"x": x})),
@@ -124,6 +137,10 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
             "onnxruntime": max(float(np.abs(a.numpy() - b).max())
                                for a, b in zip(ref, onnx_model.run(xb.numpy()))),
         }
+        if aot is not None:  # both packages, against eager on the same inputs
+            diffs["torch-aot-inductor"] = max(
+                float((a - b).abs().max()) for xx in (xb, xb[:1])
+                for a, b in zip(model(xx), aot.runner(len(xx))(xx)))
     sim_cfg = cfg.replace(mode="simulator")
     info = {
         "config": cfg,
@@ -135,6 +152,7 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         "naive_n_params": count_params(naive),
         "naive_flops_per_sample": naive_flops(cfg.n_features, cfg.n_outputs),
         "max_abs_diff_vs_torch_eager": diffs,
+        "torch_aot_inductor": aot_note,
     }
     return backends, info
 
@@ -154,7 +172,8 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
                 for name, (kind, fn) in backends.items():
                     for B, n in ((1, calls_b1), (32, calls_b32)):
                         x = inputs[B] if kind == "torch" else inputs[B].numpy()
-                        samples[name][B].append(time_calls(fn, x, n, warmup=max(10, n // 10)))
+                        f = fn[B] if isinstance(fn, dict) else fn
+                        samples[name][B].append(time_calls(f, x, n, warmup=max(10, n // 10)))
                 print(f"round {r + 1}/{rounds} done ({time.time() - started:.0f} s)", flush=True)
     load_after = os.getloadavg()
 
@@ -295,10 +314,28 @@ def markdown(res: dict) -> str:
         "and frozen with TorchScript; `onnxruntime` runs the same folded graph exported to "
         "ONNX (all graph optimisations, 1 intra-op thread, sequential).",
         "",
+        aot_markdown(m["torch_aot_inductor"]),
+        "",
         "Reproduce: `python benchmarks/bench_inference.py`.",
         "",
     ]
     return "\n".join(lines)
+
+
+def aot_markdown(note) -> str:
+    if not isinstance(note, dict):
+        return f"`torch-aot-inductor`: {note}."
+    opts = "; ".join(f"batch {B}: " + ", ".join(f"{k}={v}" for k, v in o.items())
+                     for B, o in note["inductor_options"].items())
+    comp = ", ".join(f"batch {B} {s:.0f} s" for B, s in note["compile_s"].items())
+    return ("`torch-aot-inductor` is the same `FusedNeuralActuator` exported with "
+            "`torch.export` at a fixed batch size and compiled ahead of time by AOTInductor "
+            "(`neuract.neuralactuator.compiled.compile_aot`: generated C++ kernels, run by "
+            "torch's C++ runtime through the package's bare runner, no Python in the forward "
+            "pass; the attention products are handed to Inductor as multiply + sum); one "
+            f"package per batch size, float32. Inductor options: {opts}. Compile time (in this "
+            f"run, on the shared machine): {comp}. Its max |difference| above covers both "
+            "packages (batch 1 and batch 32).")
 
 
 def main() -> None:
