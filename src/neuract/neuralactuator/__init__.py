@@ -4,16 +4,19 @@
 >>> model = NeuralActuator(cfg)              # ~1.42 M parameters, ~5.4 M FLOPs per sample
 >>> tau, force, gate_logit, cond = model(x)  # x: (B, 8, n_joints * n_channels) raw features
 
-Modules: ``features`` (channels per mode, windows, statistics), ``model`` (architecture,
-parameter/FLOP counts), ``fused`` (folded inference path), ``checkpoint`` (safetensors + JSON),
-``export`` (ONNX + ONNX Runtime), ``data`` (episodes flattened for training), ``rollout``
-(differentiable arm rollouts, simulator / estimator mode, the rollout-protocol adapter),
+Modules: ``features`` (channels per mode, windows, statistics), ``physics`` (gravity torque and
+Jacobian channels), ``model`` (architecture, parameter/FLOP counts), ``fused`` (folded
+inference path), ``checkpoint`` (safetensors + JSON), ``export`` (ONNX + ONNX Runtime),
+``compiled`` (AOTInductor packages, the fast torch path), ``data`` (episodes flattened for
+training), ``rollout`` (differentiable arm rollouts, simulator / estimator mode, the
+rollout-protocol adapter),
 ``train`` (pose-only torque through the simulator, supervised force / gate / condition, one
 schedule, fine-tuning), ``estimate`` (per-sample torque, force, gate and condition for a
 trajectory, condition threshold calibration).
 """
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
+from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
 from neuract.neuralactuator.estimate import calibrate_condition, estimate, estimator
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
@@ -51,6 +54,9 @@ __all__ = [
     "read_config",
     "export_onnx",
     "OnnxActuator",
+    "compile_aot",
+    "AotActuator",
+    "CompilerNotFound",
     "TrainConfig",
     "train_neuralactuator",
     "fine_tune",

@@ -76,15 +76,31 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
             "valid": valid}
 
 
-def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 16) -> float:
-    """The per-motor decision threshold on the smoothed degraded probability that maximises
-    the balanced accuracy on (training) episodes; 0.5 when they hold a single class."""
+def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
+                        level: str = "episode", condition_tau_s: float = 5.0) -> float:
+    """The decision threshold on the smoothed degraded probability that maximises the
+    balanced accuracy on (training) episodes; 0.5 when they hold a single class.
+
+    level ``episode``: the decision "some motor is degraded" (the largest per-motor
+    probability against the threshold: what the episode-level ``condition_prob`` reports);
+    ``motor``: every motor's own decision. Up to ``max_episodes`` episodes, evenly spread.
+    """
+    if level not in ("episode", "motor"):
+        raise ConfigError(f"calibrate_condition level={level!r}; accepted: ['episode', 'motor']")
+    trajs = list(trajs)
+    pick = np.unique(np.linspace(0, len(trajs) - 1, min(len(trajs), max_episodes)).round()
+                     .astype(int)) if trajs else []
     ps, ys = [], []
-    for tr in list(trajs)[:max_episodes]:
-        o = estimate(model, tr, condition_threshold=0.5)
+    for i in pick:
+        tr = trajs[i]
+        o = estimate(model, tr, condition_threshold=0.5, condition_tau_s=condition_tau_s)
         v = o["valid"]
-        ps.append(o["condition_prob_joint"][v].ravel())
-        ys.append((per_joint_condition(tr, model.cfg.n_joints)[v] > 0).ravel())
+        pj = o["condition_prob_joint"][v]
+        yj = per_joint_condition(tr, model.cfg.n_joints)[v] > 0
+        if level == "episode":
+            pj, yj = pj.max(1), yj.any(1)
+        ps.append(pj.ravel())
+        ys.append(yj.ravel())
     if not ps:
         return 0.5
     p, y = np.concatenate(ps), np.concatenate(ys)
