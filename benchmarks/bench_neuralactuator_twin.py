@@ -110,9 +110,12 @@ def render(out: dict) -> str:
                  (e.get("condition") or {}).get("auc")]
                 for e in cond["estimation"] if e.get("condition")]
         pm = cond.get("condition_per_motor") or {}
-        md += ("\n## Motor condition (estimator mode)\n\n(The condition column above is on a "
-               "test split whose degraded-task episodes drew no degraded motor, so it is not "
-               "informative; this separate run tests it.) " + cond["benchmark"] + "\n\n"
+        main_pm = out.get("condition_per_motor") or {}
+        md += ("\n## Motor condition (estimator mode)\n\n(The condition column above comes "
+               "from the main run's test split, where only "
+               f"{100 * (main_pm.get('degraded_share') or 0):.1f} % of motor-samples are "
+               "degraded; this separate run, half of whose episodes have degraded motors, "
+               "tests it.) " + cond["benchmark"] + "\n\n"
                + markdown_table(["model (estimator mode)", "accuracy (episode has a degraded "
                                  "motor)", "AUC"], rows)
                + f"\n\nNeuralActuator per-motor accuracy: {pm.get('accuracy')} over "
