@@ -286,3 +286,30 @@ def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
     with pytest.raises(CheckpointError, match="different run"):
         train_neuralactuator(trajs, robot, cfg, TrainConfig(**{**base, "lr": 2e-2},
                              checkpoint=str(ck)), site=site)
+
+
+def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
+    from neuract.neuralactuator.estimate import smooth_causal
+
+    t = np.arange(0, 20, 0.02)
+    p = np.zeros((len(t), 2))
+    p[0] = 1.0  # one outlier at the start
+    sm = smooth_causal(p, t, tau_s=5.0)
+    assert sm[0].tolist() == [1.0, 1.0]
+    # after 1 s the outlier is one sample among 51 (older ones weighted down by the forgetting),
+    # not exp(-1/5) = 0.82 as in an average started at the first sample
+    a = 1 - np.exp(-0.02 / 5.0)
+    np.testing.assert_allclose(sm[50], a * (1 - a) ** 50 / (1 - (1 - a) ** 51), rtol=1e-9)
+    assert 0.5 / 51 < sm[50, 0] < 1.0 / 51
+    # causal: changing a later sample leaves earlier outputs untouched
+    q = p.copy()
+    q[600:] = 1.0
+    np.testing.assert_array_equal(smooth_causal(q, t, 5.0)[:600], sm[:600])
+    # after a step the average forgets the past with time constant tau_s: 5 s after a step at
+    # 10 s it holds (1 - e^-1) of the new value, over the weight of 15 s of samples (1 - e^-3)
+    step = np.where(t[:, None] >= 10.0, 1.0, 0.0) * np.ones((1, 2))
+    out = smooth_causal(step, t, 5.0)
+    k = np.searchsorted(t, 15.0)
+    np.testing.assert_allclose(out[k], (1 - np.exp(-1.0)) / (1 - np.exp(-3.0)), rtol=0.01)
+    # a constant is returned unchanged
+    np.testing.assert_allclose(smooth_causal(np.full((100, 3), 0.3), t[:100], 5.0), 0.3)

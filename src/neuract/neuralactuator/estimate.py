@@ -4,7 +4,8 @@
 and per-motor condition from the real telemetry history (the simulator-mode adapter is
 :func:`neuract.neuralactuator.rollout.simulator`). The condition output
   is smoothed causally (exponential moving average of the per-motor probabilities, time
-  constant ``condition_tau_s``) -- a motor's condition does not change within seconds; the
+  constant ``condition_tau_s``, start-up bias removed: :func:`smooth_causal`) -- a motor's
+  condition does not change within seconds; the
   episode-level ``condition_prob`` is the largest per-motor degraded probability. The
   decision threshold is calibrated on the training episodes (:func:`calibrate_condition`).
 """
@@ -57,13 +58,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     gate = pad(torch.cat(gates).double().numpy(), ())
     p = torch.cat(conds).double().numpy()
     t = np.asarray(traj["t"], dtype=np.float64)[h - 1:]
-    sm = np.empty_like(p)
-    acc = p[0].copy()
-    for i in range(len(p)):
-        if i:
-            a = 1.0 - np.exp(-(t[i] - t[i - 1]) / condition_tau_s)
-            acc = acc + a * (p[i] - acc)
-        sm[i] = acc
+    sm = smooth_causal(p, t, condition_tau_s)
     if condition_threshold != 0.5:
         th = min(max(condition_threshold, 1e-6), 1 - 1e-6)
         z = np.log(np.clip(sm, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(sm, 1e-9, 1 - 1e-9))
@@ -74,6 +69,22 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
             "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
             "valid": valid}
+
+
+def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
+    """Causal exponential moving average of p: (T, ...) over times t: (T,) [s] with time
+    constant tau_s, its start-up bias removed: a running mean over the first seconds (every
+    sample so far weighted alike), forgetting with tau_s afterwards. An average started at the
+    first sample instead would keep that one sample's weight at exp(-t / tau_s)."""
+    out = np.empty_like(p, dtype=np.float64)
+    acc, wsum = np.zeros(p.shape[1:]), 0.0
+    dts = np.diff(t, prepend=t[0] - (t[1] - t[0] if len(t) > 1 else 0.01))
+    for i in range(len(p)):
+        a = 1.0 - np.exp(-max(float(dts[i]), 0.0) / tau_s)
+        acc = acc + a * (p[i] - acc)
+        wsum = wsum + a * (1.0 - wsum)
+        out[i] = acc / max(wsum, 1e-300)
+    return out
 
 
 def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
@@ -116,4 +127,4 @@ def estimator(model: NeuralActuator, condition_tau_s: float = 5.0):
     return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["calibrate_condition", "estimate", "estimator"]
+__all__ = ["calibrate_condition", "estimate", "estimator", "smooth_causal"]
