@@ -151,3 +151,26 @@ def test_condition_threshold_shifts_log_odds_and_calibration(robot, trajs):
     assert calibrate_condition(me, normal) == 0.5  # one class: nothing to calibrate
     me.condition_threshold = th
     np.testing.assert_allclose(na_estimate(me, trajs[0])["condition_prob_joint"][7:], shifted)
+
+
+def test_gate_threshold_shifts_log_odds_and_calibration_maximises_f1(robot, trajs):
+    from neuract.neuralactuator import calibrate_gate
+
+    me, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"),
+                                 NATrainConfig(steps=2, batch=4, horizon=3), site="gripperframe")
+    raw = na_estimate(me, trajs[0], gate_threshold=0.5)["contact_prob"][7:]
+    shifted = na_estimate(me, trajs[0], gate_threshold=0.2)["contact_prob"][7:]
+    assert ((shifted > 0.5) == (raw > 0.2)).all()
+    th = calibrate_gate(me, trajs)
+    # no grid threshold gives a higher F1 on the same samples
+    p = np.concatenate([na_estimate(me, tr, gate_threshold=0.5)["contact_prob"][7:]
+                        for tr in trajs])
+    y = np.concatenate([np.asarray(tr["contact"], bool)[7:] for tr in trajs])
+
+    def f1(g):
+        fire = p >= g
+        return 2 * (fire & y).sum() / max(fire.sum() + y.sum(), 1)
+
+    assert y.any() and f1(th) >= max(f1(g) for g in np.linspace(0.02, 0.98, 97)) - 1e-12
+    normal = [tr.replace(channels={"contact": np.zeros(len(tr), bool)}) for tr in trajs]
+    assert calibrate_gate(me, normal) == 0.5  # no contact: nothing to calibrate

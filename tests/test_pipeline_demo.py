@@ -63,7 +63,7 @@ def test_demo_end_to_end_tiny(tmp_path):
     from neuract.demo import DemoConfig, run
 
     data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5)
-    exp = dataclasses.replace(_tiny_experiment(), physics=True)
+    exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3)
     res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
@@ -90,6 +90,10 @@ def test_demo_end_to_end_tiny(tmp_path):
     ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
     assert ck["config"]["physics_robot"] == "so101" and "tau_gravity" in ck["channels"]
     assert "n_events" in saved["gate_raw_label"]
+    # gate and condition thresholds calibrated on episodes held out of the estimator's training
+    est_model = saved["models"]["NeuralActuator[estimator]"]
+    assert est_model["calibration_episodes"] == "held out of training"
+    assert ck["extra"]["gate_threshold"] == est_model["gate_threshold"]
 
 
 def test_estimate_verb_writes_per_step_parquet(tmp_path):

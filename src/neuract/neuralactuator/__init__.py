@@ -17,7 +17,12 @@ trajectory, condition threshold calibration).
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
 from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
-from neuract.neuralactuator.estimate import calibrate_condition, estimate, estimator
+from neuract.neuralactuator.estimate import (
+    calibrate_condition,
+    calibrate_gate,
+    estimate,
+    estimator,
+)
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
     MODES,
@@ -66,4 +71,5 @@ __all__ = [
     "estimate",
     "estimator",
     "calibrate_condition",
+    "calibrate_gate",
 ]

@@ -25,21 +25,24 @@ from neuract.neuralactuator.model import NeuralActuator
 
 @torch.no_grad()
 def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
-                condition_tau_s: float = 5.0, condition_threshold: float | None = None
-                ) -> dict[str, np.ndarray]:
+             condition_tau_s: float = 5.0, condition_threshold: float | None = None,
+             gate_threshold: float | None = None) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
 
     condition_threshold: the smoothed per-motor degraded probability that counts as 0.5 (the
     probabilities are shifted in log-odds so that 0.5 is the decision point); default: the
     model's ``condition_threshold`` attribute (calibrated on training episodes by
-    :func:`calibrate_condition`), else 0.5.
+    :func:`calibrate_condition`), else 0.5. gate_threshold: the same for the contact
+    probability (model attribute ``gate_threshold``, :func:`calibrate_gate`), else 0.5.
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     """
     if condition_threshold is None:
         condition_threshold = float(getattr(model, "condition_threshold", 0.5))
+    if gate_threshold is None:
+        gate_threshold = float(getattr(model, "gate_threshold", 0.5))
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
@@ -59,16 +62,49 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     p = torch.cat(conds).double().numpy()
     t = np.asarray(traj["t"], dtype=np.float64)[h - 1:]
     sm = smooth_causal(p, t, condition_tau_s)
-    if condition_threshold != 0.5:
-        th = min(max(condition_threshold, 1e-6), 1 - 1e-6)
-        z = np.log(np.clip(sm, 1e-9, 1 - 1e-9)) - np.log1p(-np.clip(sm, 1e-9, 1 - 1e-9))
-        sm = 1.0 / (1.0 + np.exp(-(z - np.log(th / (1 - th)))))
+    sm = shift_threshold(sm, condition_threshold)
+    gate = shift_threshold(gate, gate_threshold)
     cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
     valid[h - 1:] = True
     return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
             "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
             "valid": valid}
+
+
+def shift_threshold(p: np.ndarray, threshold: float) -> np.ndarray:
+    """Probabilities shifted in log-odds so that ``threshold`` maps to 0.5 (NaN kept)."""
+    if threshold == 0.5:
+        return p
+    th = min(max(threshold, 1e-6), 1 - 1e-6)
+    q = np.clip(p, 1e-9, 1 - 1e-9)
+    return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - np.log(th / (1 - th)))))
+
+
+def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
+    """The contact-probability threshold that maximises the gate F1 over (held-out
+    calibration) episodes' samples; 0.5 when they hold no contact or only contact."""
+    trajs = [tr for tr in trajs if "contact" in tr]
+    pick = np.unique(np.linspace(0, len(trajs) - 1, min(len(trajs), max_episodes)).round()
+                     .astype(int)) if trajs else []
+    ps, ys = [], []
+    for i in pick:
+        o = estimate(model, trajs[i], gate_threshold=0.5)
+        v = o["valid"]
+        ps.append(o["contact_prob"][v])
+        ys.append(np.asarray(trajs[i]["contact"], bool)[v])
+    if not ps:
+        return 0.5
+    p, y = np.concatenate(ps), np.concatenate(ys)
+    if y.all() or not y.any():
+        return 0.5
+    grid = np.linspace(0.02, 0.98, 97)
+    f1 = []
+    for g in grid:
+        fire = p >= g
+        tp = (fire & y).sum()
+        f1.append(2 * tp / max(fire.sum() + y.sum(), 1))
+    return float(grid[int(np.argmax(f1))])
 
 
 def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
@@ -127,4 +163,5 @@ def estimator(model: NeuralActuator, condition_tau_s: float = 5.0):
     return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["calibrate_condition", "estimate", "estimator", "smooth_causal"]
+__all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator", "shift_threshold",
+           "smooth_causal"]

@@ -63,6 +63,9 @@ class ExperimentConfig:
     baseline_iters: int = 40
     """identification iterations per fitted baseline (parametric, MLP, GRU)"""
     neural_baselines: tuple[str, ...] = ("mlp", "gru")
+    calibration_fraction: float = 0.0
+    """share of each task's training episodes held out of the estimator's training to
+    calibrate its gate and condition thresholds (0: calibrate on the training episodes)"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
     Jacobian at the measured pose (:mod:`neuract.neuralactuator.physics`)"""
@@ -138,6 +141,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.neuralactuator import (
         TrainConfig,
         calibrate_condition,
+        calibrate_gate,
         count_flops,
         count_params,
         estimate,
@@ -189,8 +193,14 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
-        model, rep = timed(f"train_na_{mode}", train_neuralactuator, train, setup.robot, ncfg,
-                           tc, site=setup.site,
+        fit_eps, calib = train, train
+        if mode == "estimator" and cfg.calibration_fraction > 0:
+            from neuract.pipeline.twin_experiment import split_by_task
+
+            fit_eps, held = split_by_task(train, cfg.calibration_fraction)
+            calib = held or train
+        model, rep = timed(f"train_na_{mode}", train_neuralactuator, fit_eps, setup.robot,
+                           ncfg, tc, site=setup.site,
                            progress=lambda s, t, info, st=stage: progress(st, s, t))
         na[mode] = model
         name = f"NeuralActuator[{mode}]"
@@ -198,9 +208,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                                "flops": count_flops(model.cfg), "train": rep}
         extra = {"robot": setup.name, "train": {k: v for k, v in rep.items() if k != "history"}}
         if mode == "estimator":
-            model.condition_threshold = calibrate_condition(model, train)
-            res["models"][name]["condition_threshold"] = model.condition_threshold
-            extra["condition_threshold"] = model.condition_threshold
+            model.condition_threshold = calibrate_condition(model, calib)
+            model.gate_threshold = calibrate_gate(model, calib)
+            for k in ("condition_threshold", "gate_threshold"):
+                res["models"][name][k] = extra[k] = getattr(model, k)
+            res["models"][name]["calibration_episodes"] = (
+                "held out of training" if calib is not train else "training episodes")
         if out_dir is not None:
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
                             extra=extra, overwrite=True)

@@ -67,13 +67,14 @@ def _progress(quiet: bool):
 
 
 def load_model(ckpt: Path):
-    """A checkpoint with its calibrated condition threshold (``extra.condition_threshold``)."""
+    """A checkpoint with its calibrated condition and gate thresholds (``extra``)."""
     from neuract.neuralactuator import load_checkpoint, read_config
 
     model = load_checkpoint(ckpt)
-    th = (read_config(ckpt)[1].get("extra") or {}).get("condition_threshold")
-    if th is not None:
-        model.condition_threshold = float(th)
+    extra = read_config(ckpt)[1].get("extra") or {}
+    for k in ("condition_threshold", "gate_threshold"):
+        if extra.get(k) is not None:
+            setattr(model, k, float(extra[k]))
     return model
 
 
