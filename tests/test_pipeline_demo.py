@@ -92,7 +92,7 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert "n_events" in saved["gate_raw_label"]
     # gate and condition thresholds calibrated on episodes held out of the estimator's training
     est_model = saved["models"]["NeuralActuator[estimator]"]
-    assert est_model["calibration_episodes"] == "held out of training"
+    assert set(est_model["calibration_episodes"]) == {"condition", "gate"}
     assert ck["extra"]["gate_threshold"] == est_model["gate_threshold"]
 
 
@@ -164,3 +164,13 @@ def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
     b = res["estimation"][0]
     assert a["model"] == b["model"] == "NeuralActuator"
     assert a["torque_rmse_mean"] == pytest.approx(b["torque_rmse_mean"], rel=1e-6)
+
+
+def test_thresholds_are_calibrated_on_held_out_episodes_only_with_both_classes():
+    from neuract.pipeline.experiment import _calibration_set
+
+    train, degraded = ["t1", "t2"], lambda e: e.startswith("bad")
+    held = ["bad1", "bad2", "ok1", "ok2"]
+    assert _calibration_set(held, train, degraded) is held
+    for thin in (["bad1", "ok1", "ok2"], ["ok1", "ok2"], []):  # one episode of a class: no
+        assert _calibration_set(thin, train, degraded) is train

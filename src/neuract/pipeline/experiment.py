@@ -124,6 +124,14 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 kd_init=1.0)
 
 
+def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_each: int = 2
+                     ) -> Sequence[Any]:
+    """``calib`` if it holds at least ``min_each`` positive and negative episodes, else
+    ``train`` (a decision threshold cannot be set from one episode of a class)."""
+    pos = sum(1 for tr in calib if positive(tr))
+    return calib if min(pos, len(calib) - pos) >= min_each else train
+
+
 def _noop(stage: str, done: int, total: int) -> None:
     pass
 
@@ -149,6 +157,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         simulator,
         train_neuralactuator,
     )
+    from neuract.neuralactuator.data import per_joint_condition
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -208,12 +217,21 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                                "flops": count_flops(model.cfg), "train": rep}
         extra = {"robot": setup.name, "train": {k: v for k, v in rep.items() if k != "history"}}
         if mode == "estimator":
-            model.condition_threshold = calibrate_condition(model, calib)
-            model.gate_threshold = calibrate_gate(model, calib)
+            # a threshold is calibrated on the held-out episodes only when they hold at least
+            # two episodes of each class; otherwise on the training episodes
+            c_eps = _calibration_set(calib, train, lambda tr: bool(
+                per_joint_condition(tr, n).any()))
+            g_eps = _calibration_set(calib, train, lambda tr: bool(
+                np.asarray(tr["contact"]).any()) if "contact" in tr else False)
+            model.condition_threshold = calibrate_condition(model, c_eps)
+            model.gate_threshold = calibrate_gate(model, g_eps)
             for k in ("condition_threshold", "gate_threshold"):
                 res["models"][name][k] = extra[k] = getattr(model, k)
-            res["models"][name]["calibration_episodes"] = (
-                "held out of training" if calib is not train else "training episodes")
+            res["models"][name]["calibration_episodes"] = {
+                "condition": "held out of training" if c_eps is calib and calib is not train
+                else "training episodes",
+                "gate": "held out of training" if g_eps is calib and calib is not train
+                else "training episodes"}
         if out_dir is not None:
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
                             extra=extra, overwrite=True)
