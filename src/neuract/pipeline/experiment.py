@@ -14,6 +14,7 @@ random-forest condition classifiers.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -124,6 +125,24 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 kd_init=1.0)
 
 
+def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
+    """Hold out the last ``ceil(test_fraction * n)`` episodes of every task, and of its
+    degraded-motor episodes apart (episodes are whole: no window of a test episode is ever
+    seen in training)."""
+    if not 0 < test_fraction < 1:
+        raise ConfigError(f"test_fraction = {test_fraction}; expected 0 < f < 1")
+    by_task: dict[tuple, list] = {}
+    for tr in trajs:  # degraded-motor episodes are held out apart, so both classes are tested
+        bad = bool(np.asarray(tr.get("condition", [0])).any())
+        by_task.setdefault((str(tr.meta.labels.get("task", "?")), bad), []).append(tr)
+    train, test = [], []
+    for _task, eps in by_task.items():
+        k = max(1, math.ceil(test_fraction * len(eps))) if len(eps) > 1 else 0
+        train += eps[:len(eps) - k]
+        test += eps[len(eps) - k:]
+    return train, test
+
+
 def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_each: int = 2
                      ) -> Sequence[Any]:
     """``calib`` if it holds at least ``min_each`` positive and negative episodes, else
@@ -204,8 +223,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = train, train
         if mode == "estimator" and cfg.calibration_fraction > 0:
-            from neuract.pipeline.twin_experiment import split_by_task
-
             fit_eps, held = split_by_task(train, cfg.calibration_fraction)
             calib = held or train
         model, rep = timed(f"train_na_{mode}", train_neuralactuator, fit_eps, setup.robot,
@@ -375,4 +392,4 @@ def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str
 
 
 __all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "na_config", "run_experiment",
-           "so101_setup"]
+           "so101_setup", "split_by_task"]

@@ -10,7 +10,6 @@ and the torque head never sees a torque label.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from neuract.errors import ConfigError
-from neuract.pipeline.experiment import ExperimentConfig, ProgressFn, run_experiment
+from neuract.pipeline.experiment import (
+    ExperimentConfig,
+    ProgressFn,
+    run_experiment,
+    split_by_task,
+)
 
 
 @dataclass
@@ -53,24 +57,6 @@ class TwinExperimentConfig:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 
 
-def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
-    """Hold out the last ``ceil(test_fraction * n)`` episodes of every task, and of its
-    degraded-motor episodes apart (episodes are whole: no window of a test episode is ever
-    seen in training)."""
-    if not 0 < test_fraction < 1:
-        raise ConfigError(f"test_fraction = {test_fraction}; expected 0 < f < 1")
-    by_task: dict[tuple, list] = {}
-    for tr in trajs:  # degraded-motor episodes are held out apart, so both classes are tested
-        bad = bool(np.asarray(tr.get("condition", [0])).any())
-        by_task.setdefault((str(tr.meta.labels.get("task", "?")), bad), []).append(tr)
-    train, test = [], []
-    for _task, eps in by_task.items():
-        k = max(1, math.ceil(test_fraction * len(eps))) if len(eps) > 1 else 0
-        train += eps[:len(eps) - k]
-        test += eps[len(eps) - k:]
-    return train, test
-
-
 def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> list:
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
@@ -95,7 +81,6 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> li
 
 def relabel_contact(tr: Any, min_force_n: float) -> Any:
     """The trajectory with ``contact`` := contact and |ee_force| >= min_force_n [N]."""
-    import numpy as np
 
     raw = np.asarray(tr["contact"], bool)
     f = np.linalg.norm(np.asarray(tr["ee_force"], dtype=np.float64), axis=1)
