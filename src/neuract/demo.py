@@ -43,42 +43,28 @@ class DemoConfig:
 
 def run(cfg: DemoConfig) -> dict:
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from neuract.pipeline.report import estimation_rows, rollout_rows, targets
     from neuract.pipeline.twin_experiment import run_twin_experiment
+    from neuract.pipeline.verbs import progress_bar
 
-    console = Console(stderr=True, quiet=cfg.quiet)
     t0 = time.perf_counter()
     tcfg = TwinExperimentConfig(out=cfg.out, data=cfg.data, experiment=cfg.experiment)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=console, transient=False, disable=cfg.quiet) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=max(total, 1))
-            bar.update(tasks[stage], completed=done, total=max(total, 1))
-
+    bar, progress = progress_bar(cfg.quiet)
+    with bar:
         res = run_twin_experiment(tcfg, progress)
     wall = time.perf_counter() - t0
     out = Console(quiet=cfg.quiet)
-    cols, rows = rollout_rows(res)
-    t = Table(title="Open-loop rollout, arm-mean joint MAE [deg] (simulator mode)")
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*["—" if v is None else str(v) for v in r])
-    out.print(t)
-    cols, rows = estimation_rows(res)
-    t = Table(title="Estimation on held-out episodes (estimator mode)")
-    for c in cols:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*["—" if v is None else str(v) for v in r])
-    out.print(t)
+    for title, (cols, rows) in (
+            ("Open-loop rollout, arm-mean joint MAE [deg] (simulator mode)", rollout_rows(res)),
+            ("Estimation on held-out episodes (estimator mode)", estimation_rows(res))):
+        t = Table(title=title)
+        for c in cols:
+            t.add_column(c)
+        for r in rows:
+            t.add_row(*["—" if v is None else str(v) for v in r])
+        out.print(t)
     t = Table(title="Twin targets")
     for c in ("target", "ours", "met"):
         t.add_column(c)

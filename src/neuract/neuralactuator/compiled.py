@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from neuract.atomic import write_json
+from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
@@ -181,9 +182,8 @@ class AotActuator:
                 f"torch {torch.__version__} (AOTInductor packages run only with the torch "
                 "that built them): compile again")
         fields = {f.name for f in dataclasses.fields(NeuralActuatorConfig)}
-        cfg = {k: v for k, v in self.meta["config"].items() if k in fields}
-        cfg["tau_max"] = tuple(cfg.get("tau_max", (3.0,)))
-        self.config = NeuralActuatorConfig(**cfg)
+        self.config = from_dict(NeuralActuatorConfig, {k: v for k, v in
+                                                       self.meta["config"].items() if k in fields})
         self._shape = (self.config.history, self.config.n_features)
         self._loaders = {}
         for B, entry in self.meta["batch_sizes"].items():

@@ -81,30 +81,38 @@ def shift_threshold(p: np.ndarray, threshold: float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - np.log(th / (1 - th)))))
 
 
-def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
-    """The contact-probability threshold that maximises the gate F1 over (held-out
-    calibration) episodes' samples; 0.5 when they hold no contact or only contact."""
-    trajs = [tr for tr in trajs if "contact" in tr]
-    pick = np.unique(np.linspace(0, len(trajs) - 1, min(len(trajs), max_episodes)).round()
-                     .astype(int)) if trajs else []
-    ps, ys = [], []
-    for i in pick:
-        o = estimate(model, trajs[i], gate_threshold=0.5)
-        v = o["valid"]
-        ps.append(o["contact_prob"][v])
-        ys.append(np.asarray(trajs[i]["contact"], bool)[v])
-    if not ps:
+def _spread(trajs, max_episodes: int) -> list:
+    """Up to ``max_episodes`` of ``trajs``, evenly spread."""
+    trajs = list(trajs)
+    if len(trajs) <= max_episodes:
+        return trajs
+    return [trajs[i] for i in np.unique(np.linspace(0, len(trajs) - 1, max_episodes)
+                                        .round().astype(int))]
+
+
+def _best_threshold(p: list, y: list, score) -> float:
+    """The grid threshold g (0.02 .. 0.98) maximising ``score(p, y, g)`` over the pooled
+    samples; 0.5 when they hold a single class."""
+    if not p:
         return 0.5
-    p, y = np.concatenate(ps), np.concatenate(ys)
+    p, y = np.concatenate(p), np.concatenate(y)
     if y.all() or not y.any():
         return 0.5
     grid = np.linspace(0.02, 0.98, 97)
-    f1 = []
-    for g in grid:
-        fire = p >= g
-        tp = (fire & y).sum()
-        f1.append(2 * tp / max(fire.sum() + y.sum(), 1))
-    return float(grid[int(np.argmax(f1))])
+    return float(grid[int(np.argmax([score(p, y, g) for g in grid]))])
+
+
+def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
+    """The contact-probability threshold that maximises the gate F1 over (held-out
+    calibration) episodes' samples; 0.5 when they hold no contact or only contact."""
+    ps, ys = [], []
+    for tr in _spread([tr for tr in trajs if "contact" in tr], max_episodes):
+        o = estimate(model, tr, gate_threshold=0.5)
+        v = o["valid"]
+        ps.append(o["contact_prob"][v])
+        ys.append(np.asarray(tr["contact"], bool)[v])
+    return _best_threshold(ps, ys, lambda p, y, g: 2 * ((p >= g) & y).sum()
+                           / max((p >= g).sum() + y.sum(), 1))
 
 
 def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
@@ -134,12 +142,8 @@ def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
     """
     if level not in ("episode", "motor"):
         raise ConfigError(f"calibrate_condition level={level!r}; accepted: ['episode', 'motor']")
-    trajs = list(trajs)
-    pick = np.unique(np.linspace(0, len(trajs) - 1, min(len(trajs), max_episodes)).round()
-                     .astype(int)) if trajs else []
     ps, ys = [], []
-    for i in pick:
-        tr = trajs[i]
+    for tr in _spread(trajs, max_episodes):
         o = estimate(model, tr, condition_threshold=0.5, condition_tau_s=condition_tau_s)
         v = o["valid"]
         pj = o["condition_prob_joint"][v]
@@ -148,14 +152,8 @@ def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
             pj, yj = pj.max(1), yj.any(1)
         ps.append(pj.ravel())
         ys.append(yj.ravel())
-    if not ps:
-        return 0.5
-    p, y = np.concatenate(ps), np.concatenate(ys)
-    if y.all() or not y.any():
-        return 0.5
-    grid = np.linspace(0.02, 0.98, 97)
-    bal = [0.5 * ((p[y] > g).mean() + (p[~y] <= g).mean()) for g in grid]
-    return float(grid[int(np.argmax(bal))])
+    return _best_threshold(ps, ys, lambda p, y, g: 0.5 * ((p[y] > g).mean()
+                                                          + (p[~y] <= g).mean()))
 
 
 def estimator(model: NeuralActuator, condition_tau_s: float = 5.0):

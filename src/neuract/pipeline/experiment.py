@@ -160,7 +160,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                    progress: ProgressFn | None = None,
                    pretrained: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit everything on ``train``, score on ``test``; returns the results dict (JSON-able
-    apart from ``_figures``, raw arrays for the report). Checkpoints go to ``out_dir``.
+    apart from ``_figures``, raw arrays for the report, and ``_neuralactuator``, the models).
+    Checkpoints go to ``out_dir``.
     pretrained: mode -> NeuralActuator to evaluate instead of training that mode."""
     from neuract.actuators import ActuatorConfig
     from neuract.estimate import force_estimator
@@ -245,10 +246,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             for k in ("condition_threshold", "gate_threshold"):
                 res["models"][name][k] = extra[k] = getattr(model, k)
             res["models"][name]["calibration_episodes"] = {
-                "condition": "held out of training" if c_eps is calib and calib is not train
-                else "training episodes",
-                "gate": "held out of training" if g_eps is calib and calib is not train
-                else "training episodes"}
+                k: "training episodes" if eps is train else "held out of training"
+                for k, eps in (("condition", c_eps), ("gate", g_eps))}
         if out_dir is not None:
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
                             extra=extra, overwrite=True)
@@ -370,6 +369,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["condition_per_motor"] = _per_motor_condition(cache["NeuralActuator"], test)
     res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
     res["_figures"] = {"full_q": full_q, "fig_traj": fig_traj, "est": cache, "test": test}
+    res["_neuralactuator"] = na  # mode -> trained (or given) model, for callers' extra scores
     return res
 
 

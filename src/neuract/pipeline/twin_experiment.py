@@ -81,7 +81,6 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> li
 
 def relabel_contact(tr: Any, min_force_n: float) -> Any:
     """The trajectory with ``contact`` := contact and |ee_force| >= min_force_n [N]."""
-
     raw = np.asarray(tr["contact"], bool)
     f = np.linalg.norm(np.asarray(tr["ee_force"], dtype=np.float64), axis=1)
     return tr.replace(channels={"contact": raw & (f >= min_force_n)})
@@ -119,8 +118,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     lab = (lambda eps: [relabel_contact(tr, thr) for tr in eps]) if thr > 0 else list
     res = run_experiment(setup, lab(train), lab(test), cfg.experiment, out_dir=out,
                          progress=progress)
-    if thr > 0 and (out / "checkpoints" / "neuralactuator_estimator").is_dir():
-        res["gate_raw_label"] = _gate_on_raw_label(out, test)
+    if thr > 0 and "estimator" in res["_neuralactuator"]:
+        res["gate_raw_label"] = _gate_on_raw_label(res["_neuralactuator"]["estimator"], test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
                    "n_test_episodes": len(test), "split": "by episode, stratified by task",
                    "test_episodes": [tr.meta.name for tr in test]}
@@ -134,14 +133,12 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     return res
 
 
-def _gate_on_raw_label(out: Path, test: Sequence[Any]) -> dict[str, Any]:
+def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     """NeuralActuator's gate scored against the twin's raw contact label (any force) of the
     test episodes."""
     from neuract.eval import evaluate_estimator
     from neuract.neuralactuator import estimate
-    from neuract.pipeline.verbs import load_model
 
-    model = load_model(out / "checkpoints" / "neuralactuator_estimator")
     return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
 
 

@@ -49,7 +49,8 @@ class EvaluateConfig:
     quiet: bool = False
 
 
-def _progress(quiet: bool):
+def progress_bar(quiet: bool):
+    """(rich Progress, progress(stage, done, total) callback): one bar per stage, on stderr."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -104,7 +105,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     pre = load_pretrained(cfg.checkpoints)
-    bar, progress = _progress(cfg.quiet)
+    bar, progress = progress_bar(cfg.quiet)
     with bar:
         if cfg.source == "twin":
             from neuract.pipeline.twin_experiment import (
