@@ -128,6 +128,15 @@ def render(out: dict) -> str:
     return md
 
 
+def _smoothing_text(cfg: TwinExperimentConfig, res: dict) -> str:
+    grid = cfg.experiment.condition_tau_grid
+    if not grid:
+        return "5 s time constant"
+    m = res["models"].get("NeuralActuator[estimator]", {})
+    return (f"time constant chosen with the threshold on the calibration episodes from "
+            f"{[float(g) for g in grid]} s: {m.get('condition_tau_s')} s")
+
+
 def run_condition() -> int:
     import json
 
@@ -144,8 +153,8 @@ def run_condition() -> int:
                          "out apart); NeuralActuator estimator mode, "
                          f"{cfg.experiment.est_steps} steps, threshold calibrated on "
                          f"{cfg.experiment.calibration_fraction:.0%} of the training episodes "
-                         "held out of its training; condition smoothed causally (5 s time "
-                         "constant). Full report: "
+                         "held out of its training; condition smoothed causally ("
+                         + _smoothing_text(cfg, res) + "). Full report: "
                          "runs/bench_neuralactuator_twin_condition/report.html.")
     out["condition_experiment"] = cond
     write_json(path, out)

@@ -313,3 +313,34 @@ def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
     np.testing.assert_allclose(out[k], (1 - np.exp(-1.0)) / (1 - np.exp(-3.0)), rtol=0.01)
     # a constant is returned unchanged
     np.testing.assert_allclose(smooth_causal(np.full((100, 3), 0.3), t[:100], 5.0), 0.3)
+
+
+def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_best(monkeypatch):
+    """Known truth: per-motor probabilities are noisy around a level that separates degraded
+    from normal episodes only on average, so a long average decides better than a short one;
+    the selected pair's threshold is the one calibrate_condition finds for that time
+    constant."""
+    import importlib
+
+    from neuract.errors import ConfigError
+
+    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    rng = np.random.default_rng(0)
+    t = np.arange(0, 30, 0.02)
+    raw = []
+    for i in range(8):
+        y = np.zeros((len(t), 2), bool)
+        y[:, 1] = i % 2 == 1
+        p = np.clip(0.4 + 0.2 * y + rng.normal(0, 0.3, y.shape), 0.01, 0.99)
+        raw.append((t, p, y))
+    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+    tau, th, scores = est_mod.select_condition_smoothing(None, [], taus_s=(0.1, 1.0, 20.0))
+    assert tau == 20.0 and scores[20.0] > scores[1.0] > scores[0.1]
+    assert 0.4 < th < 0.6
+    assert th == est_mod._condition_threshold(raw, 20.0, "episode")[0]
+    # a single class: nothing to choose
+    one = [(t, p, np.zeros_like(y)) for t, p, y in raw]
+    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: one)
+    assert est_mod.select_condition_smoothing(None, []) == (5.0, 0.5, {})
+    with pytest.raises(ConfigError, match="time"):
+        est_mod.select_condition_smoothing(None, [], taus_s=(0.0,))

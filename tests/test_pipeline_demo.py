@@ -63,7 +63,8 @@ def test_demo_end_to_end_tiny(tmp_path):
     from neuract.demo import DemoConfig, run
 
     data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5)
-    exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3)
+    exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3,
+                              context_s=1.0, condition_tau_grid=(2.0, 10.0))
     res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
@@ -89,11 +90,20 @@ def test_demo_end_to_end_tiny(tmp_path):
     # twin's raw (any-force) contact label
     ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
     assert ck["config"]["physics_robot"] == "so101" and "tau_gravity" in ck["channels"]
+    assert ck["config"]["context_s"] == 1.0 and "move_dir" in ck["channels"]
     assert "n_events" in saved["gate_raw_label"]
     # gate and condition thresholds calibrated on episodes held out of the estimator's training
     est_model = saved["models"]["NeuralActuator[estimator]"]
     assert set(est_model["calibration_episodes"]) == {"condition", "gate"}
     assert ck["extra"]["gate_threshold"] == est_model["gate_threshold"]
+    # the condition smoothing is chosen from the grid with its threshold, and travels with the
+    # checkpoint (a checkpoint reloaded by the verbs uses it)
+    assert est_model["condition_tau_s"] in (2.0, 10.0)
+    assert ck["extra"]["condition_tau_s"] == est_model["condition_tau_s"]
+    from neuract.pipeline.verbs import load_model
+
+    m = load_model(out / "checkpoints/neuralactuator_estimator")
+    assert m.condition_tau_s == est_model["condition_tau_s"] and m.cfg.context_s == 1.0
 
 
 def test_estimate_verb_writes_per_step_parquet(tmp_path):

@@ -22,6 +22,7 @@ from neuract.neuralactuator.estimate import (
     calibrate_gate,
     estimate,
     estimator,
+    select_condition_smoothing,
 )
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
@@ -71,5 +72,6 @@ __all__ = [
     "estimate",
     "estimator",
     "calibrate_condition",
+    "select_condition_smoothing",
     "calibrate_gate",
 ]

@@ -88,10 +88,11 @@ class FlatData:
 
 
 def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequence[str] | None,
-            sim_channels: Sequence[str] | None, physics: tuple[str, str] | None = None
-            ) -> FlatData:
+            sim_channels: Sequence[str] | None, physics: tuple[str, str] | None = None,
+            context_s: float = 0.0) -> FlatData:
     """Flatten trajectories (all of one robot) into :class:`FlatData` (float32); physics:
-    (robot, site) computing the estimator's physics channels, if it reads them."""
+    (robot, site) computing the estimator's physics channels, context_s: time constant of its
+    context channels, if it reads them."""
     if not trajs:
         raise SchemaError("no trajectories to train on")
     n = len(trajs[0].meta.joint_names)
@@ -106,7 +107,7 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
               else np.gradient(q, t, axis=0))
         for key, chans in (("tok_est", est_channels), ("tok_sim", sim_channels)):
             if chans is not None:
-                parts = trajectory_channels(tr, chans, n, physics)
+                parts = trajectory_channels(tr, chans, n, physics, context_s)
                 cols[key].append(assemble({k: torch.tensor(v, dtype=torch.float32)
                                            for k, v in parts.items()}, chans))
         cols["q"].append(q)

@@ -22,10 +22,13 @@ from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import NeuralActuator
 
+DEFAULT_CONDITION_TAU_S = 5.0
+"""condition smoothing time constant [s] of a model without a selected one"""
+
 
 @torch.no_grad()
 def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
-             condition_tau_s: float = 5.0, condition_threshold: float | None = None,
+             condition_tau_s: float | None = None, condition_threshold: float | None = None,
              gate_threshold: float | None = None) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
@@ -35,19 +38,23 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     model's ``condition_threshold`` attribute (calibrated on training episodes by
     :func:`calibrate_condition`), else 0.5. gate_threshold: the same for the contact
     probability (model attribute ``gate_threshold``, :func:`calibrate_gate`), else 0.5.
+    condition_tau_s: time constant of the condition smoothing [s]; default: the model's
+    ``condition_tau_s`` attribute (chosen by :func:`select_condition_smoothing`), else 5 s.
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     """
     if condition_threshold is None:
         condition_threshold = float(getattr(model, "condition_threshold", 0.5))
+    if condition_tau_s is None:
+        condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
     if gate_threshold is None:
         gate_threshold = float(getattr(model, "gate_threshold", 0.5))
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
-    x = windows(traj, cfg.channels, n, h, physics=cfg.physics)
+    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s)
     taus, forces, gates, conds = [], [], [], []
     for s in range(0, x.shape[0], chunk):
         tau, force, gate, cond = model(x[s:s + chunk])
@@ -131,35 +138,85 @@ def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
     return out
 
 
+def _condition_scores(level: str):
+    if level not in ("episode", "motor"):
+        raise ConfigError(f"calibrate_condition level={level!r}; accepted: ['episode', 'motor']")
+    return lambda p, y, g: 0.5 * ((p[y] > g).mean() + (p[~y] <= g).mean())
+
+
+def _raw_condition(model: NeuralActuator, trajs, max_episodes: int) -> list:
+    """(t, unsmoothed per-motor degraded probability, per-motor label) of each valid sample,
+    for up to ``max_episodes`` episodes evenly spread."""
+    out = []
+    for tr in _spread(trajs, max_episodes):
+        o = estimate(model, tr, condition_threshold=0.5, condition_tau_s=1e-9)  # no smoothing
+        v = o["valid"]
+        out.append((np.asarray(tr["t"], dtype=np.float64)[v], o["condition_prob_joint"][v],
+                    per_joint_condition(tr, model.cfg.n_joints)[v] > 0))
+    return out
+
+
+def _condition_threshold(raw: list, tau_s: float, level: str) -> tuple[float, float]:
+    """(best threshold, its balanced accuracy) for smoothing time constant tau_s."""
+    score = _condition_scores(level)
+    ps, ys = [], []
+    for t, p, y in raw:
+        pj = smooth_causal(p, t, tau_s)
+        if level == "episode":
+            pj, y = pj.max(1), y.any(1)
+        ps.append(pj.ravel())
+        ys.append(y.ravel())
+    g = _best_threshold(ps, ys, score)
+    if not ps:
+        return g, float("nan")
+    p, y = np.concatenate(ps), np.concatenate(ys)
+    return g, (float(score(p, y, g)) if y.any() and not y.all() else float("nan"))
+
+
 def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
-                        level: str = "episode", condition_tau_s: float = 5.0) -> float:
+                        level: str = "episode", condition_tau_s: float | None = None) -> float:
     """The decision threshold on the smoothed degraded probability that maximises the
-    balanced accuracy on (training) episodes; 0.5 when they hold a single class.
+    balanced accuracy on (calibration) episodes; 0.5 when they hold a single class.
 
     level ``episode``: the decision "some motor is degraded" (the largest per-motor
     probability against the threshold: what the episode-level ``condition_prob`` reports);
     ``motor``: every motor's own decision. Up to ``max_episodes`` episodes, evenly spread.
+    condition_tau_s: the smoothing the threshold is for (default: the model's, else 5 s).
     """
-    if level not in ("episode", "motor"):
-        raise ConfigError(f"calibrate_condition level={level!r}; accepted: ['episode', 'motor']")
-    ps, ys = [], []
-    for tr in _spread(trajs, max_episodes):
-        o = estimate(model, tr, condition_threshold=0.5, condition_tau_s=condition_tau_s)
-        v = o["valid"]
-        pj = o["condition_prob_joint"][v]
-        yj = per_joint_condition(tr, model.cfg.n_joints)[v] > 0
-        if level == "episode":
-            pj, yj = pj.max(1), yj.any(1)
-        ps.append(pj.ravel())
-        ys.append(yj.ravel())
-    return _best_threshold(ps, ys, lambda p, y, g: 0.5 * ((p[y] > g).mean()
-                                                          + (p[~y] <= g).mean()))
+    _condition_scores(level)
+    if condition_tau_s is None:
+        condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
+    return _condition_threshold(_raw_condition(model, trajs, max_episodes), condition_tau_s,
+                                level)[0]
 
 
-def estimator(model: NeuralActuator, condition_tau_s: float = 5.0):
-    """``est(traj) -> dict`` for :func:`neuract.eval.evaluate_estimator`."""
+def select_condition_smoothing(model: NeuralActuator, trajs, taus_s=(2.0, 5.0, 10.0, 20.0, 40.0),
+                               max_episodes: int = 24, level: str = "episode"
+                               ) -> tuple[float, float, dict]:
+    """Choose the condition smoothing time constant and its threshold together on
+    (calibration) episodes: the pair with the best balanced accuracy (ties: the shorter time
+    constant, which reacts sooner). Returns (tau_s, threshold, {tau_s: balanced accuracy}).
+    With a single class in ``trajs`` nothing can be chosen: (5 s, 0.5, {})."""
+    _condition_scores(level)
+    taus = [float(t) for t in taus_s]
+    if not taus or not all(np.isfinite(t) and t > 0 for t in taus):
+        raise ConfigError(f"condition smoothing candidates {list(taus_s)}; expected time "
+                          "constants > 0 s")
+    raw = _raw_condition(model, trajs, max_episodes)
+    res = {tau: _condition_threshold(raw, tau, level) for tau in sorted(taus)}
+    scores = {tau: s for tau, (_, s) in res.items()}
+    if all(np.isnan(s) for s in scores.values()):
+        return DEFAULT_CONDITION_TAU_S, 0.5, {}
+    best = max(sorted(res), key=lambda tau: (-np.inf if np.isnan(scores[tau]) else scores[tau],
+                                             -tau))
+    return best, res[best][0], scores
+
+
+def estimator(model: NeuralActuator, condition_tau_s: float | None = None):
+    """``est(traj) -> dict`` for :func:`neuract.eval.evaluate_estimator` (condition_tau_s:
+    see :func:`estimate`)."""
     return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator", "shift_threshold",
-           "smooth_causal"]
+__all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator",
+           "select_condition_smoothing", "shift_threshold", "smooth_causal"]

@@ -18,10 +18,19 @@ measured pose (:mod:`neuract.neuralactuator.physics`): the gravity torque of eac
 ``jac_x, jac_y, jac_z`` [m/rad]. With them the force head sees, in nearly linear form, what a
 model-based observer uses (``J^T f = effort torque - gravity``) instead of having to learn the
 arm's geometry from a few episodes.
+
+Estimator mode can also read *context channels* (:data:`CONTEXT_CHANNELS`), causal summaries
+of the telemetry before the window, computed from the whole past of the episode with a time
+constant ``context_s`` [s]: ``move_dir`` (direction of the joint's last motion, +1 / -1, 0
+before it first moves: where the gear friction holds a resting joint depends on it),
+``effort_slow`` and ``pos_error_slow`` (exponential moving averages of the effort channel and
+of the position error). They let an 8-step window see what happened seconds earlier without
+more tokens.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,19 +43,26 @@ MODES = ("simulator", "estimator")
 EFFORT_CHANNELS = ("current", "load")
 DERIVED = ("pos_error",)
 PHYSICS_CHANNELS = ("tau_gravity", "jac_x", "jac_y", "jac_z")
+CONTEXT_CHANNELS = ("move_dir", "effort_slow", "pos_error_slow")
+MOVE_SPEED = 0.05
+"""joint speed [rad/s] above which ``move_dir`` takes the sign of the velocity"""
 
 
 def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False,
-                 physics: bool = False) -> tuple:
+                 physics: bool = False, context: bool = False) -> tuple:
     """Per-joint channel names, in model order, for a mode.
 
     mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
     mode only); sim_temperature: simulator mode also reads a simulated ``temperature``;
-    physics: estimator mode also reads :data:`PHYSICS_CHANNELS`.
+    physics: estimator mode also reads :data:`PHYSICS_CHANNELS`; context: estimator mode also
+    reads :data:`CONTEXT_CHANNELS`.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
     if mode == "simulator":
+        if context:
+            raise ConfigError("context channels summarise measured telemetry: estimator mode "
+                              "only")
         extra = ("temperature",) if sim_temperature else ()
         return ("q_goal", "q", "qd", "pos_error", *extra)
     if effort not in EFFORT_CHANNELS:
@@ -55,7 +71,7 @@ def channels_for(mode: str, effort: str = "current", sim_temperature: bool = Fal
     if sim_temperature:
         raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
                           "always reads the measured temperature")
-    extra = PHYSICS_CHANNELS if physics else ()
+    extra = (PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
     return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error", *extra)
 
 
@@ -107,13 +123,42 @@ def _channel(traj: Any, name: str, n_joints: int) -> np.ndarray:
     return v
 
 
+def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_error: np.ndarray,
+                     tau_s: float, move_speed: float = MOVE_SPEED) -> dict[str, np.ndarray]:
+    """:data:`CONTEXT_CHANNELS` (each (T, n)) from t: (T,) [s] and qd, effort, pos_error:
+    (T, n). Causal: sample k depends on samples 0..k only. The moving averages start at the
+    first sample's value and follow ``y += (1 - exp(-dt / tau_s)) (x - y)``."""
+    if not (math.isfinite(tau_s) and tau_s > 0):
+        raise ConfigError(f"context_s={tau_s!r}; expected a time constant > 0 s")
+    T = len(t)
+    move = np.zeros_like(qd)
+    e_slow = np.empty_like(effort)
+    p_slow = np.empty_like(pos_error)
+    if T == 0:
+        return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
+    a = 1.0 - np.exp(-np.maximum(np.diff(t), 0.0) / tau_s)
+    cur = np.where(np.abs(qd[0]) > move_speed, np.sign(qd[0]), 0.0)
+    move[0], e_slow[0], p_slow[0] = cur, effort[0], pos_error[0]
+    for k in range(1, T):
+        cur = np.where(np.abs(qd[k]) > move_speed, np.sign(qd[k]), cur)
+        move[k] = cur
+        e_slow[k] = e_slow[k - 1] + a[k - 1] * (effort[k] - e_slow[k - 1])
+        p_slow[k] = p_slow[k - 1] + a[k - 1] * (pos_error[k] - p_slow[k - 1])
+    return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
+
+
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
-                        physics: tuple[str, str] | None = None) -> dict:
+                        physics: tuple[str, str] | None = None, context_s: float = 0.0
+                        ) -> dict:
     """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
 
     physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
-    trajectory does not carry (from its measured ``q``)."""
+    trajectory does not carry (from its measured ``q``); context_s: time constant [s] of the
+    :data:`CONTEXT_CHANNELS` (computed from the measured ``t``, ``qd``, effort and
+    ``pos_error``)."""
     need = source_channels(channels)
+    ctx = [c for c in need if c in CONTEXT_CHANNELS]
+    need = [c for c in need if c not in CONTEXT_CHANNELS]
     missing = [c for c in need if c in PHYSICS_CHANNELS and c not in traj]
     out = {c: _channel(traj, c, n_joints) for c in need if c not in missing}
     if missing:
@@ -125,19 +170,31 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
 
         q = out["q"] if "q" in out else _channel(traj, "q", n_joints)
         out.update({k: v for k, v in physics_channels(q, *physics).items() if k in missing})
+    if ctx:
+        if not context_s:
+            raise SchemaError(f"channels {ctx} are computed from the telemetry's past; give "
+                              "their time constant (NeuralActuatorConfig.context_s)")
+        effort = next((c for c in EFFORT_CHANNELS if c in out), None)
+        if effort is None or "qd" not in out:
+            raise SchemaError(f"context channels need qd and an effort channel "
+                              f"{list(EFFORT_CHANNELS)} among the model's channels")
+        t = np.asarray(traj["t"], dtype=np.float64)
+        pe = out["q_goal"] - out["q"]
+        c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
+        out.update({k: c[k] for k in ctx})
     return out
 
 
 def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
             stride: int = 1, dtype: torch.dtype = torch.float32,
-            physics: tuple[str, str] | None = None) -> torch.Tensor:
+            physics: tuple[str, str] | None = None, context_s: float = 0.0) -> torch.Tensor:
     """All history windows of a trajectory.
 
     Returns x: (N, history, n_joints * len(channels)); window i covers steps
     ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
-    physics: see :func:`trajectory_channels`.
+    physics, context_s: see :func:`trajectory_channels`.
     """
-    parts = trajectory_channels(traj, channels, n_joints, physics)
+    parts = trajectory_channels(traj, channels, n_joints, physics, context_s)
     T = next(iter(parts.values())).shape[0]
     if T < history:
         raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
@@ -164,6 +221,8 @@ def feature_stats(xs: Sequence[torch.Tensor] | torch.Tensor, min_std: float = 1e
 __all__ = [
     "MODES",
     "PHYSICS_CHANNELS",
+    "CONTEXT_CHANNELS",
+    "context_channels",
     "channels_for",
     "source_channels",
     "assemble",

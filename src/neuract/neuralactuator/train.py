@@ -122,7 +122,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     else:
         est = cfg.channels if cfg.mode == "estimator" else None
         sim = cfg.channels if cfg.mode == "simulator" else None
-        data = flatten(trajs, robot, site, est, sim, cfg.physics)
+        data = flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
     model = init if init is not None else init_model(cfg, data, train.seed)
     if model.cfg.mode != cfg.mode:
         raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")

@@ -67,9 +67,16 @@ class ExperimentConfig:
     calibration_fraction: float = 0.0
     """share of each task's training episodes held out of the estimator's training to
     calibrate its gate and condition thresholds (0: calibrate on the training episodes)"""
+    condition_tau_grid: tuple[float, ...] = ()
+    """candidate time constants [s] of the estimator's condition smoothing, chosen with its
+    threshold on the calibration episodes (empty: 5 s)"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
     Jacobian at the measured pose (:mod:`neuract.neuralactuator.physics`)"""
+    context_s: float = 0.0
+    """NeuralActuator estimator also reads context channels with this time constant [s]
+    (direction of each joint's last motion, slow effort and position-error averages;
+    :mod:`neuract.neuralactuator.features`); 0: none"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     full: bool = True
     """also score the full-trajectory rollout"""
@@ -112,13 +119,14 @@ def so101_setup() -> RobotSetup:
 
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
-              physics: bool = False):
+              physics: bool = False, context_s: float = 0.0):
     from neuract.neuralactuator import NeuralActuatorConfig
 
     phys = physics and mode == "estimator"
     return NeuralActuatorConfig(n_joints=n_joints, mode=mode, effort=setup.effort,
                                 physics_robot=(setup.model_path or setup.name) if phys else "",
                                 physics_site=setup.site if phys else "",
+                                context_s=context_s if mode == "estimator" else 0.0,
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
@@ -174,6 +182,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         count_params,
         estimate,
         save_checkpoint,
+        select_condition_smoothing,
         simulator,
         train_neuralactuator,
     )
@@ -218,7 +227,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             continue
         if steps <= 0:
             continue
-        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
@@ -241,9 +250,17 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                 per_joint_condition(tr, n).any()))
             g_eps = _calibration_set(calib, train, lambda tr: bool(
                 np.asarray(tr["contact"]).any()) if "contact" in tr else False)
-            model.condition_threshold = calibrate_condition(model, c_eps)
+            if cfg.condition_tau_grid:
+                tau, th, scores = select_condition_smoothing(model, c_eps,
+                                                             cfg.condition_tau_grid)
+                model.condition_tau_s, model.condition_threshold = tau, th
+                res["models"][name]["condition_tau_scores"] = scores
+            else:
+                model.condition_threshold = calibrate_condition(model, c_eps)
             model.gate_threshold = calibrate_gate(model, g_eps)
-            for k in ("condition_threshold", "gate_threshold"):
+            keys = ("condition_threshold", "gate_threshold") + (
+                ("condition_tau_s",) if cfg.condition_tau_grid else ())
+            for k in keys:
                 res["models"][name][k] = extra[k] = getattr(model, k)
             res["models"][name]["calibration_episodes"] = {
                 k: "training episodes" if eps is train else "held out of training"

@@ -73,7 +73,7 @@ def load_model(ckpt: Path):
 
     model = load_checkpoint(ckpt)
     extra = read_config(ckpt)[1].get("extra") or {}
-    for k in ("condition_threshold", "gate_threshold"):
+    for k in ("condition_threshold", "gate_threshold", "condition_tau_s"):
         if extra.get(k) is not None:
             setattr(model, k, float(extra[k]))
     return model
@@ -167,8 +167,9 @@ class EstimateConfig:
     """a neuract dataset directory, or a NAD CSV file / folder"""
     out: Path = Path("runs/estimate")
     """output directory: one parquet file per episode + summary.json"""
-    condition_tau_s: float = 5.0
-    """time constant of the causal smoothing of the condition output [s]"""
+    condition_tau_s: float | None = None
+    """time constant of the causal smoothing of the condition output [s] (default: the one
+    chosen with the checkpoint's calibration, else 5 s)"""
     quiet: bool = False
 
 
