@@ -344,3 +344,31 @@ def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_bes
     assert est_mod.select_condition_smoothing(None, []) == (5.0, 0.5, {})
     with pytest.raises(ConfigError, match="time"):
         est_mod.select_condition_smoothing(None, [], taus_s=(0.0,))
+
+
+def test_per_motor_condition_thresholds_fit_each_motors_own_level(monkeypatch):
+    """Known truth: motor 0's probabilities sit higher than motor 1's in every episode, so no
+    common threshold on the largest one separates 'some motor degraded' episodes; one threshold
+    per motor does, and estimate() applies a per-motor threshold to each motor's column."""
+    import importlib
+
+    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    rng = np.random.default_rng(1)
+    t = np.arange(0, 10, 0.05)
+    raw = []
+    for i in range(8):
+        y = np.zeros((len(t), 2), bool)
+        y[:, i % 2] = i % 4 < 2  # episodes 0, 1, 4, 5 have a degraded motor
+        base = np.array([0.6, 0.1]) + np.where(y, 0.25, 0.0)
+        raw.append((t, np.clip(base + rng.normal(0, 0.02, y.shape), 0.01, 0.99), y))
+    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+    _, g, common = est_mod.select_condition_smoothing(None, [], taus_s=(1.0,))
+    _, gm, per = est_mod.select_condition_smoothing(None, [], taus_s=(1.0,), per_motor=True)
+    assert np.ndim(g) == 0 and len(gm) == 2
+    assert per[1.0] == 1.0 and common[1.0] < 0.9
+    assert 0.6 < gm[0] < 0.85 and 0.1 < gm[1] < 0.35
+    # shift_threshold maps each motor's own threshold to 0.5
+    p = np.array([[0.7, 0.3]])
+    np.testing.assert_allclose(est_mod.shift_threshold(p, np.array([0.7, 0.3])), 0.5)
+    with pytest.raises(Exception, match="per-motor"):
+        est_mod._threshold((0.5, 0.5, 0.5), 2)

@@ -64,7 +64,8 @@ def test_demo_end_to_end_tiny(tmp_path):
 
     data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5)
     exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3,
-                              context_s=1.0, condition_tau_grid=(2.0, 10.0))
+                              context_s=1.0, condition_tau_grid=(2.0, 10.0),
+                              condition_per_motor_threshold=True)
     res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
@@ -104,6 +105,8 @@ def test_demo_end_to_end_tiny(tmp_path):
 
     m = load_model(out / "checkpoints/neuralactuator_estimator")
     assert m.condition_tau_s == est_model["condition_tau_s"] and m.cfg.context_s == 1.0
+    assert len(est_model["condition_threshold"]) == 6  # one per motor
+    assert m.condition_threshold == tuple(est_model["condition_threshold"])
 
 
 def test_estimate_verb_writes_per_step_parquet(tmp_path):

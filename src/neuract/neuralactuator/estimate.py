@@ -12,6 +12,7 @@ and per-motor condition from the real telemetry history (the simulator-mode adap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,8 @@ DEFAULT_CONDITION_TAU_S = 5.0
 
 @torch.no_grad()
 def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
-             condition_tau_s: float | None = None, condition_threshold: float | None = None,
+             condition_tau_s: float | None = None,
+             condition_threshold: float | Sequence[float] | None = None,
              gate_threshold: float | None = None) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
@@ -45,7 +47,8 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     """
     if condition_threshold is None:
-        condition_threshold = float(getattr(model, "condition_threshold", 0.5))
+        condition_threshold = getattr(model, "condition_threshold", 0.5)
+    condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
     if condition_tau_s is None:
         condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
     if gate_threshold is None:
@@ -79,11 +82,23 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
             "valid": valid}
 
 
-def shift_threshold(p: np.ndarray, threshold: float) -> np.ndarray:
-    """Probabilities shifted in log-odds so that ``threshold`` maps to 0.5 (NaN kept)."""
-    if threshold == 0.5:
+def _threshold(th, n: int) -> float | np.ndarray:
+    """A condition threshold: one value, or one per motor (n,)."""
+    a = np.asarray(th, dtype=np.float64)
+    if a.ndim == 0:
+        return float(a)
+    if a.shape != (n,) or not np.isfinite(a).all():
+        raise ConfigError(f"condition_threshold={th!r}; expected one value or {n} per-motor "
+                          "values in (0, 1)")
+    return a
+
+
+def shift_threshold(p: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
+    """Probabilities shifted in log-odds so that ``threshold`` maps to 0.5 (NaN kept);
+    threshold: one value, or one per entry of p's last axis."""
+    if np.ndim(threshold) == 0 and threshold == 0.5:
         return p
-    th = min(max(threshold, 1e-6), 1 - 1e-6)
+    th = np.clip(threshold, 1e-6, 1 - 1e-6)
     q = np.clip(p, 1e-9, 1 - 1e-9)
     return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - np.log(th / (1 - th)))))
 
@@ -156,9 +171,44 @@ def _raw_condition(model: NeuralActuator, trajs, max_episodes: int) -> list:
     return out
 
 
-def _condition_threshold(raw: list, tau_s: float, level: str) -> tuple[float, float]:
-    """(best threshold, its balanced accuracy) for smoothing time constant tau_s."""
+def _per_motor_thresholds(raw: list, tau_s: float, g0: float, sweeps: int = 2
+                          ) -> tuple[tuple, float]:
+    """Per-motor thresholds for the episode-level decision (some motor above its own
+    threshold): starting from the common threshold g0, coordinate ascent on the balanced
+    accuracy over the motors that show both classes in ``raw`` (the others keep g0)."""
+    score = _condition_scores("episode")
+    P = np.concatenate([smooth_causal(p, t, tau_s) for t, p, _ in raw])  # (N, n)
+    Y = np.concatenate([y for _, _, y in raw])
+    y = Y.any(1)
+    g = np.full(P.shape[1], g0)
+    both = [j for j in range(P.shape[1]) if Y[:, j].any() and not Y[:, j].all()]
+
+    def acc(gv):  # decision: max over motors of p_j shifted to its own threshold
+        return float(score((P > gv).any(1).astype(float), y, 0.5))
+
+    best = acc(g)
+    grid = np.linspace(0.02, 0.98, 97)
+    for _ in range(sweeps):
+        for j in both:
+            for v in grid:
+                trial = g.copy()
+                trial[j] = v
+                a = acc(trial)
+                if a > best + 1e-12:
+                    best, g = a, trial
+    return tuple(float(v) for v in g), best
+
+
+def _condition_threshold(raw: list, tau_s: float, level: str, per_motor: bool = False
+                         ) -> tuple[float | tuple, float]:
+    """(best threshold, its balanced accuracy) for smoothing time constant tau_s
+    (per_motor: one threshold per motor, episode level only)."""
     score = _condition_scores(level)
+    if per_motor:
+        g0, s0 = _condition_threshold(raw, tau_s, "episode")
+        if np.isnan(s0):
+            return g0, s0
+        return _per_motor_thresholds(raw, tau_s, g0)
     ps, ys = [], []
     for t, p, y in raw:
         pj = smooth_causal(p, t, tau_s)
@@ -191,19 +241,25 @@ def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
 
 
 def select_condition_smoothing(model: NeuralActuator, trajs, taus_s=(2.0, 5.0, 10.0, 20.0, 40.0),
-                               max_episodes: int = 24, level: str = "episode"
-                               ) -> tuple[float, float, dict]:
+                               max_episodes: int = 24, level: str = "episode",
+                               per_motor: bool = False) -> tuple[float, Any, dict]:
     """Choose the condition smoothing time constant and its threshold together on
     (calibration) episodes: the pair with the best balanced accuracy (ties: the shorter time
     constant, which reacts sooner). Returns (tau_s, threshold, {tau_s: balanced accuracy}).
+    per_motor (episode level): one threshold per motor, tuple (n,) -- motors differ in how
+    confidently the model calls them degraded, and a common threshold on the largest
+    per-motor probability lets the least certain motor decide every episode.
     With a single class in ``trajs`` nothing can be chosen: (5 s, 0.5, {})."""
+    if per_motor and level != "episode":
+        raise ConfigError("per-motor condition thresholds are calibrated for the episode "
+                          f"level decision; got level={level!r}")
     _condition_scores(level)
     taus = [float(t) for t in taus_s]
     if not taus or not all(np.isfinite(t) and t > 0 for t in taus):
         raise ConfigError(f"condition smoothing candidates {list(taus_s)}; expected time "
                           "constants > 0 s")
     raw = _raw_condition(model, trajs, max_episodes)
-    res = {tau: _condition_threshold(raw, tau, level) for tau in sorted(taus)}
+    res = {tau: _condition_threshold(raw, tau, level, per_motor) for tau in sorted(taus)}
     scores = {tau: s for tau, (_, s) in res.items()}
     if all(np.isnan(s) for s in scores.values()):
         return DEFAULT_CONDITION_TAU_S, 0.5, {}

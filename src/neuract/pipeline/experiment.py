@@ -70,6 +70,8 @@ class ExperimentConfig:
     condition_tau_grid: tuple[float, ...] = ()
     """candidate time constants [s] of the estimator's condition smoothing, chosen with its
     threshold on the calibration episodes (empty: 5 s)"""
+    condition_per_motor_threshold: bool = False
+    """with ``condition_tau_grid``: calibrate one condition threshold per motor"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
     Jacobian at the measured pose (:mod:`neuract.neuralactuator.physics`)"""
@@ -251,8 +253,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             g_eps = _calibration_set(calib, train, lambda tr: bool(
                 np.asarray(tr["contact"]).any()) if "contact" in tr else False)
             if cfg.condition_tau_grid:
-                tau, th, scores = select_condition_smoothing(model, c_eps,
-                                                             cfg.condition_tau_grid)
+                tau, th, scores = select_condition_smoothing(
+                    model, c_eps, cfg.condition_tau_grid,
+                    per_motor=cfg.condition_per_motor_threshold)
                 model.condition_tau_s, model.condition_threshold = tau, th
                 res["models"][name]["condition_tau_scores"] = scores
             else:
