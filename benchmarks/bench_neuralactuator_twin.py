@@ -2,18 +2,18 @@
 
 Dataset: ``neuract twin`` SO-101 data (hidden servo physics: firmware P/D loop, DC motor,
 current limit, saturation, Stribeck + load-dependent friction, backlash, thermal, sag),
-all five tasks (free, lift, pick, push, degraded), 4 units; split by episode (25 % of each
-task's episodes held out). Protocol: ``neuract.eval`` -- windowed open-loop rollouts at 10,
-50, 100, 300, 600 samples and the full episode (simulator mode, same measured 8-step past
+all five tasks (free, lift, pick, push, degraded), 4 units, ``MINUTES`` of telemetry; split by
+episode (5 % of each task's episodes held out). Protocol: ``neuract.eval`` -- windowed
+open-loop rollouts at 10, 50, 100, 300, 600 samples (simulator mode, same measured 8-step past
 for every model), and estimator-mode torque RMSE (true torque known on the twin), force MAE,
 gate F1 and condition accuracy.
 
 Writes ``benchmarks/results/neuralactuator_twin.json`` and ``.md`` and the full run
 (report.html, checkpoints) under ``runs/bench_neuralactuator_twin``.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin.py`` (about 45 min on a
-shared 2-core machine under load), then ``--condition`` (the motor-condition experiment on
-degraded-task episodes, about 10 min, merged into the same results); ``--quick`` for the
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin.py`` (about 30 min on a
+shared 2-core machine), then ``--condition`` (the motor-condition experiment on 72 min of
+degraded-task episodes, about 15 min, merged into the same results); ``--quick`` for the
 demo-sized run; ``--render`` rewrites the Markdown from the JSON.
 """
 
@@ -39,6 +39,12 @@ from neuract.pipeline.twin_experiment import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+MINUTES = 144.0
+"""twin telemetry minutes of the main run"""
+EST_STEPS = 3000
+"""estimator-mode optimiser steps of the main run"""
+CONDITION_TAUS = (2.0, 5.0, 10.0, 20.0, 40.0)
+"""candidate condition smoothing time constants [s]"""
 
 
 def config(quick: bool = False) -> TwinExperimentConfig:
@@ -49,19 +55,19 @@ def config(quick: bool = False) -> TwinExperimentConfig:
         return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin", d.data,
                                     d.experiment)
     # the full-episode horizon (30 s = 1870 samples, one sequential rollout per episode) is
-    # left out on the twin for compute; the 600-sample horizon covers a third of an episode
-    # 48 min of twin data, 8 % of each task's episodes held out (about 5 min: the rollouts of
-    # six simulators at five horizons dominate the run time); the estimator reads the arm
-    # model's physics channels; contact (gate) = an external force of at least 0.5 N (the
-    # twin's raw label, any nonzero force, is scored too)
+    # left out on the twin for compute; the 600-sample horizon covers a third of an episode.
+    # MINUTES of twin data, 5 % of each task's episodes held out; the estimator reads the arm
+    # model's physics channels and the context channels (1 s); contact (gate) = an external
+    # force of at least 0.5 N (the twin's raw label, any nonzero force, is scored too).
     # 10 % of each task's training episodes are held out of the estimator's training to
-    # calibrate its gate and condition thresholds
-    exp = ExperimentConfig(sim_steps=300, est_steps=1000, baseline_iters=40,
+    # calibrate its gate threshold and its condition smoothing + per-motor thresholds
+    exp = ExperimentConfig(sim_steps=300, est_steps=EST_STEPS, baseline_iters=40,
                            parametric_friction=("coulomb_viscous", "stribeck"), physics=True,
-                           calibration_fraction=0.1,
+                           context_s=1.0, calibration_fraction=0.1,
+                           condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
                            horizons=(10, 50, 100, 300, 600), full=False, figure_samples=300)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin",
-                                TwinDataConfig(minutes=48.0, test_fraction=0.08,
+                                TwinDataConfig(minutes=MINUTES, test_fraction=0.05,
                                                contact_min_force_n=0.5), exp)
 
 
@@ -69,11 +75,12 @@ def condition_config() -> TwinExperimentConfig:
     """The motor-condition experiment: 'degraded'-task episodes only, half of them with one
     or two degraded motors (the main run's 5-task mix holds too few to test on), NeuralActuator
     estimator mode and the threshold / SVM / random-forest baselines."""
-    exp = ExperimentConfig(sim_steps=0, est_steps=600, baseline_iters=0, neural_baselines=(),
-                           physics=True, calibration_fraction=0.1, horizons=(10,), full=False,
-                           figure_samples=100)
+    exp = ExperimentConfig(sim_steps=0, est_steps=1500, baseline_iters=0, neural_baselines=(),
+                           physics=True, context_s=1.0, calibration_fraction=0.1,
+                           condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
+                           horizons=(10,), full=False, figure_samples=100)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_condition",
-                                TwinDataConfig(minutes=24.0, tasks=("degraded",),
+                                TwinDataConfig(minutes=72.0, tasks=("degraded",),
                                                degraded_fraction=0.5, seed=1), exp)
 
 
@@ -194,7 +201,15 @@ def main(argv: list[str]) -> int:
         "quick": quick,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "neuralactuator_twin.json", out)
+    path = RESULTS / "neuralactuator_twin.json"
+    if path.is_file() and not quick:
+        import json
+
+        # the condition experiment is a separate run (--condition, before or after this one)
+        prev = json.loads(path.read_text()).get("condition_experiment")
+        if prev:
+            out["condition_experiment"] = prev
+    write_json(path, out)
     write_text(RESULTS / "neuralactuator_twin.md", render(out))
     print((RESULTS / "neuralactuator_twin.md").read_text())
     return 0
