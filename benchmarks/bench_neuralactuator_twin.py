@@ -95,6 +95,10 @@ def _progress():
     return progress
 
 
+def _f3(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
 def render(out: dict) -> str:
     b = out["benchmark"]
     pre = ("Dataset: " + b["dataset"] + ". Split: " + b["split"] + ". Protocol: "
@@ -129,9 +133,9 @@ def render(out: dict) -> str:
                "tests it.) " + cond["benchmark"] + "\n\n"
                + markdown_table(["model (estimator mode)", "accuracy (episode has a degraded "
                                  "motor)", "AUC"], rows)
-               + f"\n\nNeuralActuator per-motor accuracy: {pm.get('accuracy')} over "
+               + f"\n\nNeuralActuator per-motor accuracy: {_f3(pm.get('accuracy'))} over "
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
-               f"{pm.get('degraded_share')}).\n")
+               f"{_f3(pm.get('degraded_share'))}).\n")
     return md
 
 
@@ -158,7 +162,9 @@ def run_condition() -> int:
                          f"x0.65-0.85, backlash x2-4), {cfg.data.units} units, seed "
                          f"{cfg.data.seed}; split by episode (degraded / normal episodes held "
                          "out apart); NeuralActuator estimator mode, "
-                         f"{cfg.experiment.est_steps} steps, threshold calibrated on "
+                         f"{cfg.experiment.est_steps} steps, "
+                         + ("per-motor thresholds" if cfg.experiment.condition_per_motor_threshold
+                            else "threshold") + " calibrated on "
                          f"{cfg.experiment.calibration_fraction:.0%} of the training episodes "
                          "held out of its training; condition smoothed causally ("
                          + _smoothing_text(cfg, res) + "). Full report: "

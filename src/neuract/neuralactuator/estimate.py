@@ -120,7 +120,7 @@ def _best_threshold(p: list, y: list, score) -> float:
     p, y = np.concatenate(p), np.concatenate(y)
     if y.all() or not y.any():
         return 0.5
-    grid = np.linspace(0.02, 0.98, 97)
+    grid = np.round(np.linspace(0.02, 0.98, 97), 4)
     return float(grid[int(np.argmax([score(p, y, g) for g in grid]))])
 
 
@@ -187,7 +187,7 @@ def _per_motor_thresholds(raw: list, tau_s: float, g0: float, sweeps: int = 2
         return float(score((P > gv).any(1).astype(float), y, 0.5))
 
     best = acc(g)
-    grid = np.linspace(0.02, 0.98, 97)
+    grid = np.round(np.linspace(0.02, 0.98, 97), 4)
     for _ in range(sweeps):
         for j in both:
             for v in grid:
