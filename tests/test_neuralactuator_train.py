@@ -241,7 +241,8 @@ def test_fine_tuning_adapts_to_a_new_unit(robot):
 def test_train_rejects_bad_configs_and_mismatched_robots(robot):
     from neuract.errors import ConfigError, SchemaError
 
-    for bad in ({"steps": 0}, {"batch": 0}, {"horizon": 0}):
+    for bad in ({"steps": 0}, {"batch": 0}, {"horizon": 0}, {"force_huber_delta": 0.0},
+                {"force_huber_delta": float("nan")}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             TrainConfig(**bad).validate()
     trajs = synth(robot, n_eps=1, T=30, payload=False)

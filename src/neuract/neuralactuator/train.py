@@ -61,6 +61,10 @@ class TrainConfig:
     pose_scale: float = 0.002
     """position error scale of the pose loss [rad]"""
     force_weight: float = 1.0
+    force_huber_delta: float = 1.0
+    """force loss: smooth-L1 transition [N] (quadratic below, |error| above, unit slope; small
+    values make it the absolute error that the force MAE reports, whose minimiser is the
+    median where the telemetry leaves the force ambiguous)"""
     gate_weight: float = 0.5
     condition_weight: float = 0.5
     augment_temperature: float = 3.0
@@ -80,6 +84,9 @@ class TrainConfig:
     checkpoint_every: int = 50
 
     def validate(self) -> TrainConfig:
+        if not (math.isfinite(self.force_huber_delta) and self.force_huber_delta > 0):
+            raise ConfigError(f"TrainConfig.force_huber_delta = {self.force_huber_delta}; "
+                              "expected a transition > 0 N")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
@@ -267,7 +274,7 @@ def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
     flat = fut.reshape(-1)
     fm = data.fmask[flat]
     if bool(fm.any()):
-        fl = F.huber_loss(force[fm], data.force[flat][fm], delta=1.0)
+        fl = F.smooth_l1_loss(force[fm], data.force[flat][fm], beta=train.force_huber_delta)
         loss = loss + train.force_weight * fl
         info["force_mae"] = (force[fm] - data.force[flat][fm]).abs().mean().item()
     gl = F.binary_cross_entropy_with_logits(gate, data.contact[flat].float())

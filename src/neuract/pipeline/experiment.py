@@ -58,6 +58,8 @@ class ExperimentConfig:
     substeps: int = 2
     """physics steps per telemetry step (training and NeuralActuator rollouts)"""
     lr: float = 1e-3
+    force_huber_delta: float = 1.0
+    """NeuralActuator force loss transition [N] (small: close to the absolute error)"""
     parametric_friction: tuple[str, ...] = ("coulomb_viscous", "stribeck")
     """friction models tried for the parametric servo; the best on the training episodes is
     the 'best parametric' baseline"""
@@ -231,7 +233,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             continue
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
-                         substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed)
+                         substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
+                         force_huber_delta=cfg.force_huber_delta)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = train, train
         if mode == "estimator" and cfg.calibration_fraction > 0:
