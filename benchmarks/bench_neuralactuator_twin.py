@@ -43,6 +43,8 @@ MINUTES = 144.0
 """twin telemetry minutes of the main run"""
 EST_STEPS = 3000
 """estimator-mode optimiser steps of the main run"""
+FORCE_HUBER_DELTA = 0.1
+"""force loss transition [N]: close to the absolute error the force MAE reports"""
 CONDITION_TAUS = (2.0, 5.0, 10.0, 20.0, 40.0)
 """candidate condition smoothing time constants [s]"""
 
@@ -57,13 +59,15 @@ def config(quick: bool = False) -> TwinExperimentConfig:
     # the full-episode horizon (30 s = 1870 samples, one sequential rollout per episode) is
     # left out on the twin for compute; the 600-sample horizon covers a third of an episode.
     # MINUTES of twin data, 5 % of each task's episodes held out; the estimator reads the arm
-    # model's physics channels and the context channels (1 s); contact (gate) = an external
+    # model's physics channels and the context channels (1 s), its force loss is close to
+    # the absolute error (smooth L1 with a 0.1 N transition); contact (gate) = an external
     # force of at least 0.5 N (the twin's raw label, any nonzero force, is scored too).
     # 10 % of each task's training episodes are held out of the estimator's training to
     # calibrate its gate threshold and its condition smoothing + per-motor thresholds
     exp = ExperimentConfig(sim_steps=300, est_steps=EST_STEPS, baseline_iters=40,
                            parametric_friction=("coulomb_viscous", "stribeck"), physics=True,
                            context_s=1.0, calibration_fraction=0.1,
+                           force_huber_delta=FORCE_HUBER_DELTA,
                            condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
                            horizons=(10, 50, 100, 300, 600), full=False, figure_samples=300)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin",
@@ -77,6 +81,7 @@ def condition_config() -> TwinExperimentConfig:
     estimator mode and the threshold / SVM / random-forest baselines."""
     exp = ExperimentConfig(sim_steps=0, est_steps=1500, baseline_iters=0, neural_baselines=(),
                            physics=True, context_s=1.0, calibration_fraction=0.1,
+                           force_huber_delta=FORCE_HUBER_DELTA,
                            condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
                            horizons=(10,), full=False, figure_samples=100)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_condition",
