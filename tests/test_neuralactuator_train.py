@@ -316,16 +316,28 @@ def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
     np.testing.assert_allclose(smooth_causal(np.full((100, 3), 0.3), t[:100], 5.0), 0.3)
 
 
-def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_best(monkeypatch):
+@pytest.fixture
+def raw_condition(monkeypatch):
+    """The estimate module, and ``use(raw)``: its calibrations read the given (t, per-motor
+    probability, per-motor label) episodes instead of running a model."""
+    import importlib
+
+    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+
+    def use(raw):
+        monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+
+    return est_mod, use
+
+
+def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_best(raw_condition):
     """Known truth: per-motor probabilities are noisy around a level that separates degraded
     from normal episodes only on average, so a long average decides better than a short one;
     the selected pair's threshold is the one calibrate_condition finds for that time
     constant."""
-    import importlib
-
     from neuract.errors import ConfigError
 
-    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    est_mod, use = raw_condition
     rng = np.random.default_rng(0)
     t = np.arange(0, 30, 0.02)
     raw = []
@@ -334,26 +346,24 @@ def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_bes
         y[:, 1] = i % 2 == 1
         p = np.clip(0.4 + 0.2 * y + rng.normal(0, 0.3, y.shape), 0.01, 0.99)
         raw.append((t, p, y))
-    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+    use(raw)
     tau, th, scores = est_mod.select_condition_smoothing(None, [], taus_s=(0.1, 1.0, 20.0))
     assert tau == 20.0 and scores[20.0] > scores[1.0] > scores[0.1]
     assert 0.4 < th < 0.6
-    assert th == est_mod._condition_threshold(raw, 20.0, "episode")[0]
+    assert th == est_mod._condition_threshold(est_mod._smoothed(raw, 20.0), "episode")[0]
     # a single class: nothing to choose
     one = [(t, p, np.zeros_like(y)) for t, p, y in raw]
-    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: one)
+    use(one)
     assert est_mod.select_condition_smoothing(None, []) == (5.0, 0.5, {})
     with pytest.raises(ConfigError, match="time"):
         est_mod.select_condition_smoothing(None, [], taus_s=(0.0,))
 
 
-def test_per_motor_condition_thresholds_fit_each_motors_own_level(monkeypatch):
+def test_per_motor_condition_thresholds_fit_each_motors_own_level(raw_condition):
     """Known truth: motor 0's probabilities sit higher than motor 1's in every episode, so no
     common threshold on the largest one separates 'some motor degraded' episodes; one threshold
     per motor does, and estimate() applies a per-motor threshold to each motor's column."""
-    import importlib
-
-    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    est_mod, use = raw_condition
     rng = np.random.default_rng(1)
     t = np.arange(0, 10, 0.05)
     raw = []
@@ -362,7 +372,7 @@ def test_per_motor_condition_thresholds_fit_each_motors_own_level(monkeypatch):
         y[:, i % 2] = i % 4 < 2  # episodes 0, 1, 4, 5 have a degraded motor
         base = np.array([0.6, 0.1]) + np.where(y, 0.25, 0.0)
         raw.append((t, np.clip(base + rng.normal(0, 0.02, y.shape), 0.01, 0.99), y))
-    monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+    use(raw)
     _, g, common = est_mod.select_condition_smoothing(None, [], taus_s=(1.0,))
     _, gm, per = est_mod.select_condition_smoothing(None, [], taus_s=(1.0,), per_motor=True)
     assert np.ndim(g) == 0 and len(gm) == 2

@@ -25,6 +25,8 @@ from neuract.neuralactuator.model import NeuralActuator
 
 DEFAULT_CONDITION_TAU_S = 5.0
 """condition smoothing time constant [s] of a model without a selected one"""
+_GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
+"""candidate decision thresholds of the calibrations"""
 
 
 @torch.no_grad()
@@ -120,8 +122,7 @@ def _best_threshold(p: list, y: list, score) -> float:
     p, y = np.concatenate(p), np.concatenate(y)
     if y.all() or not y.any():
         return 0.5
-    grid = np.round(np.linspace(0.02, 0.98, 97), 4)
-    return float(grid[int(np.argmax([score(p, y, g) for g in grid]))])
+    return float(_GRID[int(np.argmax([score(p, y, g) for g in _GRID]))])
 
 
 def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
@@ -171,26 +172,30 @@ def _raw_condition(model: NeuralActuator, trajs, max_episodes: int) -> list:
     return out
 
 
-def _per_motor_thresholds(raw: list, tau_s: float, g0: float, sweeps: int = 2
-                          ) -> tuple[tuple, float]:
+def _smoothed(raw: list, tau_s: float) -> list:
+    """(smoothed per-motor probability, per-motor label) of each episode of ``raw``."""
+    return [(smooth_causal(p, t, tau_s), y) for t, p, y in raw]
+
+
+def _per_motor_thresholds(sm: list, g0: float, sweeps: int = 2) -> tuple[tuple, float]:
     """Per-motor thresholds for the episode-level decision (some motor above its own
-    threshold): starting from the common threshold g0, coordinate ascent on the balanced
-    accuracy over the motors that show both classes in ``raw`` (the others keep g0)."""
+    threshold) over smoothed episodes ``sm``: starting from the common threshold g0,
+    coordinate ascent on the balanced accuracy over the motors that show both classes (the
+    others keep g0)."""
     score = _condition_scores("episode")
-    P = np.concatenate([smooth_causal(p, t, tau_s) for t, p, _ in raw])  # (N, n)
-    Y = np.concatenate([y for _, _, y in raw])
+    P = np.concatenate([p for p, _ in sm])  # (N, n)
+    Y = np.concatenate([y for _, y in sm])
     y = Y.any(1)
     g = np.full(P.shape[1], g0)
     both = [j for j in range(P.shape[1]) if Y[:, j].any() and not Y[:, j].all()]
 
-    def acc(gv):  # decision: max over motors of p_j shifted to its own threshold
+    def acc(gv):  # decision: some motor above its own threshold
         return float(score((P > gv).any(1).astype(float), y, 0.5))
 
     best = acc(g)
-    grid = np.round(np.linspace(0.02, 0.98, 97), 4)
     for _ in range(sweeps):
         for j in both:
-            for v in grid:
+            for v in _GRID:
                 trial = g.copy()
                 trial[j] = v
                 a = acc(trial)
@@ -199,19 +204,13 @@ def _per_motor_thresholds(raw: list, tau_s: float, g0: float, sweeps: int = 2
     return tuple(float(v) for v in g), best
 
 
-def _condition_threshold(raw: list, tau_s: float, level: str, per_motor: bool = False
+def _condition_threshold(sm: list, level: str, per_motor: bool = False
                          ) -> tuple[float | tuple, float]:
-    """(best threshold, its balanced accuracy) for smoothing time constant tau_s
-    (per_motor: one threshold per motor, episode level only)."""
+    """(best threshold, its balanced accuracy; NaN for a single class) over smoothed
+    episodes ``sm`` (per_motor: one threshold per motor, episode level only)."""
     score = _condition_scores(level)
-    if per_motor:
-        g0, s0 = _condition_threshold(raw, tau_s, "episode")
-        if np.isnan(s0):
-            return g0, s0
-        return _per_motor_thresholds(raw, tau_s, g0)
     ps, ys = [], []
-    for t, p, y in raw:
-        pj = smooth_causal(p, t, tau_s)
+    for pj, y in sm:
         if level == "episode":
             pj, y = pj.max(1), y.any(1)
         ps.append(pj.ravel())
@@ -220,7 +219,11 @@ def _condition_threshold(raw: list, tau_s: float, level: str, per_motor: bool = 
     if not ps:
         return g, float("nan")
     p, y = np.concatenate(ps), np.concatenate(ys)
-    return g, (float(score(p, y, g)) if y.any() and not y.all() else float("nan"))
+    if y.all() or not y.any():
+        return g, float("nan")
+    if per_motor:
+        return _per_motor_thresholds(sm, g)
+    return g, float(score(p, y, g))
 
 
 def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
@@ -236,8 +239,8 @@ def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,
     _condition_scores(level)
     if condition_tau_s is None:
         condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
-    return _condition_threshold(_raw_condition(model, trajs, max_episodes), condition_tau_s,
-                                level)[0]
+    raw = _raw_condition(model, trajs, max_episodes)
+    return _condition_threshold(_smoothed(raw, condition_tau_s), level)[0]
 
 
 def select_condition_smoothing(model: NeuralActuator, trajs, taus_s=(2.0, 5.0, 10.0, 20.0, 40.0),
@@ -259,7 +262,8 @@ def select_condition_smoothing(model: NeuralActuator, trajs, taus_s=(2.0, 5.0, 1
         raise ConfigError(f"condition smoothing candidates {list(taus_s)}; expected time "
                           "constants > 0 s")
     raw = _raw_condition(model, trajs, max_episodes)
-    res = {tau: _condition_threshold(raw, tau, level, per_motor) for tau in sorted(taus)}
+    res = {tau: _condition_threshold(_smoothed(raw, tau), level, per_motor)
+           for tau in sorted(taus)}
     scores = {tau: s for tau, (_, s) in res.items()}
     if all(np.isnan(s) for s in scores.values()):
         return DEFAULT_CONDITION_TAU_S, 0.5, {}

@@ -131,19 +131,18 @@ def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_erro
     if not (math.isfinite(tau_s) and tau_s > 0):
         raise ConfigError(f"context_s={tau_s!r}; expected a time constant > 0 s")
     T = len(t)
-    move = np.zeros_like(qd)
-    e_slow = np.empty_like(effort)
-    p_slow = np.empty_like(pos_error)
-    if T == 0:
-        return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
-    a = 1.0 - np.exp(-np.maximum(np.diff(t), 0.0) / tau_s)
-    cur = np.where(np.abs(qd[0]) > move_speed, np.sign(qd[0]), 0.0)
-    move[0], e_slow[0], p_slow[0] = cur, effort[0], pos_error[0]
-    for k in range(1, T):
-        cur = np.where(np.abs(qd[k]) > move_speed, np.sign(qd[k]), cur)
-        move[k] = cur
-        e_slow[k] = e_slow[k - 1] + a[k - 1] * (effort[k] - e_slow[k - 1])
-        p_slow[k] = p_slow[k - 1] + a[k - 1] * (pos_error[k] - p_slow[k - 1])
+    # direction of the last sample faster than move_speed (0 before the first one)
+    moving = np.abs(qd) > move_speed
+    last = np.maximum.accumulate(np.where(moving, np.arange(T)[:, None], -1), axis=0)
+    move = np.where(last >= 0, np.sign(np.take_along_axis(qd, np.maximum(last, 0), 0)), 0.0)
+    x = np.stack([effort, pos_error])  # both averages in one pass: (2, T, n)
+    slow = np.empty_like(x)
+    if T:
+        a = 1.0 - np.exp(-np.maximum(np.diff(t), 0.0) / tau_s)
+        slow[:, 0] = x[:, 0]
+        for k in range(1, T):
+            slow[:, k] = slow[:, k - 1] + a[k - 1] * (x[:, k] - slow[:, k - 1])
+    e_slow, p_slow = slow
     return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
 
 
