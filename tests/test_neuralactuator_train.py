@@ -173,6 +173,29 @@ def test_supervised_heads_learn_and_fine_tune_keeps_stats(robot):
     torch.testing.assert_close(model.inp.weight, enc)  # frozen encoder
 
 
+def test_aux_windows_train_the_labelled_heads_without_simulation(robot):
+    """Extra labelled-head windows: their losses are reported and fall as training goes on;
+    they leave simulator-mode training untouched (it has no labelled heads)."""
+    trajs = synth(robot, n_eps=4, T=60)
+    cfg = NeuralActuatorConfig(**TINY, n_joints=2, mode="estimator", tau_max=(TAU_MAX,))
+    site = robot.site_names[-1]
+    base = dict(steps=40, batch=2, horizon=2, lr=1e-2, substeps=1)
+    hist = []
+    train_neuralactuator(trajs, robot, cfg, TrainConfig(**base, aux_batch=64), site=site,
+                         progress=lambda s, t, info: hist.append(info))
+    assert {"aux_gate_bce", "aux_cond_ce", "aux_force_mae"} <= set(hist[-1])
+    for k in ("aux_gate_bce", "aux_cond_ce"):
+        first = np.mean([h[k] for h in hist[:5]])
+        last = np.mean([h[k] for h in hist[-5:]])
+        assert last < 0.8 * first, (k, first, last)
+    sim = cfg.replace(mode="simulator")
+    s0, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**{**base, "steps": 5}), site=site)
+    s1, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**{**base, "steps": 5}, aux_batch=64),
+                                 site=site)
+    for (k, x), y in zip(s0.state_dict().items(), s1.state_dict().values()):
+        torch.testing.assert_close(x, y, msg=k, rtol=0, atol=0)
+
+
 def test_simulator_adapter_runs_the_rollout_protocol(robot):
     from neuract.eval.protocol import evaluate_rollouts
 
@@ -242,7 +265,7 @@ def test_train_rejects_bad_configs_and_mismatched_robots(robot):
     from neuract.errors import ConfigError, SchemaError
 
     for bad in ({"steps": 0}, {"batch": 0}, {"horizon": 0}, {"force_huber_delta": 0.0},
-                {"force_huber_delta": float("nan")}):
+                {"force_huber_delta": float("nan")}, {"aux_batch": -1}, {"aux_batch": 2.5}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             TrainConfig(**bad).validate()
     trajs = synth(robot, n_eps=1, T=30, payload=False)
@@ -264,7 +287,7 @@ def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
     trajs = synth(robot, n_eps=2, T=40)
     cfg = NeuralActuatorConfig(**TINY, n_joints=2, mode="estimator", tau_max=(TAU_MAX,))
     site = robot.site_names[-1]
-    base = dict(steps=7, batch=4, horizon=3, lr=1e-2, substeps=1)
+    base = dict(steps=7, batch=4, horizon=3, lr=1e-2, substeps=1, aux_batch=4)
     ref, _ = train_neuralactuator(trajs, robot, cfg, TrainConfig(**base), site=site)
 
     ck = tmp_path / "state.safetensors"

@@ -67,6 +67,11 @@ class TrainConfig:
     median where the telemetry leaves the force ambiguous)"""
     gate_weight: float = 0.5
     condition_weight: float = 0.5
+    aux_batch: int = 0
+    """estimator mode: extra windows per step, drawn uniformly from the training samples, that
+    train only the labelled heads (force, gate, condition): one forward pass each, no
+    simulation, so these heads see many more samples than the pose-only rollout can afford
+    (the rollout's windows still train them too); 0: none. Ignored in simulator mode."""
     augment_temperature: float = 3.0
     """estimator mode: random per-window offset of the temperature channel, +- [degC] (so a
     small training set cannot tell episodes apart by their temperature)"""
@@ -90,6 +95,9 @@ class TrainConfig:
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
+        if not isinstance(self.aux_batch, int) or self.aux_batch < 0:
+            raise ConfigError(f"TrainConfig.aux_batch = {self.aux_batch!r}; expected an "
+                              "integer >= 0 (0: no extra labelled-head windows)")
         return self
 
 
@@ -149,6 +157,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
                                                 pct_start=0.1, last_epoch=start - 1)
     h = cfg.history
     anchors = data.anchors(h, train.horizon + 1)
+    aux_anchors = data.anchors(h, 1)  # any sample with a full history
     hist_off = torch.arange(-h + 1, 1)
     t_start = time.perf_counter()
     for step in range(start, train.steps):
@@ -158,6 +167,11 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
             loss, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
         else:
             loss, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
+            if train.aux_batch:
+                a = torch.as_tensor(gen.choice(aux_anchors, train.aux_batch))
+                aux, aux_info = _aux_loss(model, data, a, hist_off, train)
+                loss = loss + aux
+                info.update(aux_info)
         if not torch.isfinite(loss):
             raise ConfigError(f"non-finite NeuralActuator loss at step {step}; lower lr or "
                               "raise substeps")
@@ -186,7 +200,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
 
 def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig) -> dict[str, Any]:
     """What a resumed run must share with the run that wrote the checkpoint."""
-    keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed")
+    keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
     return {"mode": cfg.mode, "channels": list(cfg.channels),
             **{k: getattr(train, k) for k in keep}}
 
@@ -248,30 +262,27 @@ def _sim_loss(model, robot, data: FlatData, t0, H, hist_off, train):
     return loss, {"horizon": H, "pose_mae_deg": math.degrees(mae)}
 
 
-def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
-    B = t0.shape[0]
-    fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
-    idx = fut[..., None] + hist_off  # (B, H+1, h)
-    x = data.tok_est[idx]  # (B, H+1, h, F)
+def _est_inputs(model, data: FlatData, idx, train):
+    """Estimator-mode windows data.tok_est[idx] (idx: (..., h) sample indices) -> (M, h, F),
+    with one random temperature / voltage offset per leading index (augmentation)."""
+    x = data.tok_est[idx]  # (..., h, F)
     ch = model.cfg.channels
     J = model.cfg.n_joints
     amp = torch.tensor([train.augment_temperature if c == "temperature" else
                         train.augment_voltage if c == "voltage" else 0.0 for c in ch])
     if bool(amp.any()):
-        off = (torch.rand(B, 1, 1, 1, len(ch)) * 2 - 1) * amp  # one offset per window
-        x = (x.reshape(B, H + 1, len(hist_off), J, len(ch)) + off).reshape(x.shape)
-    x = x.reshape(B * (H + 1), len(hist_off), -1)
-    res, force, gate, cond = model.heads(x)
-    # the prior reads the measured error and velocity of each sample
-    tau = model.saturate(model.servo_prior(x) + res).reshape(B, H + 1, -1)
-    tt = data.t[fut]
-    dt = (tt[:, 1:] - tt[:, :-1]).float()
-    q_sim = est_rollout(robot, data.q[t0], data.qd_s[t0], tau, data.tau_ext[fut], dt,
-                        train.substeps)
-    q_ref = data.q[fut[:, 1:]]
-    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
-    info = {"pose_mae_deg": math.degrees((q_sim - q_ref).abs().mean().item())}
-    flat = fut.reshape(-1)
+        lead = idx.shape[0]
+        mid = (1,) * (idx.dim() - 1)  # the same offset along the window and its history
+        off = (torch.rand(lead, *mid, 1, len(ch)) * 2 - 1) * amp
+        x = (x.reshape(*idx.shape, J, len(ch)) + off).reshape(x.shape)
+    return x.reshape(-1, idx.shape[-1], x.shape[-1])
+
+
+def _head_losses(force, gate, cond, flat, data: FlatData, train):
+    """Weighted force (smooth L1 over labelled samples), gate (BCE) and condition (CE)
+    losses of samples ``flat``; (loss, info)."""
+    loss = force.new_zeros(())
+    info = {}
     fm = data.fmask[flat]
     if bool(fm.any()):
         fl = F.smooth_l1_loss(force[fm], data.force[flat][fm], beta=train.force_huber_delta)
@@ -282,6 +293,32 @@ def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
     loss = loss + train.gate_weight * gl + train.condition_weight * cl
     info.update(gate_bce=gl.item(), cond_ce=cl.item())
     return loss, info
+
+
+def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
+    fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
+    x = _est_inputs(model, data, fut[..., None] + hist_off, train)  # (B (H+1), h, F)
+    res, force, gate, cond = model.heads(x)
+    # the prior reads the measured error and velocity of each sample
+    tau = model.saturate(model.servo_prior(x) + res).reshape(*fut.shape, -1)
+    tt = data.t[fut]
+    dt = (tt[:, 1:] - tt[:, :-1]).float()
+    q_sim = est_rollout(robot, data.q[t0], data.qd_s[t0], tau, data.tau_ext[fut], dt,
+                        train.substeps)
+    q_ref = data.q[fut[:, 1:]]
+    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
+    info = {"pose_mae_deg": math.degrees((q_sim - q_ref).abs().mean().item())}
+    head, head_info = _head_losses(force, gate, cond, fut.reshape(-1), data, train)
+    info.update(head_info)
+    return loss + head, info
+
+
+def _aux_loss(model, data: FlatData, a, hist_off, train):
+    """Labelled-head losses on extra windows ending at samples ``a`` (no simulation)."""
+    x = _est_inputs(model, data, a[:, None] + hist_off, train)
+    _, force, gate, cond = model.heads(x)
+    loss, info = _head_losses(force, gate, cond, a, data, train)
+    return loss, {"aux_" + k: v for k, v in info.items()}
 
 
 __all__ = ["TrainConfig", "fine_tune", "init_model", "train_neuralactuator"]

@@ -60,6 +60,9 @@ class ExperimentConfig:
     lr: float = 1e-3
     force_huber_delta: float = 1.0
     """NeuralActuator force loss transition [N] (small: close to the absolute error)"""
+    aux_batch: int = 0
+    """NeuralActuator estimator mode: extra windows per step for the labelled heads only
+    (force, gate, condition; no simulation; see ``TrainConfig.aux_batch``)"""
     parametric_friction: tuple[str, ...] = ("coulomb_viscous", "stribeck")
     """friction models tried for the parametric servo; the best on the training episodes is
     the 'best parametric' baseline"""
@@ -234,7 +237,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
-                         force_huber_delta=cfg.force_huber_delta)
+                         force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = train, train
         if mode == "estimator" and cfg.calibration_fraction > 0:
