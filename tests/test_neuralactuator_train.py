@@ -189,9 +189,9 @@ def test_aux_windows_train_the_labelled_heads_without_simulation(robot):
         last = np.mean([h[k] for h in hist[-5:]])
         assert last < 0.8 * first, (k, first, last)
     sim = cfg.replace(mode="simulator")
-    s0, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**{**base, "steps": 5}), site=site)
-    s1, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**{**base, "steps": 5}, aux_batch=64),
-                                 site=site)
+    short = {**base, "steps": 5}
+    s0, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**short), site=site)
+    s1, _ = train_neuralactuator(trajs, robot, sim, TrainConfig(**short, aux_batch=64), site=site)
     for (k, x), y in zip(s0.state_dict().items(), s1.state_dict().values()):
         torch.testing.assert_close(x, y, msg=k, rtol=0, atol=0)
 
