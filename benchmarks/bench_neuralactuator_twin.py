@@ -45,6 +45,8 @@ EST_STEPS = 3000
 """estimator-mode optimiser steps of the main run"""
 FORCE_HUBER_DELTA = 0.1
 """force loss transition [N]: close to the absolute error the force MAE reports"""
+AUX_BATCH = 256
+"""extra windows per estimator step that train only the labelled heads (no simulation)"""
 CONDITION_TAUS = (2.0, 5.0, 10.0, 20.0, 40.0)
 """candidate condition smoothing time constants [s]"""
 
@@ -60,14 +62,15 @@ def config(quick: bool = False) -> TwinExperimentConfig:
     # left out on the twin for compute; the 600-sample horizon covers a third of an episode.
     # MINUTES of twin data, 5 % of each task's episodes held out; the estimator reads the arm
     # model's physics channels and the context channels (1 s), its force loss is close to
-    # the absolute error (smooth L1 with a 0.1 N transition); contact (gate) = an external
+    # the absolute error (smooth L1 with a 0.1 N transition), and each step adds AUX_BATCH
+    # windows that train only the labelled heads (force, gate, condition); contact (gate) = an external
     # force of at least 0.5 N (the twin's raw label, any nonzero force, is scored too).
     # 10 % of each task's training episodes are held out of the estimator's training to
     # calibrate its gate threshold and its condition smoothing + per-motor thresholds
     exp = ExperimentConfig(sim_steps=300, est_steps=EST_STEPS, baseline_iters=40,
                            parametric_friction=("coulomb_viscous", "stribeck"), physics=True,
                            context_s=1.0, calibration_fraction=0.1,
-                           force_huber_delta=FORCE_HUBER_DELTA,
+                           force_huber_delta=FORCE_HUBER_DELTA, aux_batch=AUX_BATCH,
                            condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
                            horizons=(10, 50, 100, 300, 600), full=False, figure_samples=300)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin",
@@ -81,7 +84,7 @@ def condition_config() -> TwinExperimentConfig:
     estimator mode and the threshold / SVM / random-forest baselines."""
     exp = ExperimentConfig(sim_steps=0, est_steps=1500, baseline_iters=0, neural_baselines=(),
                            physics=True, context_s=1.0, calibration_fraction=0.1,
-                           force_huber_delta=FORCE_HUBER_DELTA,
+                           force_huber_delta=FORCE_HUBER_DELTA, aux_batch=AUX_BATCH,
                            condition_tau_grid=CONDITION_TAUS, condition_per_motor_threshold=True,
                            horizons=(10,), full=False, figure_samples=100)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_condition",
@@ -167,7 +170,9 @@ def run_condition() -> int:
                          f"x0.65-0.85, backlash x2-4), {cfg.data.units} units, seed "
                          f"{cfg.data.seed}; split by episode (degraded / normal episodes held "
                          "out apart); NeuralActuator estimator mode, "
-                         f"{cfg.experiment.est_steps} steps, "
+                         f"{cfg.experiment.est_steps} steps"
+                         + (f" (each with {cfg.experiment.aux_batch} extra windows for the "
+                            "labelled heads)" if cfg.experiment.aux_batch else "") + ", "
                          + ("per-motor thresholds" if cfg.experiment.condition_per_motor_threshold
                             else "threshold") + " calibrated on "
                          f"{cfg.experiment.calibration_fraction:.0%} of the training episodes "
