@@ -63,8 +63,8 @@ def config(quick: bool = False) -> TwinExperimentConfig:
     # MINUTES of twin data, 5 % of each task's episodes held out; the estimator reads the arm
     # model's physics channels and the context channels (1 s), its force loss is close to
     # the absolute error (smooth L1 with a 0.1 N transition), and each step adds AUX_BATCH
-    # windows that train only the labelled heads (force, gate, condition); contact (gate) = an external
-    # force of at least 0.5 N (the twin's raw label, any nonzero force, is scored too).
+    # windows that train only the labelled heads (force, gate, condition); contact (gate) =
+    # an external force of at least 0.5 N (the twin's raw label, any nonzero force, is scored too).
     # 10 % of each task's training episodes are held out of the estimator's training to
     # calibrate its gate threshold and its condition smoothing + per-motor thresholds
     exp = ExperimentConfig(sim_steps=300, est_steps=EST_STEPS, baseline_iters=40,
