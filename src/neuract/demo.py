@@ -23,7 +23,7 @@ from neuract.pipeline.twin_experiment import TwinDataConfig, TwinExperimentConfi
 def _demo_experiment() -> ExperimentConfig:
     return ExperimentConfig(sim_steps=120, est_steps=200, baseline_iters=15,
                             parametric_friction=("stribeck",), physics=True, context_s=1.0,
-                            force_huber_delta=0.1,
+                            force_huber_delta=0.1, aux_batch=256,
                             horizons=(10, 50, 100, 300, 600), full=False, figure_samples=300)
 
 
