@@ -1,0 +1,130 @@
+"""NeuralActuator's twin estimation figures over several data seeds: error bars for the twin
+benchmark, whose single test split holds only 16 episodes.
+
+Each seed generates its own twin data (``TwinDataConfig(seed=s)``, otherwise the twin
+benchmark's: 144 min, 5 tasks, 4 units, 5 % of each task's episodes held out) and trains the
+benchmark's estimator-mode NeuralActuator with the same configuration; the parametric servo
+baselines are fitted as in the benchmark (torque ratio against the one chosen on the training
+episodes), the simulator-mode models and rollouts are left out (the estimator's figures do
+not depend on them). Seed 0 is the twin benchmark itself: its figures are read from
+``neuralactuator_twin.json``, not recomputed.
+
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_seeds.py --seeds 7 11`` (about
+15 min per seed on one core; seeds can run in separate processes), then ``--summarize``.
+Writes ``benchmarks/results/twin_seeds/seed_<s>.json`` and
+``benchmarks/results/neuralactuator_twin_seeds.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import bench_neuralactuator_twin as twin  # noqa: E402
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.pipeline.report import markdown_table, public  # noqa: E402
+from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SEEDS_DIR = RESULTS / "twin_seeds"
+
+
+def figures(res: dict) -> dict:
+    """The target figures of one twin run's public results."""
+    est = {e["model"]: e for e in res["estimation"]}
+    na = est["NeuralActuator"]
+    best = res["best_parametric"]["name"]
+    par = est[best]["torque_rmse_mean"]
+    cond = na.get("condition") or {}
+    return {"torque_rmse": na["torque_rmse_mean"], "best_parametric": best,
+            "parametric_torque_rmse": par, "torque_ratio": par / na["torque_rmse_mean"],
+            "force_mae": (na.get("force") or {}).get("all"),
+            "gate_f1": (na.get("gate") or {}).get("f1"),
+            "gate_f1_raw_label": (res.get("gate_raw_label") or {}).get("f1"),
+            "condition_accuracy": cond.get("accuracy"),
+            "condition_svm": (est.get("condition svm", {}).get("condition") or {}).get("accuracy"),
+            "condition_rf": (est.get("condition random_forest", {}).get("condition")
+                             or {}).get("accuracy"),
+            "n_test_episodes": res["data"].get("n_test_episodes")}
+
+
+def run_seed(seed: int) -> dict:
+    cfg = twin.config()
+    exp = dataclasses.replace(cfg.experiment, sim_steps=0, neural_baselines=(),
+                              horizons=(10,), figure_samples=50)
+    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_seed{seed}", experiment=exp,
+                              data=dataclasses.replace(cfg.data, seed=seed))
+    res = public(run_twin_experiment(cfg, twin._progress(), title=f"twin seed {seed}"))
+    out = {"seed": seed, **figures(res)}
+    write_json(SEEDS_DIR / f"seed_{seed}.json", out)
+    print(json.dumps(out, indent=1))
+    return out
+
+
+KEYS = (("torque_ratio", "torque ratio (parametric / ours, target >= 2)", "{:.2f}x"),
+        ("torque_rmse", "torque RMSE [N m]", "{:.3f}"),
+        ("force_mae", "force MAE [N] (target <= 0.3)", "{:.3f}"),
+        ("gate_f1", "gate F1 (target >= 0.95)", "{:.3f}"),
+        ("gate_f1_raw_label", "gate F1, raw label", "{:.3f}"),
+        ("condition_accuracy", "condition accuracy, main mix (target >= 0.95)", "{:.3f}"),
+        ("condition_svm", "condition SVM", "{:.3f}"),
+        ("condition_rf", "condition random forest", "{:.3f}"))
+
+
+def summarize() -> int:
+    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
+    rows = [{"seed": 0, **figures(main)}]
+    rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
+                                                       key=lambda p: int(p.stem[5:]))]
+    seeds = [r["seed"] for r in rows]
+    table = []
+    stats = {}
+    for k, name, fmt in KEYS:
+        v = np.array([np.nan if r.get(k) is None else r[k] for r in rows], dtype=float)
+        mean, sd = float(np.nanmean(v)), float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
+        stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
+        table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
+    out = {"seeds": seeds, "rows": rows, "stats": stats,
+           "note": "seed 0 = the twin benchmark (neuralactuator_twin.json); other seeds: the "
+                   "same estimator configuration on their own twin data and split"}
+    write_json(RESULTS / "neuralactuator_twin_seeds.json", out)
+    md = ("# NeuralActuator on the SO-101 twin, over data seeds\n\n"
+          "Each seed: its own 144 min of twin data, 5 % of each task's episodes held out "
+          f"({rows[0].get('n_test_episodes')} test episodes), the twin benchmark's "
+          "estimator-mode configuration (estimator mode for every figure here). Seed 0 is the "
+          "twin benchmark itself. Reproduce: `.venv/bin/python "
+          "benchmarks/bench_neuralactuator_twin_seeds.py --seeds ...` then `--summarize`.\n\n"
+          + markdown_table(["figure"] + [f"seed {s}" for s in seeds] + ["mean", "sd"], table)
+          + "\n")
+    write_text(RESULTS / "neuralactuator_twin_seeds.md", md)
+    print(md)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    torch.set_num_threads(1)
+    if "--summarize" in argv:
+        return summarize()
+    if "--seeds" not in argv:
+        print(__doc__)
+        return 2
+    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]]
+    if not seeds or 0 in seeds:
+        print("--seeds: one or more seeds other than 0 (seed 0 is the twin benchmark)")
+        return 2
+    for s in seeds:
+        run_seed(s)
+    return summarize()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
