@@ -9,8 +9,9 @@ episodes), the simulator-mode models and rollouts are left out (the estimator's 
 not depend on them). Seed 0 is the twin benchmark itself: its figures are read from
 ``neuralactuator_twin.json``, not recomputed.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_seeds.py --seeds 7 11`` (about
-15 min per seed on one core; seeds can run in separate processes), then ``--summarize``.
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_seeds.py [--seeds 7 11 13]``
+(the default seeds; about 15 min per seed on one core, so seeds can run in separate
+processes, each followed by the summary), or ``--summarize`` alone.
 Writes ``benchmarks/results/twin_seeds/seed_<s>.json`` and
 ``benchmarks/results/neuralactuator_twin_seeds.{json,md}``.
 """
@@ -114,10 +115,8 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     if "--summarize" in argv:
         return summarize()
-    if "--seeds" not in argv:
-        print(__doc__)
-        return 2
-    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]]
+    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else [
+        7, 11, 13]
     if not seeds or 0 in seeds:
         print("--seeds: one or more seeds other than 0 (seed 0 is the twin benchmark)")
         return 2

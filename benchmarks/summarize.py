@@ -131,6 +131,21 @@ def _na_twin(d: dict) -> list[Row]:
     return rows + _rollout_rows("NeuralActuator twin", d)
 
 
+def _na_twin_seeds(d: dict) -> list[Row]:
+    st, seeds = d["stats"], d["seeds"]
+    area = f"NeuralActuator twin, {len(seeds)} data seeds"
+    rows = []
+    for k, name, target in (("torque_ratio", "torque RMSE ratio parametric / ours", ">= 2"),
+                            ("force_mae", "force MAE [N]", "<= 0.3"),
+                            ("gate_f1", "gate F1", ">= 0.95"),
+                            ("condition_accuracy", "condition accuracy, main mix", ">= 0.95")):
+        v = st[k]
+        rows.append((area, f"{name}, mean +- sd [estimator]",
+                     f"{_f(v['mean'])} +- {_f(v['sd'], 2)}",
+                     f"{target}; per seed {', '.join(_f(x) for x in v['values'])}"))
+    return rows
+
+
 def _na_nad(d: dict) -> list[Row]:
     rows = []
     for robot in ("omx", "so101"):
@@ -147,6 +162,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "planar2_sensors2025.json": _planar2,
     "real_arms.json": _real_arms,
     "neuralactuator_twin.json": _na_twin,
+    "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
 }
