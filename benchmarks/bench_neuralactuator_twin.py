@@ -105,8 +105,9 @@ def _progress():
     return progress
 
 
-def _f3(v) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
+def _f3(v):
+    """A float to 3 decimals, None to 'n/a', anything else as it is."""
+    return "n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else v
 
 
 def render(out: dict) -> str:
@@ -121,8 +122,7 @@ def render(out: dict) -> str:
     md = summary_markdown(out, "NeuralActuator on the SO-101 twin", pre)
     raw = out.get("gate_raw_label")
     if raw:
-        raw = {k: ("n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else v)
-               for k, v in raw.items()}
+        raw = {k: _f3(v) for k, v in raw.items()}
         md += ("\n## Gate against the twin's raw contact label\n\nThe same NeuralActuator "
                "gate scored against the raw label (contact = any nonzero force, including the "
                "sub-0.5 N rise and fall of every smooth push): "

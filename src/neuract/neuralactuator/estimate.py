@@ -114,15 +114,17 @@ def _spread(trajs, max_episodes: int) -> list:
                                         .round().astype(int))]
 
 
-def _best_threshold(p: list, y: list, score) -> float:
-    """The grid threshold g (0.02 .. 0.98) maximising ``score(p, y, g)`` over the pooled
-    samples; 0.5 when they hold a single class."""
+def _best_threshold(p: list, y: list, score) -> tuple[float, float]:
+    """(the grid threshold g (0.02 .. 0.98) maximising ``score(p, y, g)`` over the pooled
+    samples, its score); (0.5, NaN) when they hold a single class."""
     if not p:
-        return 0.5
+        return 0.5, float("nan")
     p, y = np.concatenate(p), np.concatenate(y)
     if y.all() or not y.any():
-        return 0.5
-    return float(_GRID[int(np.argmax([score(p, y, g) for g in _GRID]))])
+        return 0.5, float("nan")
+    scores = [score(p, y, g) for g in _GRID]
+    k = int(np.argmax(scores))
+    return float(_GRID[k]), float(scores[k])
 
 
 def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
@@ -135,7 +137,7 @@ def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> floa
         ps.append(o["contact_prob"][v])
         ys.append(np.asarray(tr["contact"], bool)[v])
     return _best_threshold(ps, ys, lambda p, y, g: 2 * ((p >= g) & y).sum()
-                           / max((p >= g).sum() + y.sum(), 1))
+                           / max((p >= g).sum() + y.sum(), 1))[0]
 
 
 def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
@@ -215,15 +217,10 @@ def _condition_threshold(sm: list, level: str, per_motor: bool = False
             pj, y = pj.max(1), y.any(1)
         ps.append(pj.ravel())
         ys.append(y.ravel())
-    g = _best_threshold(ps, ys, score)
-    if not ps:
-        return g, float("nan")
-    p, y = np.concatenate(ps), np.concatenate(ys)
-    if y.all() or not y.any():
-        return g, float("nan")
-    if per_motor:
+    g, best = _best_threshold(ps, ys, score)
+    if per_motor and not np.isnan(best):
         return _per_motor_thresholds(sm, g)
-    return g, float(score(p, y, g))
+    return g, best
 
 
 def calibrate_condition(model: NeuralActuator, trajs, max_episodes: int = 24,

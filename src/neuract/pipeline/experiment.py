@@ -183,7 +183,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.eval import evaluate_estimator, evaluate_rollouts
     from neuract.neuralactuator import (
         TrainConfig,
-        calibrate_condition,
         calibrate_gate,
         count_flops,
         count_params,
@@ -194,6 +193,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         train_neuralactuator,
     )
     from neuract.neuralactuator.data import per_joint_condition
+    from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -258,17 +258,17 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                 per_joint_condition(tr, n).any()))
             g_eps = _calibration_set(calib, train, lambda tr: bool(
                 np.asarray(tr["contact"]).any()) if "contact" in tr else False)
-            if cfg.condition_tau_grid:
-                tau, th, scores = select_condition_smoothing(
-                    model, c_eps, cfg.condition_tau_grid,
-                    per_motor=cfg.condition_per_motor_threshold)
-                model.condition_tau_s, model.condition_threshold = tau, th
+            # without a grid: the default smoothing, one threshold, nothing chosen to record
+            grid = cfg.condition_tau_grid
+            tau, model.condition_threshold, scores = select_condition_smoothing(
+                model, c_eps, grid or (DEFAULT_CONDITION_TAU_S,),
+                per_motor=cfg.condition_per_motor_threshold and bool(grid))
+            if grid:
+                model.condition_tau_s = tau
                 res["models"][name]["condition_tau_scores"] = scores
-            else:
-                model.condition_threshold = calibrate_condition(model, c_eps)
             model.gate_threshold = calibrate_gate(model, g_eps)
-            keys = ("condition_threshold", "gate_threshold") + (
-                ("condition_tau_s",) if cfg.condition_tau_grid else ())
+            keys = ("condition_threshold", "gate_threshold") + (("condition_tau_s",) if grid
+                                                                 else ())
             for k in keys:
                 res["models"][name][k] = extra[k] = getattr(model, k)
             res["models"][name]["calibration_episodes"] = {
