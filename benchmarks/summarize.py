@@ -146,6 +146,18 @@ def _na_twin_seeds(d: dict) -> list[Row]:
     return rows
 
 
+def _na_twin_friction(d: dict) -> list[Row]:
+    on, off = d["arms"]["on"], d["arms"]["off"]
+    area = "NeuralActuator twin, gear friction ablation"
+    return [(area, "force MAE [N], full twin / friction off [estimator]",
+             f"{_f(on['force_mae'])} / {_f(off['force_mae'])}",
+             f"seed {d['seed']}, {_f(d['minutes'])} min; target <= 0.3"),
+            (area, "gate F1, full twin / friction off [estimator]",
+             f"{_f(on['gate_f1'])} / {_f(off['gate_f1'])}",
+             f"target >= 0.95; events detected {on['events_detected']} / "
+             f"{off['events_detected']} of {on['events']}")]
+
+
 def _na_nad(d: dict) -> list[Row]:
     rows = []
     for robot in ("omx", "so101"):
@@ -163,6 +175,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "real_arms.json": _real_arms,
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
+    "neuralactuator_twin_friction.json": _na_twin_friction,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
 }

@@ -57,6 +57,25 @@ def test_relabel_contact_keeps_only_forces_above_the_threshold():
     assert new.sum() < raw.sum() and not (new & ~raw).any()
 
 
+def test_twin_ablation_switches_off_the_named_effect_only():
+    from neuract.errors import ConfigError
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    cfg = TwinDataConfig(minutes=0.1, units=1, tasks=("push",), episode_s=6.0, seed=3)
+    full = generate_twin(cfg)[0]
+    again = generate_twin(cfg)[0]
+    nofric = generate_twin(TwinDataConfig(**{**cfg.__dict__, "ideal": ("friction",)}))[0]
+    # same plan (goals, pushes), different hidden physics: the measured motion differs
+    np.testing.assert_array_equal(full["q"], again["q"])
+    np.testing.assert_array_equal(full["q_goal"], nofric["q_goal"])
+    np.testing.assert_array_equal(full["ee_force"], nofric["ee_force"])
+    assert np.abs(full["q"] - nofric["q"]).max() > 1e-3
+    with pytest.raises(ConfigError, match="fricton.*accepted"):
+        generate_twin(TwinDataConfig(**{**cfg.__dict__, "ideal": ("fricton",)}))
+    with pytest.raises(ConfigError, match="ideal"):
+        generate_twin(TwinDataConfig(**{**cfg.__dict__, "ideal": "friction"}))
+
+
 def test_demo_end_to_end_tiny(tmp_path):
     import dataclasses
 

@@ -45,6 +45,10 @@ class TwinDataConfig:
     """contact (gate) label = an external end-effector force of at least this magnitude [N];
     0 keeps the twin's raw label (any nonzero force, including the first and last
     milli-newtons of a smooth push). NeuralActuator's gate is also scored on the raw label."""
+    ideal: tuple[str, ...] = ()
+    """twin non-idealities switched off (names of
+    :class:`neuract.twin.config.Nonidealities` fields, e.g. ``("friction",)``): for ablations
+    that measure what one effect costs an estimate; empty: the full twin"""
     seed: int = 0
 
 
@@ -59,12 +63,18 @@ class TwinExperimentConfig:
 
 def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> list:
     from neuract.twin import GenerateConfig, generate
-    from neuract.twin.config import SimConfig
+    from neuract.twin.config import Nonidealities, SimConfig
 
+    known = list(Nonidealities.__dataclass_fields__)
+    bad = [k for k in cfg.ideal if k not in known]
+    if bad or isinstance(cfg.ideal, str):
+        raise ConfigError(f"TwinDataConfig.ideal = {cfg.ideal!r}: expected a tuple of twin "
+                          f"non-ideality names to switch off; accepted: {known}")
     gen = GenerateConfig(robot=cfg.robot, tasks=tuple(cfg.tasks), minutes=cfg.minutes,
                          units=cfg.units, seed=cfg.seed,
                          sim=SimConfig(episode_s=cfg.episode_s,
-                                       degraded_fraction=cfg.degraded_fraction))
+                                       degraded_fraction=cfg.degraded_fraction,
+                                       nonideal=Nonidealities(**{k: False for k in cfg.ideal})))
     gen.validate()
     n = gen.n_episodes()
     done = [0]

@@ -1,0 +1,138 @@
+"""What the twin's gear friction costs NeuralActuator's force and contact-gate estimates.
+
+A paired ablation: the same twin data plan (seed, episodes, units, pushes, payloads) generated
+twice, once with the full twin and once with its gearbox friction switched off
+(``TwinDataConfig(ideal=("friction",))``; the motor, backlash, thermal, sag, noise, latency
+and quantisation effects stay on), and the twin benchmark's estimator-mode NeuralActuator
+configuration trained and scored on each. Where the friction holds part of a push at rest the
+telemetry (position, velocity, current) does not change, so the push cannot be seen; the
+difference between the two arms measures how much of the force and gate error that explains.
+
+Smaller than the benchmark to fit a session: ``MINUTES`` of twin data (seed ``SEED``, not the
+benchmark's), 25 % of each task's episodes held out, ``STEPS`` estimator steps, the
+simulator-mode models, neural baselines and long rollouts left out (the estimator's figures
+do not depend on them). Estimator mode for every figure.
+
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`` (both arms in
+turn, about 20 min on one core), or ``--arm on`` / ``--arm off`` in two processes followed by
+``--summarize``. Writes ``benchmarks/results/twin_friction/{on,off}.json`` and
+``benchmarks/results/neuralactuator_twin_friction.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import bench_neuralactuator_twin as twin  # noqa: E402
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.pipeline.report import markdown_table, public  # noqa: E402
+from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+ARMS_DIR = RESULTS / "twin_friction"
+SEED = 11
+MINUTES = 72.0
+STEPS = 1500
+ARMS = {"on": (), "off": ("friction",)}
+
+
+def figures(res: dict) -> dict:
+    est = {e["model"]: e for e in res["estimation"]}
+    na = est["NeuralActuator"]
+    force = na.get("force") or {}
+    gate = na.get("gate") or {}
+    return {"torque_rmse": na["torque_rmse_mean"],
+            "force_mae": force.get("all"), "force_mae_contact": force.get("contact"),
+            "force_mae_no_contact": force.get("no_contact"),
+            "gate_f1": gate.get("f1"), "gate_precision": gate.get("precision"),
+            "gate_recall": gate.get("recall"), "events": gate.get("n_events"),
+            "events_detected": gate.get("n_detected"),
+            "latency_median_s": gate.get("latency_median_s"),
+            "gate_f1_raw_label": (res.get("gate_raw_label") or {}).get("f1"),
+            "n_test_episodes": res["data"].get("n_test_episodes")}
+
+
+def run_arm(arm: str) -> dict:
+    cfg = twin.config()
+    exp = dataclasses.replace(cfg.experiment, sim_steps=0, est_steps=STEPS, neural_baselines=(),
+                              parametric_friction=("coulomb_viscous",), baseline_iters=10,
+                              horizons=(10,), figure_samples=50)
+    data = dataclasses.replace(cfg.data, seed=SEED, minutes=MINUTES, test_fraction=0.25,
+                               ideal=ARMS[arm])
+    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_friction_{arm}",
+                              experiment=exp, data=data)
+    res = public(run_twin_experiment(cfg, twin._progress(), title=f"twin, friction {arm}"))
+    out = {"friction": arm, **figures(res)}
+    write_json(ARMS_DIR / f"{arm}.json", out)
+    print(json.dumps(out, indent=1))
+    return out
+
+
+KEYS = (("force_mae", "force MAE [N]", "{:.3f}"),
+        ("force_mae_contact", "force MAE, contact [N]", "{:.3f}"),
+        ("force_mae_no_contact", "force MAE, no contact [N]", "{:.3f}"),
+        ("gate_f1", "gate F1", "{:.3f}"),
+        ("gate_precision", "gate precision", "{:.3f}"),
+        ("gate_recall", "gate recall", "{:.3f}"),
+        ("events_detected", "contact events detected", "{}"),
+        ("latency_median_s", "detection latency, median [s]", "{:.3f}"),
+        ("gate_f1_raw_label", "gate F1, raw label", "{:.3f}"),
+        ("torque_rmse", "torque RMSE [N m]", "{:.3f}"))
+
+
+def summarize() -> int:
+    rows = {a: json.loads((ARMS_DIR / f"{a}.json").read_text()) for a in ARMS
+            if (ARMS_DIR / f"{a}.json").is_file()}
+    if len(rows) < len(ARMS):
+        print(f"missing arms: {sorted(set(ARMS) - set(rows))}; run --arm first")
+        return 2
+    table = []
+    for k, name, fmt in KEYS:
+        cells = [fmt.format(rows[a][k]) if rows[a].get(k) is not None else "—" for a in ARMS]
+        if k == "events_detected":
+            cells = [f"{rows[a][k]} / {rows[a]['events']}" for a in ARMS]
+        table.append([name] + cells)
+    write_json(RESULTS / "neuralactuator_twin_friction.json",
+               {"seed": SEED, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
+                "arms": rows})
+    md = ("# Twin gear friction and the force / gate estimates (ablation)\n\n"
+          f"The same twin data plan (seed {SEED}, {MINUTES:g} min, 25 % of each task's "
+          f"episodes held out: {rows['on']['n_test_episodes']} test episodes) generated with "
+          "the full twin and with its gearbox friction switched off; the twin benchmark's "
+          f"estimator-mode NeuralActuator configuration, {STEPS} steps, trained and scored on "
+          "each (estimator mode; contact = external force >= 0.5 N). Reproduce: "
+          "`.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`.\n\n"
+          + markdown_table(["figure", "friction on (full twin)", "friction off"], table)
+          + "\n")
+    write_text(RESULTS / "neuralactuator_twin_friction.md", md)
+    print(md)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    torch.set_num_threads(1)
+    if "--summarize" in argv:
+        return summarize()
+    arms = list(ARMS)
+    if "--arm" in argv:
+        i = argv.index("--arm") + 1
+        if i >= len(argv) or argv[i] not in ARMS:
+            print(f"--arm: one of {list(ARMS)}")
+            return 2
+        arms = [argv[i]]
+    for a in arms:
+        run_arm(a)
+    return summarize() if len(arms) == len(ARMS) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
