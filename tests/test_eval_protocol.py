@@ -112,6 +112,13 @@ def test_simulator_never_sees_measured_future_positions():
     assert all(dict(b.labels) == {"kp": 32.0} for b in seen)
     with pytest.raises(SchemaError, match="no label 'payload'"):
         P.evaluate_rollouts(spy, [tr], "x", labels=("payload",))
+    # a twin's hidden ground truth never reaches a simulator, asked for or smuggled in
+    with pytest.raises(ConfigError, match="hidden ground truth"):
+        P.evaluate_rollouts(spy, [tr], "x", labels=("kp", "hidden"))
+    with pytest.raises(SchemaError, match=r"\['condition_per_joint'\] hold hidden"):
+        P.SimBatch(q0=np.zeros((1, 2)), qd0=np.zeros((1, 2)),
+                   inputs={"q_goal": np.zeros((1, 3, 2))}, t=np.zeros((1, 4)),
+                   joint_names=("a", "b"), robot="toy", labels={"condition_per_joint": [0, 1]})
 
 
 def test_simulate_full_matches_full_horizon_record():

@@ -42,6 +42,7 @@ from neuract.eval import metrics
 
 __all__ = [
     "HORIZONS",
+    "HIDDEN_LABELS",
     "SIM_INPUTS",
     "SimBatch",
     "Simulator",
@@ -60,6 +61,11 @@ SIM_INPUTS: frozenset[str] = frozenset({"q_goal", "torque_enable", "voltage", "e
 """Channels a simulator may receive over a window: the commands (``q_goal``,
 ``torque_enable``) and exogenous conditions (supply ``voltage``, an applied ``ee_force``).
 Everything the robot's response determines is excluded."""
+
+HIDDEN_LABELS: frozenset[str] = frozenset({"hidden", "condition_per_joint", "degraded_joints"})
+"""Trajectory labels that hold a twin's hidden ground truth (servo and bus parameters, which
+motors are degraded): never given to a simulator, since a rollout metric scores what a model
+predicts from the commands and known facts alone."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,10 @@ class SimBatch:
                 v.setflags(write=False)
                 frozen[k] = v
             object.__setattr__(self, field_name, MappingProxyType(frozen))
+        hidden = sorted(set(self.labels) & HIDDEN_LABELS)
+        if hidden:
+            raise SchemaError(f"labels {hidden} hold hidden ground truth and may not be given to "
+                              f"a simulator; refused: {sorted(HIDDEN_LABELS)}")
         object.__setattr__(self, "labels", MappingProxyType(copy.deepcopy(dict(self.labels))))
         if self.t_past is None:
             object.__setattr__(self, "t_past", np.zeros((b, 0)))
@@ -239,6 +249,10 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
     if bad:
         raise ConfigError(f"inputs {bad} are not allowed in simulator mode; allowed: "
                           f"{sorted(SIM_INPUTS)}")
+    hidden = sorted(set(labels) & HIDDEN_LABELS)
+    if hidden:
+        raise ConfigError(f"labels {hidden} hold hidden ground truth and may not be given to a "
+                          f"simulator; refused: {sorted(HIDDEN_LABELS)}")
     trajs = list(trajs)
     if not trajs:
         raise ConfigError("evaluate_rollouts needs at least one trajectory")
