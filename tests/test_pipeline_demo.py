@@ -128,6 +128,57 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert m.condition_threshold == tuple(est_model["condition_threshold"])
 
 
+def test_experiment_killed_during_training_resumes_to_the_same_models(tmp_path):
+    import dataclasses
+
+    import torch
+
+    from neuract.errors import CheckpointError
+    from neuract.neuralactuator import load_checkpoint
+    from neuract.pipeline.experiment import run_experiment, so101_setup
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    train, test = split_by_task(generate_twin(_tiny_data()), 0.25)
+    exp = dataclasses.replace(_tiny_experiment(), sim_steps=4, est_steps=6, checkpoint_every=2,
+                              baseline_iters=0, neural_baselines=(), physics=True)
+    setup = so101_setup()
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_estimator_step_3(stage, done, total):
+        if stage.startswith("NeuralActuator (estimator") and done == 3:
+            raise Killed
+
+    killed = tmp_path / "killed"
+    with pytest.raises(Killed):
+        run_experiment(setup, train, test, exp, out_dir=killed, progress=kill_at_estimator_step_3)
+    states = sorted(p.name for p in (killed / "checkpoints").glob("train_*.safetensors"))
+    assert states == ["train_neuralactuator_estimator.safetensors",
+                      "train_neuralactuator_simulator.safetensors"]
+    # other data under the same run directory: refused, not silently resumed
+    with pytest.raises(CheckpointError, match="different run"):
+        run_experiment(setup, train[1:], test, exp, out_dir=killed)
+    steps: dict[str, list] = {}
+
+    def record(stage, done, total):
+        if stage.startswith("NeuralActuator ("):
+            steps.setdefault(stage.split()[1][1:], []).append(done)
+
+    run_experiment(setup, train, test, exp, out_dir=killed, progress=record)
+    # simulator training had finished (nothing redone); the estimator's went on after step 2
+    assert "simulator" not in steps and steps["estimator"] == [3, 4, 5, 6]
+    assert not list((killed / "checkpoints").glob("train_*"))  # completed: nothing to resume
+    whole = tmp_path / "whole"
+    run_experiment(setup, train, test, exp, out_dir=whole)
+    for mode in ("simulator", "estimator"):
+        a = load_checkpoint(killed / "checkpoints" / f"neuralactuator_{mode}").state_dict()
+        b = load_checkpoint(whole / "checkpoints" / f"neuralactuator_{mode}").state_dict()
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), (mode, k)
+
+
 def test_estimate_verb_writes_per_step_parquet(tmp_path):
     import pyarrow.parquet as pq
     import torch

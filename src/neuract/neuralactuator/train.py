@@ -22,6 +22,7 @@ in :mod:`neuract.neuralactuator.rollout`.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -152,7 +153,8 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
                             lr=train.lr, weight_decay=train.weight_decay)
     gen = np.random.default_rng(train.seed)
     history: list[dict] = []
-    start = _resume(train, cfg, model, opt, gen, history) if train.checkpoint else 0
+    key = _state_key(train, cfg, data) if train.checkpoint else {}
+    start = _resume(train, key, model, opt, gen, history) if train.checkpoint else 0
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
                                                 pct_start=0.1, last_epoch=start - 1)
     h = cfg.history
@@ -185,7 +187,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         history.append(info)
         if train.checkpoint and ((step + 1) % train.checkpoint_every == 0
                                  or step + 1 == train.steps):
-            _save_state(train, cfg, model, opt, gen, history, step + 1)
+            _save_state(train, key, model, opt, gen, history, step + 1)
         if progress is not None:
             progress(step + 1, train.steps, info)
         if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
@@ -198,23 +200,29 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     return model, report
 
 
-def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig) -> dict[str, Any]:
-    """What a resumed run must share with the run that wrote the checkpoint."""
+def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData
+               ) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint: the schedule,
+    the model's inputs and the training data (episode and sample counts and a checksum of
+    the measured positions, so a state written on other data is refused, not resumed)."""
     keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
+    digest = hashlib.sha256(data.q.detach().to(torch.float64).numpy().tobytes()).hexdigest()
     return {"mode": cfg.mode, "channels": list(cfg.channels),
-            **{k: getattr(train, k) for k in keep}}
+            **{k: getattr(train, k) for k in keep},
+            "data": {"episodes": len(data.starts), "samples": data.n_samples,
+                     "q_sha256": digest[:16]}}
 
 
-def _save_state(train, cfg, model, opt, gen, history, step) -> None:
+def _save_state(train, key, model, opt, gen, history, step) -> None:
     from neuract.fit.checkpoint import save_training
 
     Path(train.checkpoint).parent.mkdir(parents=True, exist_ok=True)
     save_training(train.checkpoint, model, opt, torch.default_generator,
-                  {"kind": "neuralactuator_train", "step": step, "key": _state_key(train, cfg),
+                  {"kind": "neuralactuator_train", "step": step, "key": key,
                    "np_rng": gen.bit_generator.state, "history": history[-200:]})
 
 
-def _resume(train, cfg, model, opt, gen, history) -> int:
+def _resume(train, key, model, opt, gen, history) -> int:
     """Load the training state if ``train.checkpoint`` exists; returns the step to resume at."""
     from neuract.errors import CheckpointError
     from neuract.fit.checkpoint import load_training
@@ -222,7 +230,6 @@ def _resume(train, cfg, model, opt, gen, history) -> int:
     if not Path(train.checkpoint).is_file():
         return 0
     state = load_training(train.checkpoint, model, opt, torch.default_generator)
-    key = _state_key(train, cfg)
     if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
         raise CheckpointError(f"training checkpoint {train.checkpoint!r} was written by a "
                               f"different run ({state.get('key')}); this run: {key}. Delete it "

@@ -69,6 +69,11 @@ class ExperimentConfig:
     baseline_iters: int = 40
     """identification iterations per fitted baseline (parametric, MLP, GRU)"""
     neural_baselines: tuple[str, ...] = ("mlp", "gru")
+    checkpoint_every: int = 50
+    """with an output directory: NeuralActuator training state written every this many steps
+    (``checkpoints/train_neuralactuator_<mode>.safetensors``); a run killed during training
+    resumes from it when started again with the same config and data (same result as an
+    uninterrupted run); the files are removed once the run completes"""
     calibration_fraction: float = 0.0
     """share of each task's training episodes held out of the estimator's training to
     calibrate its gate and condition thresholds (0: calibrate on the training episodes)"""
@@ -166,6 +171,11 @@ def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_e
     return calib if min(pos, len(calib) - pos) >= min_each else train
 
 
+def _train_state(out_dir: str | Path, mode: str) -> Path:
+    """NeuralActuator training-state file of a run writing into ``out_dir``."""
+    return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
+
+
 def _noop(stage: str, done: int, total: int) -> None:
     pass
 
@@ -237,7 +247,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
-                         force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch)
+                         force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
+                         checkpoint=str(_train_state(out_dir, mode)) if out_dir else "",
+                         checkpoint_every=cfg.checkpoint_every)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = train, train
         if mode == "estimator" and cfg.calibration_fraction > 0:
@@ -394,6 +406,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if "NeuralActuator" in cache:
         res["condition_per_motor"] = _per_motor_condition(cache["NeuralActuator"], test)
     res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
+    if out_dir is not None:  # done: nothing left to resume
+        for mode in ("simulator", "estimator"):
+            _train_state(out_dir, mode).unlink(missing_ok=True)
     res["_figures"] = {"full_q": full_q, "fig_traj": fig_traj, "est": cache, "test": test}
     res["_neuralactuator"] = na  # mode -> trained (or given) model, for callers' extra scores
     return res
