@@ -8,14 +8,15 @@ configuration trained and scored on each. Where the friction holds part of a pus
 telemetry (position, velocity, current) does not change, so the push cannot be seen; the
 difference between the two arms measures how much of the force and gate error that explains.
 
-Smaller than the benchmark to fit a session: ``MINUTES`` of twin data (seed ``SEED``, not the
-benchmark's), 25 % of each task's episodes held out, ``STEPS`` estimator steps, the
-simulator-mode models, neural baselines and long rollouts left out (the estimator's figures
-do not depend on them). Estimator mode for every figure.
+Smaller than the benchmark to fit a session: ``MINUTES`` of twin data per data seed
+(default ``SEEDS``, not the benchmark's), 25 % of each task's episodes held out, ``STEPS``
+estimator steps, the simulator-mode models, neural baselines and long rollouts left out
+(the estimator's figures do not depend on them). Estimator mode for every figure.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`` (both arms in
-turn, about 20 min on one core), or ``--arm on`` / ``--arm off`` in two processes followed by
-``--summarize``. Writes ``benchmarks/results/twin_friction/{on,off}.json`` and
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py [--seeds 11 13]
+[--arm on|off]`` (every seed and arm in turn, about 20 min per seed on one core; one arm or
+seed per process runs them in parallel), then ``--summarize``. Writes
+``benchmarks/results/twin_friction/seed<s>_{on,off}.json`` and
 ``benchmarks/results/neuralactuator_twin_friction.{json,md}``.
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
@@ -39,7 +41,7 @@ from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 ARMS_DIR = RESULTS / "twin_friction"
-SEED = 11
+SEEDS = (11, 13)
 MINUTES = 72.0
 STEPS = 1500
 ARMS = {"on": (), "off": ("friction",)}
@@ -61,18 +63,19 @@ def figures(res: dict) -> dict:
             "n_test_episodes": res["data"].get("n_test_episodes")}
 
 
-def run_arm(arm: str) -> dict:
+def run_arm(seed: int, arm: str) -> dict:
     cfg = twin.config()
     exp = dataclasses.replace(cfg.experiment, sim_steps=0, est_steps=STEPS, neural_baselines=(),
                               parametric_friction=("coulomb_viscous",), baseline_iters=10,
                               horizons=(10,), figure_samples=50)
-    data = dataclasses.replace(cfg.data, seed=SEED, minutes=MINUTES, test_fraction=0.25,
+    data = dataclasses.replace(cfg.data, seed=seed, minutes=MINUTES, test_fraction=0.25,
                                ideal=ARMS[arm])
-    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_friction_{arm}",
+    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_friction_s{seed}_{arm}",
                               experiment=exp, data=data)
-    res = public(run_twin_experiment(cfg, twin._progress(), title=f"twin, friction {arm}"))
-    out = {"friction": arm, **figures(res)}
-    write_json(ARMS_DIR / f"{arm}.json", out)
+    res = public(run_twin_experiment(cfg, twin._progress(),
+                                     title=f"twin seed {seed}, friction {arm}"))
+    out = {"seed": seed, "friction": arm, **figures(res)}
+    write_json(ARMS_DIR / f"seed{seed}_{arm}.json", out)
     print(json.dumps(out, indent=1))
     return out
 
@@ -90,29 +93,42 @@ KEYS = (("force_mae", "force MAE [N]", "{:.3f}"),
 
 
 def summarize() -> int:
-    rows = {a: json.loads((ARMS_DIR / f"{a}.json").read_text()) for a in ARMS
-            if (ARMS_DIR / f"{a}.json").is_file()}
-    if len(rows) < len(ARMS):
-        print(f"missing arms: {sorted(set(ARMS) - set(rows))}; run --arm first")
+    rows: dict[int, dict] = {}
+    for path in sorted(ARMS_DIR.glob("seed*_*.json")):
+        r = json.loads(path.read_text())
+        rows.setdefault(int(r["seed"]), {})[r["friction"]] = r
+    seeds = sorted(s for s, arms in rows.items() if set(arms) == set(ARMS))
+    if not seeds:
+        print(f"no seed with both arms {list(ARMS)} in {ARMS_DIR}; run --arm first")
         return 2
-    table = []
+    head, table = ["figure"], []
+    for sd in seeds:
+        head += [f"seed {sd}, friction on (full twin)", f"seed {sd}, friction off"]
     for k, name, fmt in KEYS:
-        cells = [fmt.format(rows[a][k]) if rows[a].get(k) is not None else "—" for a in ARMS]
-        if k == "events_detected":
-            cells = [f"{rows[a][k]} / {rows[a]['events']}" for a in ARMS]
+        cells = []
+        for sd in seeds:
+            for a in ARMS:
+                r = rows[sd][a]
+                if k == "events_detected":
+                    cells.append(f"{r[k]} / {r['events']}")
+                else:
+                    cells.append(fmt.format(r[k]) if r.get(k) is not None else "—")
         table.append([name] + cells)
+    mean = {a: {k: float(np.mean([rows[sd][a][k] for sd in seeds]))
+                for k in ("force_mae", "gate_f1")} for a in ARMS}
     write_json(RESULTS / "neuralactuator_twin_friction.json",
-               {"seed": SEED, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
-                "arms": rows})
+               {"seeds": seeds, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
+                "runs": {str(sd): rows[sd] for sd in seeds}, "mean": mean})
     md = ("# Twin gear friction and the force / gate estimates (ablation)\n\n"
-          f"The same twin data plan (seed {SEED}, {MINUTES:g} min, 25 % of each task's "
-          f"episodes held out: {rows['on']['n_test_episodes']} test episodes) generated with "
-          "the full twin and with its gearbox friction switched off; the twin benchmark's "
-          f"estimator-mode NeuralActuator configuration, {STEPS} steps, trained and scored on "
-          "each (estimator mode; contact = external force >= 0.5 N). Reproduce: "
-          "`.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`.\n\n"
-          + markdown_table(["figure", "friction on (full twin)", "friction off"], table)
-          + "\n")
+          f"Per data seed, the same twin data plan ({MINUTES:g} min, 25 % of each task's "
+          "episodes held out) generated with the full twin and with its gearbox friction "
+          "switched off; the twin benchmark's estimator-mode NeuralActuator configuration, "
+          f"{STEPS} steps, trained and scored on each (estimator mode; contact = external "
+          "force >= 0.5 N). Mean over seeds: force MAE "
+          f"{mean['on']['force_mae']:.3f} N with friction, {mean['off']['force_mae']:.3f} N "
+          f"without; gate F1 {mean['on']['gate_f1']:.3f} / {mean['off']['gate_f1']:.3f}. "
+          "Reproduce: `.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`.\n\n"
+          + markdown_table(head, table) + "\n")
     write_text(RESULTS / "neuralactuator_twin_friction.md", md)
     print(md)
     return 0
@@ -122,16 +138,27 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(1)
     if "--summarize" in argv:
         return summarize()
-    arms = list(ARMS)
+    arms, seeds = list(ARMS), list(SEEDS)
     if "--arm" in argv:
         i = argv.index("--arm") + 1
         if i >= len(argv) or argv[i] not in ARMS:
             print(f"--arm: one of {list(ARMS)}")
             return 2
         arms = [argv[i]]
-    for a in arms:
-        run_arm(a)
-    return summarize() if len(arms) == len(ARMS) else 0
+    if "--seeds" in argv:
+        vals = []
+        for v in argv[argv.index("--seeds") + 1:]:
+            if v.startswith("--"):
+                break
+            vals.append(v)
+        if not vals or not all(v.isdigit() for v in vals):
+            print(f"--seeds: one or more non-negative integers; got {vals}")
+            return 2
+        seeds = [int(v) for v in vals]
+    for sd in seeds:
+        for a in arms:
+            run_arm(sd, a)
+    return summarize()
 
 
 if __name__ == "__main__":

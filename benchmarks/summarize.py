@@ -147,15 +147,18 @@ def _na_twin_seeds(d: dict) -> list[Row]:
 
 
 def _na_twin_friction(d: dict) -> list[Row]:
-    on, off = d["arms"]["on"], d["arms"]["off"]
+    seeds, runs = d["seeds"], d["runs"]
     area = "NeuralActuator twin, gear friction ablation"
-    return [(area, "force MAE [N], full twin / friction off [estimator]",
-             f"{_f(on['force_mae'])} / {_f(off['force_mae'])}",
-             f"seed {d['seed']}, {_f(d['minutes'])} min; target <= 0.3"),
-            (area, "gate F1, full twin / friction off [estimator]",
-             f"{_f(on['gate_f1'])} / {_f(off['gate_f1'])}",
-             f"target >= 0.95; events detected {on['events_detected']} / "
-             f"{off['events_detected']} of {on['events']}")]
+    note = f"seeds {', '.join(map(str, seeds))}, {_f(d['minutes'])} min each"
+    rows = []
+    for k, name, target in (("force_mae", "force MAE [N]", "target <= 0.3"),
+                            ("gate_f1", "gate F1", "target >= 0.95")):
+        per = "; ".join(f"seed {sd}: {_f(runs[str(sd)]['on'][k])} / {_f(runs[str(sd)]['off'][k])}"
+                        for sd in seeds)
+        rows.append((area, f"{name}, full twin / friction off, mean [estimator]",
+                     f"{_f(d['mean']['on'][k])} / {_f(d['mean']['off'][k])}",
+                     f"{target}; {note}; {per}"))
+    return rows
 
 
 def _na_nad(d: dict) -> list[Row]:
