@@ -19,6 +19,7 @@ demo-sized run; ``--render`` rewrites the Markdown from the JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import sys
@@ -92,6 +93,19 @@ def condition_config() -> TwinExperimentConfig:
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_condition",
                                 TwinDataConfig(minutes=72.0, tasks=("degraded",),
                                                degraded_fraction=0.5, seed=1), exp)
+
+
+def estimator_run(out_name: str, title: str, data: dict, **experiment) -> dict:
+    """Public results of the benchmark's estimator-mode configuration on other twin data
+    (``data``: TwinDataConfig fields to change; ``experiment``: further ExperimentConfig
+    changes), with the simulator-mode models, neural baselines and long rollouts left out
+    (the estimator's figures do not depend on them); the run goes to ``runs/<out_name>``."""
+    cfg = config()
+    exp = dataclasses.replace(cfg.experiment, sim_steps=0, neural_baselines=(), horizons=(10,),
+                              figure_samples=50, **experiment)
+    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / out_name, experiment=exp,
+                              data=dataclasses.replace(cfg.data, **data))
+    return public(run_twin_experiment(cfg, _progress(), title=title))
 
 
 def _progress():

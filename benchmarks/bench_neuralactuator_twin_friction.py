@@ -22,7 +22,6 @@ seed per process runs them in parallel), then ``--summarize``. Writes
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -35,8 +34,7 @@ import torch  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.report import markdown_table, public  # noqa: E402
-from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
+from neuract.pipeline.report import markdown_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -64,16 +62,12 @@ def figures(res: dict) -> dict:
 
 
 def run_arm(seed: int, arm: str) -> dict:
-    cfg = twin.config()
-    exp = dataclasses.replace(cfg.experiment, sim_steps=0, est_steps=STEPS, neural_baselines=(),
-                              parametric_friction=("coulomb_viscous",), baseline_iters=10,
-                              horizons=(10,), figure_samples=50)
-    data = dataclasses.replace(cfg.data, seed=seed, minutes=MINUTES, test_fraction=0.25,
-                               ideal=ARMS[arm])
-    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_friction_s{seed}_{arm}",
-                              experiment=exp, data=data)
-    res = public(run_twin_experiment(cfg, twin._progress(),
-                                     title=f"twin seed {seed}, friction {arm}"))
+    res = twin.estimator_run(f"bench_twin_friction_s{seed}_{arm}",
+                             f"twin seed {seed}, friction {arm}",
+                             {"seed": seed, "minutes": MINUTES, "test_fraction": 0.25,
+                              "ideal": ARMS[arm]},
+                             est_steps=STEPS, parametric_friction=("coulomb_viscous",),
+                             baseline_iters=10)
     out = {"seed": seed, "friction": arm, **figures(res)}
     write_json(ARMS_DIR / f"seed{seed}_{arm}.json", out)
     print(json.dumps(out, indent=1))

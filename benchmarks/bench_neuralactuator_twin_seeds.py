@@ -18,7 +18,6 @@ Writes ``benchmarks/results/twin_seeds/seed_<s>.json`` and
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -31,8 +30,7 @@ import torch  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.report import markdown_table, public  # noqa: E402
-from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
+from neuract.pipeline.report import markdown_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -59,12 +57,7 @@ def figures(res: dict) -> dict:
 
 
 def run_seed(seed: int) -> dict:
-    cfg = twin.config()
-    exp = dataclasses.replace(cfg.experiment, sim_steps=0, neural_baselines=(),
-                              horizons=(10,), figure_samples=50)
-    cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_seed{seed}", experiment=exp,
-                              data=dataclasses.replace(cfg.data, seed=seed))
-    res = public(run_twin_experiment(cfg, twin._progress(), title=f"twin seed {seed}"))
+    res = twin.estimator_run(f"bench_twin_seed{seed}", f"twin seed {seed}", {"seed": seed})
     out = {"seed": seed, **figures(res)}
     write_json(SEEDS_DIR / f"seed_{seed}.json", out)
     print(json.dumps(out, indent=1))

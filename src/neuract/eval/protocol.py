@@ -68,6 +68,13 @@ motors are degraded): never given to a simulator, since a rollout metric scores 
 predicts from the commands and known facts alone."""
 
 
+def _refuse_hidden(labels, error: type[Exception]) -> None:
+    hidden = sorted(set(labels) & HIDDEN_LABELS)
+    if hidden:
+        raise error(f"labels {hidden} hold hidden ground truth and may not be given to a "
+                    f"simulator; refused: {sorted(HIDDEN_LABELS)}")
+
+
 @dataclass(frozen=True)
 class SimBatch:
     """What a simulator is given for B windows of H steps (nothing measured after t0).
@@ -125,10 +132,7 @@ class SimBatch:
                 v.setflags(write=False)
                 frozen[k] = v
             object.__setattr__(self, field_name, MappingProxyType(frozen))
-        hidden = sorted(set(self.labels) & HIDDEN_LABELS)
-        if hidden:
-            raise SchemaError(f"labels {hidden} hold hidden ground truth and may not be given to "
-                              f"a simulator; refused: {sorted(HIDDEN_LABELS)}")
+        _refuse_hidden(self.labels, SchemaError)
         object.__setattr__(self, "labels", MappingProxyType(copy.deepcopy(dict(self.labels))))
         if self.t_past is None:
             object.__setattr__(self, "t_past", np.zeros((b, 0)))
@@ -249,10 +253,7 @@ def evaluate_rollouts(simulator: Simulator, trajs: Iterable, name: str,
     if bad:
         raise ConfigError(f"inputs {bad} are not allowed in simulator mode; allowed: "
                           f"{sorted(SIM_INPUTS)}")
-    hidden = sorted(set(labels) & HIDDEN_LABELS)
-    if hidden:
-        raise ConfigError(f"labels {hidden} hold hidden ground truth and may not be given to a "
-                          f"simulator; refused: {sorted(HIDDEN_LABELS)}")
+    _refuse_hidden(labels, ConfigError)
     trajs = list(trajs)
     if not trajs:
         raise ConfigError("evaluate_rollouts needs at least one trajectory")

@@ -206,7 +206,7 @@ def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData
     the model's inputs and the training data (episode and sample counts and a checksum of
     the measured positions, so a state written on other data is refused, not resumed)."""
     keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
-    digest = hashlib.sha256(data.q.detach().to(torch.float64).numpy().tobytes()).hexdigest()
+    digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
     return {"mode": cfg.mode, "channels": list(cfg.channels),
             **{k: getattr(train, k) for k in keep},
             "data": {"episodes": len(data.starts), "samples": data.n_samples,
