@@ -53,7 +53,9 @@ class FlatData:
     q, qd (measured register), qd_s (smoothed, training only), q_goal: (N, n);
     t: (N,) [s]; ep: (N,) episode index; force: (N, 3) [N]; fmask, contact: (N,) bool;
     cond: (N, n) int; tau_ext: (N, n) J^T force label at the measured pose [N m] (0 where
-    unlabelled); starts, ends: first and one-past-last sample of each episode.
+    unlabelled); starts, ends: first and one-past-last sample of each episode; voltage: (N,)
+    supply voltage [V] (mean over the servos; a known simulator input), None unless every
+    episode has it.
     """
 
     tok_est: torch.Tensor | None
@@ -71,6 +73,7 @@ class FlatData:
     tau_ext: torch.Tensor
     starts: np.ndarray
     ends: np.ndarray
+    voltage: torch.Tensor | None = None
 
     @property
     def n_samples(self) -> int:
@@ -97,7 +100,8 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         raise SchemaError("no trajectories to train on")
     n = len(trajs[0].meta.joint_names)
     cols: dict[str, list] = {k: [] for k in ("tok_est", "tok_sim", "q", "qd", "qd_s", "q_goal",
-                                             "t", "ep", "force", "fmask", "contact", "cond")}
+                                             "t", "ep", "force", "fmask", "contact", "cond",
+                                             "voltage")}
     starts, ends, pos = [], [], 0
     for i, tr in enumerate(trajs):
         T = len(tr)
@@ -124,6 +128,9 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         cols["contact"].append(np.asarray(tr["contact"], bool) if "contact" in tr
                                else np.zeros(T, bool))
         cols["cond"].append(per_joint_condition(tr, n))
+        if "voltage" in tr:
+            cols["voltage"].append(np.asarray(tr["voltage"], dtype=np.float64).reshape(T, -1)
+                                   .mean(-1))
         starts.append(pos)
         pos += T
         ends.append(pos)
@@ -145,7 +152,8 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         fmask=torch.tensor(np.concatenate(cols["fmask"])),
         contact=torch.tensor(np.concatenate(cols["contact"])),
         cond=torch.tensor(np.concatenate(cols["cond"])), tau_ext=tau_ext,
-        starts=np.asarray(starts), ends=np.asarray(ends))
+        starts=np.asarray(starts), ends=np.asarray(ends),
+        voltage=f32("voltage") if len(cols["voltage"]) == len(trajs) else None)
 
 
 __all__ = ["FlatData", "flatten", "per_joint_condition", "smooth_velocity"]

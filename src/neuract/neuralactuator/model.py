@@ -65,7 +65,13 @@ class NeuralActuatorConfig:
     tau_max: tuple[float, ...] = (3.0,)
     """per-joint torque limit [N m]; one value is broadcast to every joint"""
     prior: str = "pd"
-    """physical servo prior under the learned residual: ``pd`` or ``none``"""
+    """physical servo prior under the learned residual: ``pd`` (kp e - kd qd, learned),
+    ``servo`` (simulator mode: an identified parametric servo, :attr:`servo`, frozen; its
+    torque needs the simulated physical state, so rollouts apply it and ``forward`` returns
+    the residual alone) or ``none``"""
+    servo: str = ""
+    """with ``prior='servo'``: JSON ``{"actuator": ActuatorConfig, "joints":
+    JointParamsConfig}`` of the servo model (its fitted values are in the weights)"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -109,8 +115,16 @@ class NeuralActuatorConfig:
                               f"{self.n_heads}")
         if self.activation not in ("gelu", "relu"):
             raise ConfigError(f"activation={self.activation!r}; accepted: ['gelu', 'relu']")
-        if self.prior not in ("pd", "none"):
-            raise ConfigError(f"prior={self.prior!r}; accepted: ['pd', 'none']")
+        if self.prior not in PRIORS:
+            raise ConfigError(f"prior={self.prior!r}; accepted: {list(PRIORS)}")
+        if self.prior == "servo":
+            if self.mode != "simulator":
+                raise ConfigError(f"prior='servo' is a simulator-mode prior (it needs the "
+                                  f"simulated state); got mode={self.mode!r}")
+            servo_configs(self.servo)  # validates the JSON
+        elif self.servo:
+            raise ConfigError(f"servo={self.servo[:60]!r}... is set but prior={self.prior!r}; "
+                              "a servo model is only used with prior='servo'")
         if len(self.tau_max) not in (1, self.n_joints):
             raise ConfigError(f"tau_max has {len(self.tau_max)} values; expected 1 or "
                               f"n_joints={self.n_joints}")
@@ -120,6 +134,37 @@ class NeuralActuatorConfig:
 
     def replace(self, **kw) -> NeuralActuatorConfig:
         return dataclasses.replace(self, **kw).validate()
+
+
+PRIORS = ("pd", "servo", "none")
+
+
+def servo_configs(servo: str):
+    """(ActuatorConfig, JointParamsConfig) from :attr:`NeuralActuatorConfig.servo`."""
+    import json
+
+    from neuract.actuators import ActuatorConfig
+    from neuract.config import from_dict
+    from neuract.fit.simulate import JointParamsConfig
+
+    try:
+        d = json.loads(servo)
+        return (from_dict(ActuatorConfig, d["actuator"]),
+                from_dict(JointParamsConfig, d.get("joints", {})))
+    except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        raise ConfigError(f"NeuralActuatorConfig.servo={servo[:80]!r} is not a servo model: "
+                          f"{exc}; expected JSON {{'actuator': {{...}}, 'joints': {{...}}}}"
+                          ) from None
+
+
+def servo_json(actuator, joints) -> str:
+    """The :attr:`NeuralActuatorConfig.servo` string of (ActuatorConfig, JointParamsConfig)."""
+    import json
+
+    from neuract.config import to_dict
+
+    return json.dumps({"actuator": to_dict(actuator), "joints": to_dict(joints)},
+                      sort_keys=True)
 
 
 class EncoderLayer(nn.Module):
@@ -185,6 +230,27 @@ class NeuralActuator(nn.Module):
         with torch.no_grad():  # start as the physical prior: small residual, zero force
             self.head.weight.mul_(0.1)
             self.head.bias.zero_()
+        self.servo_model = None
+        if cfg.prior == "servo":  # a fitted servo: start exactly as it (zero torque residual)
+            from neuract.fit.identify import build_model
+
+            acfg, jcfg = servo_configs(cfg.servo)
+            self.servo_model = build_model(acfg, jcfg, J, dtype=torch.float32)
+            self.servo_model.requires_grad_(False)
+            with torch.no_grad():
+                self.head.weight[:J].zero_()
+
+    def set_servo(self, system_model: nn.Module) -> None:
+        """Load a fitted servo (a :class:`neuract.fit.trainer.SystemModel` built from
+        :attr:`NeuralActuatorConfig.servo`) as the frozen prior."""
+        if self.servo_model is None:
+            raise ConfigError(f"set_servo needs prior='servo'; this model has prior="
+                              f"{self.cfg.prior!r}")
+        try:
+            self.servo_model.load_state_dict(system_model.state_dict())
+        except RuntimeError as exc:
+            raise ConfigError(f"the servo model does not match NeuralActuatorConfig.servo: "
+                              f"{str(exc).strip().splitlines()[0]}") from None
 
     # -- normalisation -------------------------------------------------------------------
     def set_stats(self, mean: torch.Tensor, std: torch.Tensor,
@@ -208,7 +274,7 @@ class NeuralActuator(nn.Module):
 
     def pd_torque(self, pos_error: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
         """The physical servo prior ``kp * pos_error - kd * qd`` (..., J) [N m] (0 if none)."""
-        if self.cfg.prior == "none":
+        if self.cfg.prior != "pd":  # 'servo' is applied by the rollouts (physical state)
             return torch.zeros_like(pos_error)
         return self.log_kp.exp() * pos_error - self.log_kd.exp() * qd
 

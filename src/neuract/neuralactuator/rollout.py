@@ -10,7 +10,12 @@
 * :func:`simulator`: a simulator-mode model as a :data:`neuract.eval.protocol.Simulator`.
 
 The torque of a model is always ``model.saturate(model.pd_torque(e, qd) + residual)`` with
-``e``, ``qd`` of the instant the torque is applied at (see :class:`NeuralActuator`).
+``e``, ``qd`` of the instant the torque is applied at (see :class:`NeuralActuator`). With
+``prior='servo'`` (simulator mode) the identified servo model drives the arm exactly as the
+identification rollout does (:func:`neuract.fit.simulate.step`: firmware loop, DC motor,
+friction budget, joint parameters) and the saturated residual acts as an extra joint torque
+that the friction budget sees like any other load; with a zero residual the rollout is the
+servo model's own.
 """
 
 from __future__ import annotations
@@ -23,32 +28,62 @@ from neuract.neuralactuator.features import assemble
 from neuract.neuralactuator.model import NeuralActuator
 
 
+class _Loaded:
+    """A plant with an extra applied joint torque ``tau`` (B, n): ``bias_forces - tau``."""
+
+    def __init__(self, robot, tau: torch.Tensor):
+        self.robot, self.tau, self.n_dof = robot, tau, robot.n_dof
+
+    def mass_matrix(self, q):
+        return self.robot.mass_matrix(q)
+
+    def bias_forces(self, q, qd):
+        return self.robot.bias_forces(q, qd) - self.tau
+
+
 def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0, qd0,
-                q_goal: torch.Tensor, dt: torch.Tensor, substeps: int = 2) -> torch.Tensor:
+                q_goal: torch.Tensor, dt: torch.Tensor, substeps: int = 2,
+                voltage: torch.Tensor | None = None) -> torch.Tensor:
     """Simulator-mode open-loop rollout.
 
     past: measured ``q_goal``, ``q``, ``qd`` at the ``history`` samples up to t0, each
     (B, h, n); q0, qd0: (B, n) state at t0; q_goal: (B, H, n) commands at t0 .. t0+H-1;
-    dt: (B, H) sample spacings [s]. Returns q: (B, H, n) simulated at t0+1 .. t0+H.
-    Only the commands enter after t0.
+    dt: (B, H) sample spacings [s]; voltage: (B, H) supply voltage [V] at t0 .. t0+H-1 (a
+    known input, used by a ``servo`` prior; None: the servo's configured voltage). Returns
+    q: (B, H, n) simulated at t0+1 .. t0+H. Only the commands enter after t0.
     """
+    from neuract.actuators.base import ActuatorState
+    from neuract.actuators.param import cached_params
+    from neuract.fit.simulate import step
+
     chans = model.cfg.channels
+    servo = model.servo_model if model.cfg.prior == "servo" else None
     hist = {k: past[k] for k in ("q_goal", "q", "qd")}
     q, qd = q0, qd0
     out = []
     H = q_goal.shape[1]
-    for k in range(H):
-        res = model.heads(assemble(hist, chans))[0]
-        goal = q_goal[:, k]
-        h = (dt[:, k] / substeps).unsqueeze(-1)
-        for _ in range(substeps):
-            tau = model.saturate(model.pd_torque(goal - q, qd) + res)
-            qd = qd + h * robot.forward_dynamics(q, qd, tau)
-            q = q + h * qd
-        out.append(q)
-        if k + 1 < H:
-            nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
-            hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
+    if servo is not None:
+        servo.actuator.reset()
+    with cached_params():
+        for k in range(H):
+            res = model.heads(assemble(hist, chans))[0]
+            goal = q_goal[:, k]
+            h = (dt[:, k] / substeps).unsqueeze(-1)
+            if servo is not None:
+                inputs = {} if voltage is None else {"voltage": voltage[:, k].unsqueeze(-1)}
+                plant = _Loaded(robot, model.saturate(res))
+                servo.actuator.observe(goal, ActuatorState(q=q, qd=qd, dt=h, inputs=inputs))
+                for _ in range(substeps):
+                    q, qd = step(plant, servo.actuator, servo.joints, goal, q, qd, h, inputs)
+            else:
+                for _ in range(substeps):
+                    tau = model.saturate(model.pd_torque(goal - q, qd) + res)
+                    qd = qd + h * robot.forward_dynamics(q, qd, tau)
+                    q = q + h * qd
+            out.append(q)
+            if k + 1 < H:
+                nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
+                hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
     return torch.stack(out, 1)
 
 
@@ -87,9 +122,12 @@ def simulator(model: NeuralActuator, robot, substeps: int = 2):
         f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float32)  # noqa: E731
         past = {k: f(batch.past[k]) for k in ("q_goal", "q", "qd")}
         dt = f(np.diff(batch.t, axis=1))
+        volt = None
+        if model.cfg.prior == "servo" and "voltage" in batch.inputs:  # a known input
+            volt = f(np.asarray(batch.inputs["voltage"]).reshape(*dt.shape, -1).mean(-1))
         with torch.no_grad():
             q = sim_rollout(model, robot, past, f(batch.q0), f(batch.qd0), f(batch.q_goal), dt,
-                            substeps)
+                            substeps, volt)
         return q.double().numpy()
 
     return sim

@@ -119,13 +119,16 @@ def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> Neur
 def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
                          train: TrainConfig | None = None, site: str | None = None,
                          init: NeuralActuator | None = None,
-                         progress: Callable[[int, int, dict], None] | None = None
+                         progress: Callable[[int, int, dict], None] | None = None,
+                         servo: torch.nn.Module | None = None
                          ) -> tuple[NeuralActuator, dict[str, Any]]:
     """Train (or fine-tune ``init``) a NeuralActuator pose-only; returns (model, report).
 
     trajs: training episodes (or their :class:`FlatData`); robot: the rigid-body model
     (float32) whose joints match; site: end-effector site (needed for force labels in the
-    estimator-mode simulation); progress(step, total, info) is called after each step.
+    estimator-mode simulation); progress(step, total, info) is called after each step;
+    servo: with ``cfg.prior='servo'`` and no ``init``, the fitted servo model
+    (:class:`neuract.fit.trainer.SystemModel`) loaded as the frozen prior.
     """
     train = (train or TrainConfig()).validate()
     cfg = cfg.validate()
@@ -140,11 +143,16 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         sim = cfg.channels if cfg.mode == "simulator" else None
         data = flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
     model = init if init is not None else init_model(cfg, data, train.seed)
+    if cfg.prior == "servo" and init is None:
+        if servo is None:
+            raise ConfigError("prior='servo' needs the fitted servo model: "
+                              "train_neuralactuator(..., servo=SystemModel)")
+        model.set_servo(servo)
     if model.cfg.mode != cfg.mode:
         raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
     model.train()
-    named = [(n, p) for n, p in model.named_parameters()
-             if not (train.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad  # (servo: frozen)
+             and not (train.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
     params = [p for _, p in named]
     prior = [p for n, p in named if n in ("log_kp", "log_kd")]
     net = [p for n, p in named if n not in ("log_kp", "log_kd")]
@@ -207,7 +215,8 @@ def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData
     the measured positions, so a state written on other data is refused, not resumed)."""
     keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
     digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
-    return {"mode": cfg.mode, "channels": list(cfg.channels),
+    return {"mode": cfg.mode, "channels": list(cfg.channels), "prior": cfg.prior,
+            "servo": cfg.servo,
             **{k: getattr(train, k) for k in keep},
             "data": {"episodes": len(data.starts), "samples": data.n_samples,
                      "q_sha256": digest[:16]}}
@@ -261,8 +270,9 @@ def _sim_loss(model, robot, data: FlatData, t0, H, hist_off, train):
     fut = t0[:, None] + torch.arange(H + 1)[None, :]
     tt = data.t[fut]
     dt = (tt[:, 1:] - tt[:, :-1]).float()
+    volt = data.voltage[fut[:, :-1]] if data.voltage is not None else None
     q_sim = sim_rollout(model, robot, past, data.q[t0], data.qd[t0], data.q_goal[fut[:, :-1]],
-                        dt, train.substeps)
+                        dt, train.substeps, volt)
     q_ref = data.q[fut[:, 1:]]
     loss = _pose_loss(q_sim, q_ref, train.pose_scale)
     mae = (q_sim - q_ref).abs().mean().item()

@@ -54,6 +54,10 @@ class ExperimentConfig:
     batch: int = 32
     sim_horizon: int = 12
     """simulator-mode training rollout length [telemetry steps]"""
+    sim_prior: str = "pd"
+    """physical prior of the simulator-mode NeuralActuator: ``pd`` (learned kp, kd) or
+    ``servo`` (the best parametric servo of this run, fitted pose-only first, frozen; the
+    Transformer learns a residual torque on top of it)"""
     est_horizon: int = 8
     substeps: int = 2
     """physics steps per telemetry step (training and NeuralActuator rollouts)"""
@@ -131,7 +135,9 @@ def so101_setup() -> RobotSetup:
 
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
-              physics: bool = False, context_s: float = 0.0):
+              physics: bool = False, context_s: float = 0.0, servo: str = ""):
+    """NeuralActuator config of an experiment; servo: a ``prior='servo'`` JSON (simulator
+    mode only; empty: the PD prior)."""
     from neuract.neuralactuator import NeuralActuatorConfig
 
     phys = physics and mode == "estimator"
@@ -142,7 +148,7 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
-                                kd_init=1.0)
+                                kd_init=1.0, prior="servo" if servo else "pd", servo=servo)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -176,6 +182,12 @@ def _train_state(out_dir: str | Path, mode: str) -> Path:
     return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
 
 
+def _fit_joints():
+    from neuract.fit.simulate import JointParamsConfig
+
+    return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
+
+
 def _noop(stage: str, done: int, total: int) -> None:
     pass
 
@@ -207,6 +219,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
+    FIT_JOINTS = _fit_joints()  # joint parameters of the fitted actuators (bl.fit_actuator's)
     torch.manual_seed(cfg.seed)
     train, test = list(train), list(test)
     if not train or not test:
@@ -231,6 +244,64 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["timings_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
+    # ---- pose-only fitted baselines (before NeuralActuator when it builds on the servo)
+    fitted: dict[str, Any] = {}
+    fit_configs: dict[str, Any] = {}
+
+    def fit_baselines() -> str | None:
+        fits = [(f"parametric {setup.servo}+{fr}",
+                 ActuatorConfig(type=setup.servo, friction=fr, control_dt=0.016))
+                for fr in cfg.parametric_friction]
+        fits += [(f"{arch.upper()} actuator net", ActuatorConfig(type=arch, control_dt=0.016))
+                 for arch in cfg.neural_baselines]
+        for name, acfg in fits:
+            if cfg.baseline_iters <= 0:
+                break
+            from neuract.fit.trainer import TrainConfig
+
+            it = cfg.baseline_iters
+            tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(it // 2, it - it // 2),
+                             windows_per_run=4, runs_per_iter=8, label_inputs=(),
+                             use_voltage=True, seed=cfg.seed, lr_net=3e-3)
+            done = [0]
+
+            def log(msg, name=name, done=done, it=it):
+                done[0] += 1
+
+            progress(f"fit {name} (pose-only)", 0, 1)
+            model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
+                               joints=FIT_JOINTS, log=log)
+            fit_configs[name] = acfg
+            progress(f"fit {name} (pose-only)", 1, 1)
+            fitted[name] = model
+            from neuract.actuators.neural import n_parameters
+
+            res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
+                                   "flops": None, "train_loss": rep["history"][-1]["train_loss"]
+                                   if rep.get("history") else None}
+        # the best parametric servo: lowest rollout error on the training episodes (h = 100)
+        par = [k for k in fitted if k.startswith("parametric")]
+        best_par = None
+        if par:
+            scores = {}
+            for k in par:
+                r = evaluate_rollouts(bl.system_simulator(fitted[k], setup.robot64,
+                                                          cfg.substeps),
+                                      train[:4], k, horizons=(100,), history=hist,
+                                      inputs=("q_goal", "voltage") if "voltage" in train[0]
+                                      else ("q_goal",))
+                scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
+            best_par = min(scores, key=scores.get)
+            res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
+        return best_par
+
+    if cfg.sim_prior not in ("pd", "servo"):
+        raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
+                          "['pd', 'servo']")
+    best_par = fit_baselines() if cfg.sim_prior == "servo" and cfg.sim_steps > 0 else None
+    if cfg.sim_prior == "servo" and cfg.sim_steps > 0 and best_par is None:
+        raise ConfigError("sim_prior='servo' needs a parametric servo fit: set "
+                          "parametric_friction and baseline_iters > 0")
     # ---- NeuralActuator, both modes, pose-only
     na = {}
     for mode, steps, horizon in (("simulator", cfg.sim_steps, cfg.sim_horizon),
@@ -244,7 +315,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             continue
         if steps <= 0:
             continue
-        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s)
+        servo = ""
+        if mode == "simulator" and cfg.sim_prior == "servo":
+            from neuract.neuralactuator.model import servo_json
+
+            servo = servo_json(fit_configs[best_par], FIT_JOINTS)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
@@ -257,7 +333,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             calib = held or train
         model, rep = timed(f"train_na_{mode}", train_neuralactuator, fit_eps, setup.robot,
                            ncfg, tc, site=setup.site,
-                           progress=lambda s, t, info, st=stage: progress(st, s, t))
+                           progress=lambda s, t, info, st=stage: progress(st, s, t),
+                           servo=fitted.get(best_par) if servo else None)
         na[mode] = model
         name = f"NeuralActuator[{mode}]"
         res["models"][name] = {"mode": mode, "params": count_params(model),
@@ -295,53 +372,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ests["NeuralActuator"] = lambda tr: estimate(na["estimator"], tr)
 
     # ---- simulator baselines
+    if not fitted:
+        best_par = fit_baselines()
     if setup.mujoco_xml:
         sims["MuJoCo default servo"] = bl.mujoco_servo_simulator(setup.mujoco_xml,
                                                                  train[0].meta.joint_names)
         res["models"]["MuJoCo default servo"] = {"mode": "simulator", "params": 0, "flops": None}
-    fitted: dict[str, Any] = {}
-    fits = [(f"parametric {setup.servo}+{fr}", ActuatorConfig(type=setup.servo, friction=fr,
-                                                              control_dt=0.016))
-            for fr in cfg.parametric_friction]
-    fits += [(f"{arch.upper()} actuator net", ActuatorConfig(type=arch, control_dt=0.016))
-             for arch in cfg.neural_baselines]
-    for name, acfg in fits:
-        if cfg.baseline_iters <= 0:
-            break
-        from neuract.fit.trainer import TrainConfig
-
-        it = cfg.baseline_iters
-        tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(it // 2, it - it // 2),
-                         windows_per_run=4, runs_per_iter=8, label_inputs=(), use_voltage=True,
-                         seed=cfg.seed, lr_net=3e-3)
-        done = [0]
-
-        def log(msg, name=name, done=done, it=it):
-            done[0] += 1
-
-        progress(f"fit {name} (pose-only)", 0, 1)
-        model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
-                           log=log)
-        progress(f"fit {name} (pose-only)", 1, 1)
-        fitted[name] = model
-        from neuract.actuators.neural import n_parameters
-
-        res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
-                               "flops": None, "train_loss": rep["history"][-1]["train_loss"]
-                               if rep.get("history") else None}
-    # the best parametric servo: lowest rollout error on the training episodes (h = 100)
-    par = [k for k in fitted if k.startswith("parametric")]
-    best_par = None
-    if par:
-        scores = {}
-        for k in par:
-            r = evaluate_rollouts(bl.system_simulator(fitted[k], setup.robot64, cfg.substeps),
-                                  train[:4], k, horizons=(100,), history=hist,
-                                  inputs=("q_goal", "voltage") if "voltage" in train[0]
-                                  else ("q_goal",))
-            scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
-        best_par = min(scores, key=scores.get)
-        res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
     for k, m in fitted.items():
         sims[k] = bl.system_simulator(m, setup.robot64, cfg.substeps)
 
