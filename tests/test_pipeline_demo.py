@@ -126,6 +126,13 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert m.condition_tau_s == est_model["condition_tau_s"] and m.cfg.context_s == 1.0
     assert len(est_model["condition_threshold"]) == 6  # one per motor
     assert m.condition_threshold == tuple(est_model["condition_threshold"])
+    # the simulator sits on the run's best parametric servo, which travels with its checkpoint
+    sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())
+    servo = json.loads(sim_ck["config"]["servo"])
+    assert sim_ck["config"]["prior"] == "servo"
+    assert saved["best_parametric"]["name"] == f"parametric sts3215+{servo['actuator']['friction']}"
+    sim = load_model(out / "checkpoints/neuralactuator_simulator")
+    assert sim.servo_model is not None and sim.cfg.prior == "servo"
 
 
 def test_experiment_killed_during_training_resumes_to_the_same_models(tmp_path):
@@ -140,7 +147,8 @@ def test_experiment_killed_during_training_resumes_to_the_same_models(tmp_path):
 
     train, test = split_by_task(generate_twin(_tiny_data()), 0.25)
     exp = dataclasses.replace(_tiny_experiment(), sim_steps=4, est_steps=6, checkpoint_every=2,
-                              baseline_iters=0, neural_baselines=(), physics=True)
+                              baseline_iters=0, neural_baselines=(), physics=True,
+                              sim_prior="pd")
     setup = so101_setup()
 
     class Killed(Exception):
@@ -233,7 +241,8 @@ def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
             "--experiment.size.n-heads", "2", "--experiment.size.d-ff", "16",
             "--experiment.size.d-trunk", "16", "--experiment.sim-steps", "2",
             "--experiment.est-steps", "2", "--experiment.batch", "4",
-            "--experiment.baseline-iters", "0", "--experiment.horizons", "10",
+            "--experiment.baseline-iters", "0", "--experiment.sim-prior", "pd",
+            "--experiment.horizons", "10",
             "--experiment.no-full", "--experiment.figure-samples", "40", "--quiet"]
     assert main(["evaluate", "--source", "dataset", "--data", str(ds), "--out", str(first),
                  *tiny]) == 0

@@ -54,10 +54,11 @@ class ExperimentConfig:
     batch: int = 32
     sim_horizon: int = 12
     """simulator-mode training rollout length [telemetry steps]"""
-    sim_prior: str = "pd"
-    """physical prior of the simulator-mode NeuralActuator: ``pd`` (learned kp, kd) or
-    ``servo`` (the best parametric servo of this run, fitted pose-only first, frozen; the
-    Transformer learns a residual torque on top of it)"""
+    sim_prior: str = "servo"
+    """physical prior of the simulator-mode NeuralActuator: ``servo`` (the best parametric
+    servo of this run, fitted pose-only first, frozen; the Transformer learns a residual
+    joint torque on top of it; needs ``baseline_iters > 0``) or ``pd`` (a saturated PD servo
+    with learned kp, kd)"""
     est_horizon: int = 8
     substeps: int = 2
     """physics steps per telemetry step (training and NeuralActuator rollouts)"""
@@ -298,10 +299,13 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
-    best_par = fit_baselines() if cfg.sim_prior == "servo" and cfg.sim_steps > 0 else None
-    if cfg.sim_prior == "servo" and cfg.sim_steps > 0 and best_par is None:
-        raise ConfigError("sim_prior='servo' needs a parametric servo fit: set "
-                          "parametric_friction and baseline_iters > 0")
+    need_servo = (cfg.sim_prior == "servo" and cfg.sim_steps > 0
+                  and not (pretrained and "simulator" in pretrained))
+    best_par = fit_baselines() if need_servo else None
+    if need_servo and best_par is None:
+        raise ConfigError("ExperimentConfig.sim_prior='servo' trains on the best parametric "
+                          "servo fit: set parametric_friction and baseline_iters > 0 (got "
+                          f"{cfg.parametric_friction}, {cfg.baseline_iters}), or sim_prior='pd'")
     # ---- NeuralActuator, both modes, pose-only
     na = {}
     for mode, steps, horizon in (("simulator", cfg.sim_steps, cfg.sim_horizon),
