@@ -12,6 +12,7 @@ import sys
 
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
 VERBS: dict[str, tuple[str, str, str]] = {
+    "adapt": ("neuract.pipeline.adapt", "AdaptConfig", "fine-tune a checkpoint on a new unit"),
     "control": ("neuract.control.cli_control", "ControlConfig", "replay-test model-based control"),
     "demo": ("neuract.demo", "DemoConfig", "twin SO-101 -> NeuralActuator + baselines -> report"),
     "estimate": ("neuract.pipeline.verbs", "EstimateConfig", "stream telemetry through a model"),

@@ -41,7 +41,12 @@ from neuract.neuralactuator.model import (
     count_params,
 )
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
-from neuract.neuralactuator.train import TrainConfig, fine_tune, train_neuralactuator
+from neuract.neuralactuator.train import (
+    TrainConfig,
+    fine_tune,
+    pose_error,
+    train_neuralactuator,
+)
 
 __all__ = [
     "NeuralActuator",
@@ -66,6 +71,7 @@ __all__ = [
     "TrainConfig",
     "train_neuralactuator",
     "fine_tune",
+    "pose_error",
     "simulator",
     "sim_rollout",
     "est_rollout",

@@ -5,7 +5,10 @@ The exported graph is the folded :class:`~neuract.neuralactuator.fused.FusedNeur
 into the matrices), with one input ``x: (B, T, F)`` raw features (float32, dynamic batch) and
 outputs ``tau (B, J) [N m]``, ``force (B, 3) [N]``, ``gate_logit (B,)``,
 ``condition_logits (B, J, K)``. The model config and channel list are stored in the ONNX
-metadata (``neuract.config``), so the file alone says what it expects.
+metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
+model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model
+needs the simulated physical state and is applied by the rollouts; its configuration is in
+the metadata's config).
 """
 
 from __future__ import annotations

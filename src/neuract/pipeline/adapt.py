@@ -1,0 +1,129 @@
+"""``neuract adapt``: fine-tune a NeuralActuator checkpoint on a new unit's telemetry.
+
+    neuract adapt --checkpoint runs/demo/checkpoints/neuralactuator_simulator \\
+        --data runs/new_unit --out runs/new_unit_simulator
+
+Online adaptation, pose-only like the original training (no torque labels): the checkpoint's
+mode, channels and normalisation statistics are kept, and :func:`neuract.neuralactuator.
+fine_tune` continues training on a few minutes of the new unit's episodes. The last
+``--holdout`` share of the episodes is held out and scored before and after with the training
+loss's rollout error (:func:`neuract.neuralactuator.pose_error`), so the run says whether
+adaptation helped. The output is a checkpoint directory like the input (``neuract estimate``
+and ``neuract evaluate --checkpoints`` read it); calibrated thresholds are carried over. A
+killed run resumes from ``<out>.train_state.safetensors`` (removed when it completes).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neuract.errors import ConfigError
+
+
+@dataclass
+class AdaptConfig:
+    """Fine-tune a NeuralActuator checkpoint on a new unit's telemetry (pose-only)."""
+
+    checkpoint: Path
+    """NeuralActuator checkpoint directory (either mode)"""
+    data: Path
+    """the new unit's telemetry: a neuract dataset directory, or a NAD CSV file / folder"""
+    out: Path = Path("runs/adapt")
+    """output checkpoint directory"""
+    robot: str = ""
+    """arm model (bundled name or MJCF/URDF path); empty: from the episodes (so101, omx)"""
+    site: str = ""
+    """end-effector site where force labels act (estimator mode); empty: the robot's default"""
+    steps: int = 100
+    lr: float = 3e-4
+    batch: int = 32
+    horizon: int = 0
+    """rollout length [telemetry steps]; 0: 36 (simulator mode) / 8 (estimator mode)"""
+    freeze_encoder: bool = False
+    """train only the head trunk, heads and servo gains (very little data)"""
+    holdout: float = 0.25
+    """share of the episodes held out and scored before / after (0: none)"""
+    seed: int = 0
+    overwrite: bool = False
+    """replace --out if it exists"""
+    quiet: bool = False
+
+
+def _robot(cfg: AdaptConfig, model, trajs, work: Path):
+    """(float32 robot, site) for the episodes."""
+    import torch
+
+    from neuract.robot import load_robot
+
+    name = cfg.robot or model.cfg.physics_robot or str(trajs[0].meta.robot or "")
+    defaults = {"so101": "gripperframe", "omx": "end_effector"}
+    if name == "omx":  # the 4-joint arm model of the NAD experiment (gripper removed)
+        from neuract.pipeline.nad_experiment import omx_setup
+
+        setup = omx_setup(work)
+        return setup.robot, cfg.site or setup.site
+    if not name:
+        raise ConfigError("--robot is needed: the episodes do not name their robot")
+    robot = load_robot(name, dtype=torch.float32)
+    return robot, cfg.site or model.cfg.physics_site or defaults.get(name) or None
+
+
+def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
+    import torch
+
+    from neuract.neuralactuator import TrainConfig, fine_tune, pose_error, save_checkpoint
+    from neuract.neuralactuator.checkpoint import read_config
+    from neuract.pipeline.verbs import _adapt, load_model, progress_bar, read_telemetry
+
+    torch.set_num_threads(1)
+    if cfg.steps < 1:
+        raise ConfigError(f"--steps {cfg.steps}; expected >= 1")
+    if not 0 <= cfg.holdout < 1:
+        raise ConfigError(f"--holdout {cfg.holdout}; expected 0 <= share < 1")
+    out = Path(cfg.out)
+    if out.exists() and not cfg.overwrite:
+        raise ConfigError(f"--out {str(out)!r} already exists; pass --overwrite to replace it")
+    model = load_model(Path(cfg.checkpoint))
+    extra = read_config(cfg.checkpoint)[1].get("extra") or {}
+    trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    k = math.ceil(cfg.holdout * len(trajs)) if cfg.holdout > 0 and len(trajs) > 1 else 0
+    fit_eps, held = trajs[:len(trajs) - k], trajs[len(trajs) - k:]
+    horizon = cfg.horizon or (36 if model.cfg.mode == "simulator" else 8)
+    state = out.with_name(out.name + ".train_state.safetensors")
+    tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
+                     freeze_encoder=cfg.freeze_encoder, seed=cfg.seed, checkpoint=str(state))
+    with tempfile.TemporaryDirectory() as work:
+        robot, site = _robot(cfg, model, trajs, Path(work))
+        score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
+            else (lambda m: None)
+        before = score(model)
+        bar, progress = progress_bar(cfg.quiet)
+        stage = f"adapt NeuralActuator ({model.cfg.mode} mode, pose-only)"
+        with bar:
+            model, rep = fine_tune(model, fit_eps, robot, tc, site=site,
+                                   progress=lambda s, t, info: progress(stage, s, t))
+        after = score(model)
+    summary = {"adapted_from": str(cfg.checkpoint), "data": str(cfg.data),
+               "mode": model.cfg.mode, "steps": rep["steps"], "seconds": round(rep["seconds"], 1),
+               "train_episodes": [t.meta.name for t in fit_eps],
+               "heldout_episodes": [t.meta.name for t in held],
+               "heldout_pose_mae_deg": {"before": before, "after": after}}
+    save_checkpoint(model, out, extra={**extra, "adapt": summary}, overwrite=cfg.overwrite)
+    state.unlink(missing_ok=True)
+    if not cfg.quiet:
+        msg = (f"held-out pose error {before:.4f} -> {after:.4f} deg ({len(held)} episodes)"
+               if held else "no held-out episodes (--holdout 0 or one episode): not scored")
+        print(f"neuract adapt: {model.cfg.mode} mode, {rep['steps']} steps on "
+              f"{len(fit_eps)} episodes; {msg} -> {out}")
+    return summary
+
+
+def run(cfg: AdaptConfig) -> dict[str, Any]:
+    return run_adapt(cfg)
+
+
+__all__ = ["AdaptConfig", "run", "run_adapt"]
