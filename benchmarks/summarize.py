@@ -170,6 +170,20 @@ def _na_nad(d: dict) -> list[Row]:
     return rows
 
 
+def _na_adapt(d: dict) -> list[Row]:
+    roll = d["rollouts"]
+    ad = next(k for k in roll if k.startswith("NeuralActuator adapted"))
+    rows = []
+    for h in roll[ad]:
+        others = {k: v[h] for k, v in roll.items() if k != ad and v.get(h) is not None}
+        best = min(others, key=others.get)
+        note = (f"unadapted {_f(roll['NeuralActuator (base, old units)'][h])}; best other "
+                f"model: {best} {_f(others[best])}")
+        rows.append(("NeuralActuator twin, new unit", f"rollout arm-mean joint MAE [deg], "
+                     f"h={h}, {ad} [simulator]", _f(roll[ad][h]), note))
+    return rows
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
@@ -179,6 +193,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_twin_friction.json": _na_twin_friction,
+    "neuralactuator_adapt.json": _na_adapt,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
 }

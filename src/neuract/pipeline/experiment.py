@@ -222,7 +222,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
-    FIT_JOINTS = _fit_joints()  # joint parameters of the fitted actuators (bl.fit_actuator's)
+    fit_joints = _fit_joints()  # joint parameters of the fitted actuators (bl.fit_actuator's)
     torch.manual_seed(cfg.seed)
     train, test = list(train), list(test)
     if not train or not test:
@@ -273,7 +273,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
 
             progress(f"fit {name} (pose-only)", 0, 1)
             model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
-                               joints=FIT_JOINTS, log=log)
+                               joints=fit_joints, log=log)
             fit_configs[name] = acfg
             progress(f"fit {name} (pose-only)", 1, 1)
             fitted[name] = model
@@ -325,7 +325,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         if mode == "simulator" and cfg.sim_prior == "servo":
             from neuract.neuralactuator.model import servo_json
 
-            servo = servo_json(fit_configs[best_par], FIT_JOINTS)
+            servo = servo_json(fit_configs[best_par], fit_joints)
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
