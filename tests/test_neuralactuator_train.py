@@ -406,3 +406,14 @@ def test_per_motor_condition_thresholds_fit_each_motors_own_level(raw_condition)
     np.testing.assert_allclose(est_mod.shift_threshold(p, np.array([0.7, 0.3])), 0.5)
     with pytest.raises(Exception, match="per-motor"):
         est_mod._threshold((0.5, 0.5, 0.5), 2)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 10, 11])
+def test_any_number_of_steps_trains(robot, steps):
+    """The one-cycle schedule works for every step count (torch divides by zero when its
+    warm-up is exactly one step, i.e. 10 steps at the default 10 % warm-up)."""
+    trajs = synth(robot, n_eps=1, T=40)
+    cfg = NeuralActuatorConfig(**TINY, n_joints=2, mode="simulator", tau_max=(TAU_MAX,))
+    _, rep = train_neuralactuator(trajs, robot, cfg, TrainConfig(steps=steps, batch=2,
+                                                                 horizon=3))
+    assert rep["steps"] == steps and math.isfinite(rep["final"]["loss"])

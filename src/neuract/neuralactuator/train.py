@@ -163,8 +163,10 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     history: list[dict] = []
     key = _state_key(train, cfg, data) if train.checkpoint else {}
     start = _resume(train, key, model, opt, gen, history) if train.checkpoint else 0
+    # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
+    pct = 0.1 if train.steps != 10 else 0.2
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
-                                                pct_start=0.1, last_epoch=start - 1)
+                                                pct_start=pct, last_epoch=start - 1)
     h = cfg.history
     anchors = data.anchors(h, train.horizon + 1)
     aux_anchors = data.anchors(h, 1)  # any sample with a full history
