@@ -102,6 +102,16 @@ class TrainConfig:
         return self
 
 
+def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
+          site: str | None) -> FlatData:
+    """The episodes flattened with the channels of ``cfg``'s mode (FlatData passes through)."""
+    if isinstance(trajs, FlatData):
+        return trajs
+    est = cfg.channels if cfg.mode == "estimator" else None
+    sim = cfg.channels if cfg.mode == "simulator" else None
+    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
+
+
 def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:
     """A fresh model with feature statistics (and force scale) from the training data."""
     torch.manual_seed(seed)
@@ -136,12 +146,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         raise ConfigError(f"robot {getattr(robot, 'name', '')!r} has {robot.n_dof} joints; the "
                           f"model has n_joints={cfg.n_joints}")
     torch.manual_seed(train.seed)
-    if isinstance(trajs, FlatData):
-        data = trajs
-    else:
-        est = cfg.channels if cfg.mode == "estimator" else None
-        sim = cfg.channels if cfg.mode == "simulator" else None
-        data = flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
+    data = _flat(trajs, robot, cfg, site)
     model = init if init is not None else init_model(cfg, data, train.seed)
     if cfg.prior == "servo" and init is None:
         if servo is None:
@@ -274,12 +279,7 @@ def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
     train = dataclasses.replace(train or TrainConfig(), augment_temperature=0.0,
                                 augment_voltage=0.0).validate()
     cfg = model.cfg
-    if isinstance(trajs, FlatData):
-        data = trajs
-    else:
-        est = cfg.channels if cfg.mode == "estimator" else None
-        sim = cfg.channels if cfg.mode == "simulator" else None
-        data = flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
+    data = _flat(trajs, robot, cfg, site)
     h = cfg.history
     anchors = data.anchors(h, train.horizon + 1)
     t0 = torch.as_tensor(np.random.default_rng(seed).choice(anchors, n_windows))
