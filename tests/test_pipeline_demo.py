@@ -266,3 +266,29 @@ def test_thresholds_are_calibrated_on_held_out_episodes_only_with_both_classes()
     assert _calibration_set(held, train, degraded) is held
     for thin in (["bad1", "ok1", "ok2"], ["ok1", "ok2"], []):  # one episode of a class: no
         assert _calibration_set(thin, train, degraded) is train
+
+
+def test_twin_experiment_on_the_openmanipulator(tmp_path):
+    """The OMX twin (4 arm joints, XM430 servos, current telemetry) runs the same experiment:
+    its arm model is written into the run directory and the simulator sits on an XM430 fit."""
+    import dataclasses
+
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
+
+    data = dataclasses.replace(_tiny_data(), robot="omx")
+    res = run_twin_experiment(TwinExperimentConfig(tmp_path / "omx", data, _tiny_experiment()))
+    assert res["robot"] == "omx" and (tmp_path / "omx" / "omx_arm_position.xml").is_file()
+    assert res["best_parametric"]["name"].startswith("parametric xm430")
+    models = {r["model"] for r in res["rollouts"]}
+    assert {"NeuralActuator", "MuJoCo default servo"} <= models
+    est = {r["model"]: r for r in res["estimation"]}
+    assert est["NeuralActuator"]["torque_rmse_mean"] is not None
+    assert "OpenManipulator-X" in (tmp_path / "omx" / "report.md").read_text()
+
+
+def test_twin_experiment_refuses_unknown_robots(tmp_path):
+    from neuract.errors import ConfigError
+    from neuract.pipeline.twin_experiment import setup_for
+
+    with pytest.raises(ConfigError, match="accepted: \\['so101', 'omx'\\]"):
+        setup_for("ur5", tmp_path)

@@ -96,17 +96,30 @@ def relabel_contact(tr: Any, min_force_n: float) -> Any:
     return tr.replace(channels={"contact": raw & (f >= min_force_n)})
 
 
-def setup_for(robot: str):
+ROBOT_TITLES = {"so101": "SO-101", "omx": "OpenManipulator-X"}
+
+
+def setup_for(robot: str, work: Path | None = None):
+    """The experiment setup of a twin robot: ``so101`` (bundled description) or ``omx`` (the
+    4-joint OpenManipulator-X arm with XM430 position servos; its MJCF is written into
+    ``work``, the run directory, because checkpoints name it as their physics robot)."""
     from neuract.pipeline.experiment import so101_setup
 
     if robot == "so101":
         return so101_setup()
-    raise ConfigError(f"twin experiment robot {robot!r}: only 'so101' is wired (its MuJoCo "
-                      "default servo comes from the bundled description); accepted: ['so101']")
+    if robot == "omx":
+        from neuract.pipeline.nad_experiment import omx_setup
+
+        if work is None:
+            raise ConfigError("the omx setup writes its arm model into the run directory: "
+                              "pass work=<run directory>")
+        Path(work).mkdir(parents=True, exist_ok=True)
+        return omx_setup(Path(work))
+    raise ConfigError(f"twin experiment robot {robot!r}; accepted: ['so101', 'omx']")
 
 
 def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None = None,
-                        title: str = "NeuralActuator on the SO-101 twin") -> dict[str, Any]:
+                        title: str = "") -> dict[str, Any]:
     """Run the whole twin experiment; writes into ``cfg.out``: ``results.json``,
     ``report.md`` / ``report.html`` (+ ``figures/``), ``checkpoints/``, ``config.json``."""
     import torch
@@ -119,7 +132,7 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
-    setup = setup_for(cfg.data.robot)
+    setup = setup_for(cfg.data.robot, out)
     trajs = generate_twin(cfg.data, progress)
     train, test = split_by_task(trajs, cfg.data.test_fraction)
     thr = cfg.data.contact_min_force_n
@@ -138,6 +151,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
              f"{len(train)} training / {len(test)} test episodes (split by episode). "
              "NeuralActuator trained pose-only (no torque labels) through the differentiable "
              "simulator; the twin's hidden true torque scores the estimates.")
+    name = ROBOT_TITLES.get(cfg.data.robot, cfg.data.robot)
+    title = title or f"NeuralActuator on the {name} twin"
     write_report(out, build_report(res, title, intro))
     write_results(out, res)
     return res

@@ -123,13 +123,13 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         save_resolved(cfg, out)
         if cfg.source == "nad":
-            from neuract.pipeline.nad_experiment import RELEASE, load_nad, omx_setup
+            from neuract.pipeline.nad_experiment import RELEASE, load_nad
             from neuract.pipeline.twin_experiment import setup_for
 
             train, test = load_nad(cfg.nad, cfg.robot)
             # the OMX arm model is written into the run directory (checkpoints name it)
             Path(cfg.out).mkdir(parents=True, exist_ok=True)
-            setup = omx_setup(Path(cfg.out)) if cfg.robot == "omx" else setup_for(cfg.robot)
+            setup = setup_for(cfg.robot, Path(cfg.out))
             title, extra = f"NeuralActuator on NAD ({cfg.robot})", {"release": RELEASE}
         elif cfg.source == "dataset":
             from neuract.data import load_dataset
@@ -143,7 +143,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             train = [t for t in trajs if t.meta.labels.get("split") != "test"]
             if not test or not train:
                 train, test = split_by_task(trajs, 0.25)
-            setup = setup_for(ds.robot)
+            setup = setup_for(ds.robot, out)
             title, extra = f"NeuralActuator on {cfg.data}", {}
         else:
             raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
