@@ -31,7 +31,12 @@ import torch  # noqa: E402
 
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.experiment import ExperimentConfig  # noqa: E402
-from neuract.pipeline.report import markdown_table, public, summary_markdown  # noqa: E402
+from neuract.pipeline.report import (  # noqa: E402
+    condition_balanced,
+    markdown_table,
+    public,
+    summary_markdown,
+)
 from neuract.pipeline.twin_experiment import (  # noqa: E402
     TwinDataConfig,
     TwinExperimentConfig,
@@ -146,6 +151,7 @@ def render(out: dict) -> str:
     cond = out.get("condition_experiment")
     if cond:
         rows = [[e["model"], (e.get("condition") or {}).get("accuracy"),
+                 condition_balanced(e.get("condition") or {}),
                  (e.get("condition") or {}).get("auc")]
                 for e in cond["estimation"] if e.get("condition")]
         pm = cond.get("condition_per_motor") or {}
@@ -156,7 +162,7 @@ def render(out: dict) -> str:
                "degraded; this separate run, half of whose episodes have degraded motors, "
                "tests it.) " + cond["benchmark"] + "\n\n"
                + markdown_table(["model (estimator mode)", "accuracy (episode has a degraded "
-                                 "motor)", "AUC"], rows)
+                                 "motor)", "balanced accuracy", "AUC"], rows)
                + f"\n\nNeuralActuator per-motor accuracy: {_f3(pm.get('accuracy'))} over "
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
                f"{_f3(pm.get('degraded_share'))}).\n")

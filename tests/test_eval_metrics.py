@@ -138,3 +138,16 @@ def test_torque_rmse_equals_loop():
     assert np.allclose(got, [np.sqrt(np.mean((p[:, j] - t[:, j]) ** 2)) for j in range(4)])
     with pytest.raises(SchemaError, match="tau_true"):
         M.torque_rmse(p, t[:, :3])
+
+
+def test_balanced_accuracy_does_not_reward_the_majority_class():
+    from neuract.eval.metrics import balanced_accuracy, condition_metrics
+
+    # 90 normal, 10 degraded; always "normal": accuracy 0.9, balanced 0.5
+    y = np.r_[np.zeros(90, int), np.ones(10, int)]
+    m = condition_metrics(np.zeros(100), y)
+    assert m["accuracy"] == 0.9 and m["balanced_accuracy"] == 0.5
+    # half of each class right: 0.5 either way; a class that never occurs is skipped
+    assert balanced_accuracy([[45, 45], [5, 5]]) == 0.5
+    assert balanced_accuracy([[3, 1], [0, 0]]) == 0.75
+    assert balanced_accuracy([[0, 0], [0, 0]]) is None

@@ -305,8 +305,18 @@ def confusion_matrix(y_true: Any, y_pred: Any, n_classes: int) -> np.ndarray:
     return cm
 
 
+def balanced_accuracy(confusion: Any) -> float | None:
+    """Mean per-class recall of a confusion matrix (rows: true class), over the classes that
+    occur; None if none does. Unlike accuracy it does not reward predicting the majority
+    class (a test set with few degraded motors)."""
+    cm = np.asarray(confusion, dtype=np.float64)
+    n = cm.sum(1)
+    seen = n > 0
+    return float((np.diag(cm)[seen] / n[seen]).mean()) if seen.any() else None
+
+
 def condition_metrics(proba: Any, y_true: Any) -> dict[str, Any]:
-    """Accuracy, ROC AUC and confusion matrix of condition predictions.
+    """Accuracy, balanced accuracy, ROC AUC and confusion matrix of condition predictions.
 
     proba: (N,) probability of class 1 (binary) or (N, K) class probabilities;
     y_true: (N,) integer classes 0..K-1 (0 normal, 1 degraded).
@@ -326,6 +336,7 @@ def condition_metrics(proba: Any, y_true: Any) -> dict[str, Any]:
     aucs = [a for a in aucs if a is not None]
     return {
         "accuracy": float((pred == y).mean()) if y.size else None,
+        "balanced_accuracy": balanced_accuracy(cm),
         "auc": float(np.mean(aucs)) if aucs else None,
         "confusion": cm.tolist(),
         "n": int(y.size),
