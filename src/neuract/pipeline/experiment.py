@@ -191,6 +191,62 @@ def _fit_joints():
     return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
 
 
+def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfig, fit_joints,
+                   timed, progress: ProgressFn, res: dict[str, Any], fitted: dict[str, Any],
+                   fit_configs: dict[str, Any]) -> str | None:
+    """Fit the parametric servos and neural actuator nets pose-only on ``train`` into
+    ``fitted`` (name -> SystemModel; their ActuatorConfig into ``fit_configs``), recording
+    sizes and the choice in ``res``; returns the best parametric servo's name (lowest h=100
+    rollout error on the first training episodes), or None."""
+    from neuract.actuators import ActuatorConfig
+    from neuract.actuators.neural import n_parameters
+    from neuract.eval import evaluate_rollouts
+    from neuract.fit.trainer import TrainConfig
+    from neuract.pipeline import baselines as bl
+
+    hist = cfg.size.history
+    fits = [(f"parametric {setup.servo}+{fr}",
+             ActuatorConfig(type=setup.servo, friction=fr, control_dt=0.016))
+            for fr in cfg.parametric_friction]
+    fits += [(f"{arch.upper()} actuator net", ActuatorConfig(type=arch, control_dt=0.016))
+             for arch in cfg.neural_baselines]
+    for name, acfg in fits:
+        if cfg.baseline_iters <= 0:
+            break
+        it = cfg.baseline_iters
+        tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(it // 2, it - it // 2),
+                         windows_per_run=4, runs_per_iter=8, label_inputs=(),
+                         use_voltage=True, seed=cfg.seed, lr_net=3e-3)
+        done = [0]
+
+        def log(msg, name=name, done=done, it=it):
+            done[0] += 1
+
+        progress(f"fit {name} (pose-only)", 0, 1)
+        model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
+                           joints=fit_joints, log=log)
+        fit_configs[name] = acfg
+        progress(f"fit {name} (pose-only)", 1, 1)
+        fitted[name] = model
+        res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
+                               "flops": None, "train_loss": rep["history"][-1]["train_loss"]
+                               if rep.get("history") else None}
+    # the best parametric servo: lowest rollout error on the training episodes (h = 100)
+    par = [k for k in fitted if k.startswith("parametric")]
+    best_par = None
+    if par:
+        scores = {}
+        for k in par:
+            r = evaluate_rollouts(bl.system_simulator(fitted[k], setup.robot64, cfg.substeps),
+                                  train[:4], k, horizons=(100,), history=hist,
+                                  inputs=("q_goal", "voltage") if "voltage" in train[0]
+                                  else ("q_goal",))
+            scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
+        best_par = min(scores, key=scores.get)
+        res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
+    return best_par
+
+
 def _noop(stage: str, done: int, total: int) -> None:
     pass
 
@@ -203,7 +259,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     apart from ``_figures``, raw arrays for the report, and ``_neuralactuator``, the models).
     Checkpoints go to ``out_dir``.
     pretrained: mode -> NeuralActuator to evaluate instead of training that mode."""
-    from neuract.actuators import ActuatorConfig
     from neuract.estimate import force_estimator
     from neuract.eval import evaluate_estimator, evaluate_rollouts
     from neuract.neuralactuator import (
@@ -252,51 +307,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     fit_configs: dict[str, Any] = {}
 
     def fit_baselines() -> str | None:
-        fits = [(f"parametric {setup.servo}+{fr}",
-                 ActuatorConfig(type=setup.servo, friction=fr, control_dt=0.016))
-                for fr in cfg.parametric_friction]
-        fits += [(f"{arch.upper()} actuator net", ActuatorConfig(type=arch, control_dt=0.016))
-                 for arch in cfg.neural_baselines]
-        for name, acfg in fits:
-            if cfg.baseline_iters <= 0:
-                break
-            from neuract.fit.trainer import TrainConfig
-
-            it = cfg.baseline_iters
-            tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(it // 2, it - it // 2),
-                             windows_per_run=4, runs_per_iter=8, label_inputs=(),
-                             use_voltage=True, seed=cfg.seed, lr_net=3e-3)
-            done = [0]
-
-            def log(msg, name=name, done=done, it=it):
-                done[0] += 1
-
-            progress(f"fit {name} (pose-only)", 0, 1)
-            model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
-                               joints=fit_joints, log=log)
-            fit_configs[name] = acfg
-            progress(f"fit {name} (pose-only)", 1, 1)
-            fitted[name] = model
-            from neuract.actuators.neural import n_parameters
-
-            res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
-                                   "flops": None, "train_loss": rep["history"][-1]["train_loss"]
-                                   if rep.get("history") else None}
-        # the best parametric servo: lowest rollout error on the training episodes (h = 100)
-        par = [k for k in fitted if k.startswith("parametric")]
-        best_par = None
-        if par:
-            scores = {}
-            for k in par:
-                r = evaluate_rollouts(bl.system_simulator(fitted[k], setup.robot64,
-                                                          cfg.substeps),
-                                      train[:4], k, horizons=(100,), history=hist,
-                                      inputs=("q_goal", "voltage") if "voltage" in train[0]
-                                      else ("q_goal",))
-                scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
-            best_par = min(scores, key=scores.get)
-            res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
-        return best_par
+        return _fit_baselines(setup, train, cfg, fit_joints, timed, progress, res, fitted,
+                              fit_configs)
 
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
