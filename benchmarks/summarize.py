@@ -170,6 +170,18 @@ def _na_nad(d: dict) -> list[Row]:
     return rows
 
 
+def _na_twin_sim_seeds(d: dict) -> list[Row]:
+    area = f"NeuralActuator twin, {len(d['seeds'])} data seeds"
+    rows = []
+    for h in d["horizons"]:
+        st = d["stats"][h]
+        rows.append((area, f"rollout arm-mean joint MAE [deg], h={h}, mean +- sd [simulator]",
+                     f"{_f(st['ours_mean'])} +- {_f(st['ours_sd'], 2)}",
+                     f"best parametric {_f(st['parametric_mean'])}; ours best on every seed: "
+                     f"{'yes' if st['ours_best_on_every_seed'] else 'no'}"))
+    return rows
+
+
 def _na_adapt(d: dict) -> list[Row]:
     roll = d["rollouts"]
     ad = next(k for k in roll if k.startswith("NeuralActuator adapted"))
@@ -193,6 +205,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_twin_friction.json": _na_twin_friction,
+    "neuralactuator_twin_sim_seeds.json": _na_twin_sim_seeds,
     "neuralactuator_adapt.json": _na_adapt,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
