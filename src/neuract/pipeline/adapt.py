@@ -53,31 +53,18 @@ class AdaptConfig:
     quiet: bool = False
 
 
-def _robot(cfg: AdaptConfig, model, trajs, work: Path):
-    """(float32 robot, site) for the episodes."""
-    import torch
-
-    from neuract.robot import load_robot
-
-    name = cfg.robot or model.cfg.physics_robot or str(trajs[0].meta.robot or "")
-    defaults = {"so101": "gripperframe", "omx": "end_effector"}
-    if name == "omx":  # the 4-joint arm model of the NAD experiment (gripper removed)
-        from neuract.pipeline.nad_experiment import omx_setup
-
-        setup = omx_setup(work)
-        return setup.robot, cfg.site or setup.site
-    if not name:
-        raise ConfigError("--robot is needed: the episodes do not name their robot")
-    robot = load_robot(name, dtype=torch.float32)
-    return robot, cfg.site or model.cfg.physics_site or defaults.get(name) or None
-
-
 def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     import torch
 
     from neuract.neuralactuator import TrainConfig, fine_tune, pose_error, save_checkpoint
     from neuract.neuralactuator.checkpoint import read_config
-    from neuract.pipeline.verbs import _adapt, load_model, progress_bar, read_telemetry
+    from neuract.pipeline.verbs import (
+        _adapt,
+        load_model,
+        progress_bar,
+        read_telemetry,
+        resolve_robot,
+    )
 
     torch.set_num_threads(1)
     if cfg.steps < 1:
@@ -97,7 +84,7 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
                      freeze_encoder=cfg.freeze_encoder, seed=cfg.seed, checkpoint=str(state))
     with tempfile.TemporaryDirectory() as work:
-        robot, site = _robot(cfg, model, trajs, Path(work))
+        robot, site = resolve_robot(cfg.robot, model, trajs, Path(work), cfg.site)
         score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
             else (lambda m: None)
         before = score(model)

@@ -227,6 +227,27 @@ def _adapt(model, traj):
     return traj
 
 
+def resolve_robot(name: str, model, trajs, work: Path, site: str = ""):
+    """(float32 arm model, end-effector site) for a checkpoint's episodes: ``name`` (bundled
+    name or MJCF/URDF path), else the checkpoint's physics robot, else the episodes' robot;
+    ``omx`` is the 4-joint OpenManipulator-X arm, whose MJCF is written into ``work``."""
+    import torch
+
+    from neuract.robot import load_robot
+
+    name = name or model.cfg.physics_robot or str(trajs[0].meta.robot or "")
+    if name == "omx":  # the 4-joint arm model of the NAD experiment (gripper removed)
+        from neuract.pipeline.nad_experiment import omx_setup
+
+        setup = omx_setup(work)
+        return setup.robot, site or setup.site
+    if not name:
+        raise ConfigError("--robot is needed: the episodes do not name their robot")
+    robot = load_robot(name, dtype=torch.float32)
+    defaults = {"so101": "gripperframe", "omx": "end_effector"}
+    return robot, site or model.cfg.physics_site or defaults.get(name) or None
+
+
 def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     import pyarrow.parquet as pq
     import torch
