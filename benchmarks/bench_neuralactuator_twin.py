@@ -113,6 +113,22 @@ def estimator_run(out_name: str, title: str, data: dict, **experiment) -> dict:
     return public(run_twin_experiment(cfg, _progress(), title=title))
 
 
+def seeds_main(argv: list[str], default: list[int], run_seed, summarize) -> int:
+    """Command line of the per-seed benchmarks: ``--summarize`` only re-reads the per-seed
+    files; ``--seeds S ...`` (default ``default``; not 0, the twin benchmark itself) runs
+    each seed, then summarizes."""
+    torch.set_num_threads(1)
+    if "--summarize" in argv:
+        return summarize()
+    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else default
+    if not seeds or 0 in seeds:
+        print("--seeds: one or more seeds other than 0 (seed 0 is the twin benchmark)")
+        return 2
+    for s in seeds:
+        run_seed(s)
+    return summarize()
+
+
 def _progress():
     last = [""]
 

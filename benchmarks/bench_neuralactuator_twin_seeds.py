@@ -26,7 +26,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
@@ -105,17 +104,7 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    torch.set_num_threads(1)
-    if "--summarize" in argv:
-        return summarize()
-    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else [
-        7, 11, 13]
-    if not seeds or 0 in seeds:
-        print("--seeds: one or more seeds other than 0 (seed 0 is the twin benchmark)")
-        return 2
-    for s in seeds:
-        run_seed(s)
-    return summarize()
+    return twin.seeds_main(argv, [7, 11, 13], run_seed, summarize)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,8 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
-from bench_neuralactuator_twin import _progress, config  # noqa: E402
+import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
@@ -45,12 +44,12 @@ def rollouts(res: dict) -> dict[str, dict[str, float]]:
 
 
 def run_seed(seed: int) -> dict:
-    cfg = config()
+    cfg = twin.config()
     exp = dataclasses.replace(cfg.experiment, est_steps=0, neural_baselines=(),
                               figure_samples=50)
     cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_neuralactuator_twin_sim_s{seed}",
                               experiment=exp, data=dataclasses.replace(cfg.data, seed=seed))
-    res = run_twin_experiment(cfg, _progress(),
+    res = run_twin_experiment(cfg, twin._progress(),
                               title=f"NeuralActuator simulator mode, twin seed {seed}")
     row = {"seed": seed, "rollouts": rollouts(res), "best_parametric": res["best_parametric"],
            "n_test_episodes": res["n_test"]}
@@ -100,17 +99,7 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    torch.set_num_threads(1)
-    if "--summarize" in argv:
-        return summarize()
-    seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else [
-        11, 13]
-    if not seeds or 0 in seeds:
-        print("--seeds: one or more seeds other than 0 (seed 0 is the twin benchmark)")
-        return 2
-    for s in seeds:
-        run_seed(s)
-    return summarize()
+    return twin.seeds_main(argv, [11, 13], run_seed, summarize)
 
 
 if __name__ == "__main__":
