@@ -1,0 +1,68 @@
+"""NeuralActuator on the OpenManipulator-X twin, against every baseline, in one run.
+
+The twin benchmark's pipeline on the second robot: OpenManipulator-X (4 arm joints, XM430
+servos at their default position gains, current telemetry at ~58.8 Hz), ``MINUTES`` of twin
+data from 4 units, all five tasks, 5 % of each task's episodes held out. The configuration is
+the SO-101 benchmark's (servo prior, physics and context channels, labelled-head windows,
+held-out calibration) with fewer estimator steps (``EST_STEPS``) for a shorter run; nothing
+was tuned for this robot.
+
+Writes ``benchmarks/results/neuralactuator_twin_omx.{json,md}``; the run (report.html,
+checkpoints) under ``runs/bench_neuralactuator_twin_omx``.
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_omx.py`` (about 15 min on a
+shared 2-core machine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import bench_neuralactuator_twin as twin  # noqa: E402
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.pipeline.report import public, summary_markdown  # noqa: E402
+from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
+
+MINUTES = 72.0
+EST_STEPS = 1500
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    cfg = twin.config()
+    cfg = dataclasses.replace(
+        cfg, out=twin.ROOT / "runs" / "bench_neuralactuator_twin_omx",
+        data=dataclasses.replace(cfg.data, robot="omx", minutes=MINUTES),
+        experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS))
+    res = run_twin_experiment(cfg, twin._progress())
+    out = public(res)
+    out["benchmark"] = {
+        "dataset": f"neuract twin omx, {MINUTES:g} min, {cfg.data.units} units, tasks "
+                   f"{list(cfg.data.tasks)}, seed {cfg.data.seed}",
+        "split": f"by episode, last {cfg.data.test_fraction:.0%} of each task's episodes "
+                 "held out",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), torch "
+                   f"{torch.__version__}, 1 thread",
+    }
+    twin.RESULTS.mkdir(parents=True, exist_ok=True)
+    write_json(twin.RESULTS / "neuralactuator_twin_omx.json", out)
+    b = out["benchmark"]
+    pre = (f"Dataset: {b['dataset']}. Split: {b['split']}. Machine: {b['machine']}. The SO-101 "
+           f"twin benchmark's configuration with {EST_STEPS} estimator steps; contact = "
+           "external force >= 0.5 N. Full report: runs/bench_neuralactuator_twin_omx/"
+           "report.html. Reproduce: `.venv/bin/python "
+           "benchmarks/bench_neuralactuator_twin_omx.py`.")
+    md = summary_markdown(out, "NeuralActuator on the OpenManipulator-X twin", pre)
+    write_text(twin.RESULTS / "neuralactuator_twin_omx.md", md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
