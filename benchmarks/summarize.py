@@ -131,6 +131,11 @@ def _na_twin(d: dict) -> list[Row]:
     return rows + _rollout_rows("NeuralActuator twin", d)
 
 
+def _na_twin_omx(d: dict) -> list[Row]:
+    area = "NeuralActuator OMX twin"
+    return _na_targets(area, d) + _rollout_rows(area, d)
+
+
 def _na_twin_seeds(d: dict) -> list[Row]:
     st, seeds = d["stats"], d["seeds"]
     area = f"NeuralActuator twin, {len(seeds)} data seeds"
@@ -206,6 +211,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_twin_friction.json": _na_twin_friction,
     "neuralactuator_twin_sim_seeds.json": _na_twin_sim_seeds,
+    "neuralactuator_twin_omx.json": _na_twin_omx,
     "neuralactuator_adapt.json": _na_adapt,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
