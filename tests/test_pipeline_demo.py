@@ -292,3 +292,28 @@ def test_twin_experiment_refuses_unknown_robots(tmp_path):
 
     with pytest.raises(ConfigError, match="accepted: \\['so101', 'omx'\\]"):
         setup_for("ur5", tmp_path)
+
+
+@pytest.mark.realdata
+def test_evaluate_on_the_nad_omx_files(shared_data, tmp_path):
+    """`neuract evaluate --source nad --robot omx` on the real files, tiny sizes: the arm
+    model goes into the run directory, the simulator sits on an XM430 fit, every record has
+    its mode."""
+    from neuract.cli import main
+
+    out = tmp_path / "nad_omx"
+    tiny = ["--experiment.size.d-model", "16", "--experiment.size.n-layers", "1",
+            "--experiment.size.n-heads", "2", "--experiment.size.d-ff", "16",
+            "--experiment.size.d-trunk", "16", "--experiment.sim-steps", "4",
+            "--experiment.est-steps", "4", "--experiment.batch", "4",
+            "--experiment.baseline-iters", "2", "--experiment.neural-baselines",
+            "--experiment.parametric-friction", "stribeck", "--experiment.horizons", "10",
+            "--experiment.no-full", "--experiment.figure-samples", "40", "--quiet"]
+    assert main(["evaluate", "--source", "nad", "--nad", str(shared_data / "nad"), "--robot",
+                 "omx", "--out", str(out), *tiny]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert (out / "omx_arm_position.xml").is_file()
+    assert res["best_parametric"]["name"] == "parametric xm430+stribeck"
+    assert {r["mode"] for r in res["rollouts"]} == {"simulator"}
+    sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())
+    assert sim_ck["config"]["prior"] == "servo" and sim_ck["config"]["n_joints"] == 4
