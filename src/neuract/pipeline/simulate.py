@@ -47,16 +47,13 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     from neuract.atomic import atomic_path, write_json
     from neuract.eval.protocol import simulate_full
     from neuract.neuralactuator import simulator
-    from neuract.pipeline.verbs import _adapt, load_model, read_telemetry, resolve_robot
+    from neuract.pipeline.verbs import checkpoint_and_episodes, resolve_robot
 
     torch.set_num_threads(1)
     if cfg.substeps < 1:
         raise ConfigError(f"--substeps {cfg.substeps}; expected >= 1")
-    model = load_model(Path(cfg.checkpoint))
-    if model.cfg.mode != "simulator":
-        raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} is an {model.cfg.mode}-mode "
-                          "model; open-loop simulation needs a simulator-mode checkpoint")
-    trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "simulator",
+                                           "open-loop simulations")
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     h = model.cfg.history

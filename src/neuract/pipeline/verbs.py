@@ -227,6 +227,16 @@ def _adapt(model, traj):
     return traj
 
 
+def checkpoint_and_episodes(checkpoint: Path, data: Path, mode: str, what: str):
+    """(model, episodes) of a streaming verb: the checkpoint must be a ``mode`` model (for
+    ``what``), the episodes are read from ``data`` and matched to its joints."""
+    model = load_model(Path(checkpoint))
+    if model.cfg.mode != mode:
+        raise ConfigError(f"--checkpoint {str(checkpoint)!r} is a {model.cfg.mode}-mode "
+                          f"model; {what} need a {mode}-mode checkpoint")
+    return model, [_adapt(model, t) for t in read_telemetry(data)]
+
+
 def resolve_robot(name: str, model, trajs, work: Path, site: str = ""):
     """(float32 arm model, end-effector site) for a checkpoint's episodes: ``name`` (bundled
     name or MJCF/URDF path), else the checkpoint's physics robot, else the episodes' robot;
@@ -256,11 +266,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     from neuract.neuralactuator import estimate
 
     torch.set_num_threads(1)
-    model = load_model(cfg.checkpoint)
-    if model.cfg.mode != "estimator":
-        raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} is a {model.cfg.mode}-mode "
-                          "model; estimates need an estimator-mode checkpoint")
-    trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     out_dir = Path(cfg.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
