@@ -358,6 +358,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["models"][name] = {"mode": mode, "params": count_params(model),
                                "flops": count_flops(model.cfg), "train": rep}
         extra = {"robot": setup.name, "train": {k: v for k, v in rep.items() if k != "history"}}
+        if servo:  # the frozen servo under the residual (its parameters are not counted)
+            res["models"][name]["prior"] = extra["prior"] = best_par
         if mode == "estimator":
             # a threshold is calibrated on the held-out episodes only when they hold at least
             # two episodes of each class; otherwise on the training episodes
