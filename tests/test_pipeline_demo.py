@@ -81,7 +81,9 @@ def test_demo_end_to_end_tiny(tmp_path):
 
     from neuract.demo import DemoConfig, run
 
-    data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5)
+    # enough episodes that both thresholds can be calibrated (two of each class)
+    data = dataclasses.replace(_tiny_data(), contact_min_force_n=0.5, minutes=1.8,
+                               tasks=("free", "push", "degraded"), degraded_fraction=0.5)
     exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3,
                               context_s=1.0, condition_tau_grid=(2.0, 10.0),
                               condition_per_motor_threshold=True)
@@ -261,11 +263,14 @@ def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
 def test_thresholds_are_calibrated_on_held_out_episodes_only_with_both_classes():
     from neuract.pipeline.experiment import _calibration_set
 
-    train, degraded = ["t1", "t2"], lambda e: e.startswith("bad")
+    train, degraded = ["bad_t1", "bad_t2", "t1", "t2"], lambda e: e.startswith("bad")
     held = ["bad1", "bad2", "ok1", "ok2"]
     assert _calibration_set(held, train, degraded) is held
     for thin in (["bad1", "ok1", "ok2"], ["ok1", "ok2"], []):  # one episode of a class: no
         assert _calibration_set(thin, train, degraded) is train
+        # nor from training episodes with one episode of a class: the default is kept
+        assert _calibration_set(thin, ["bad_t1", "t1", "t2"], degraded) is None
+        assert _calibration_set(thin, ["t1", "t2"], degraded) is None
 
 
 def test_twin_experiment_on_the_openmanipulator(tmp_path):
@@ -317,3 +322,9 @@ def test_evaluate_on_the_nad_omx_files(shared_data, tmp_path):
     assert {r["mode"] for r in res["rollouts"]} == {"simulator"}
     sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())
     assert sim_ck["config"]["prior"] == "servo" and sim_ck["config"]["n_joints"] == 4
+    # one training file: no threshold can be calibrated, the default 0.5 is kept and said
+    est = res["models"]["NeuralActuator[estimator]"]
+    assert est["calibration_episodes"]["gate"].startswith("none")
+    assert "gate_threshold" not in est
+    est_ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
+    assert "gate_threshold" not in est_ck["extra"]

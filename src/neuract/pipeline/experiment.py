@@ -173,11 +173,15 @@ def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, lis
 
 
 def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_each: int = 2
-                     ) -> Sequence[Any]:
+                     ) -> Sequence[Any] | None:
     """``calib`` if it holds at least ``min_each`` positive and negative episodes, else
-    ``train`` (a decision threshold cannot be set from one episode of a class)."""
-    pos = sum(1 for tr in calib if positive(tr))
-    return calib if min(pos, len(calib) - pos) >= min_each else train
+    ``train`` if it does, else None (a decision threshold cannot be set from one episode of a
+    class: the default threshold is kept)."""
+    for eps in (calib, train):
+        pos = sum(1 for tr in eps if positive(tr))
+        if min(pos, len(eps) - pos) >= min_each:
+            return eps
+    return None
 
 
 def _train_state(out_dir: str | Path, mode: str) -> Path:
@@ -362,26 +366,32 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             res["models"][name]["prior"] = extra["prior"] = best_par
         if mode == "estimator":
             # a threshold is calibrated on the held-out episodes only when they hold at least
-            # two episodes of each class; otherwise on the training episodes
+            # two episodes of each class; otherwise on the training episodes if they do;
+            # otherwise the default threshold (0.5) and smoothing are kept
             c_eps = _calibration_set(calib, train, lambda tr: bool(
                 per_joint_condition(tr, n).any()))
             g_eps = _calibration_set(calib, train, lambda tr: bool(
                 np.asarray(tr["contact"]).any()) if "contact" in tr else False)
             # without a grid: the default smoothing, one threshold, nothing chosen to record
-            grid = cfg.condition_tau_grid
-            tau, model.condition_threshold, scores = select_condition_smoothing(
-                model, c_eps, grid or (DEFAULT_CONDITION_TAU_S,),
-                per_motor=cfg.condition_per_motor_threshold and bool(grid))
-            if grid:
-                model.condition_tau_s = tau
-                res["models"][name]["condition_tau_scores"] = scores
-            model.gate_threshold = calibrate_gate(model, g_eps)
-            keys = ("condition_threshold", "gate_threshold") + (("condition_tau_s",) if grid
-                                                                 else ())
+            grid = cfg.condition_tau_grid if c_eps is not None else ()
+            keys = []
+            if c_eps is not None:
+                tau, model.condition_threshold, scores = select_condition_smoothing(
+                    model, c_eps, grid or (DEFAULT_CONDITION_TAU_S,),
+                    per_motor=cfg.condition_per_motor_threshold and bool(grid))
+                keys.append("condition_threshold")
+                if grid:
+                    model.condition_tau_s = tau
+                    res["models"][name]["condition_tau_scores"] = scores
+                    keys.append("condition_tau_s")
+            if g_eps is not None:
+                model.gate_threshold = calibrate_gate(model, g_eps)
+                keys.append("gate_threshold")
             for k in keys:
                 res["models"][name][k] = extra[k] = getattr(model, k)
             res["models"][name]["calibration_episodes"] = {
-                k: "training episodes" if eps is train else "held out of training"
+                k: ("none: fewer than two episodes of a class, default threshold" if eps is None
+                    else "training episodes" if eps is train else "held out of training")
                 for k, eps in (("condition", c_eps), ("gate", g_eps))}
         if out_dir is not None:
             save_checkpoint(model, Path(out_dir) / "checkpoints" / f"neuralactuator_{mode}",
