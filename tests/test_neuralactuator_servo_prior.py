@@ -112,3 +112,32 @@ def test_bad_servo_configs_are_refused():
     with pytest.raises(ConfigError, match="set_servo needs prior='servo'"):
         pd = NeuralActuator(NeuralActuatorConfig(mode="simulator", **TINY))
         pd.set_servo(torch.nn.Linear(1, 1))
+
+
+def test_resume_refuses_a_state_written_on_another_servo_fit(fitted, tmp_path):
+    import copy
+
+    from neuract.errors import CheckpointError
+    from neuract.neuralactuator import train_neuralactuator
+    from neuract.neuralactuator.train import TrainConfig
+
+    trajs, setup, sm = fitted
+    cfg = _model(sm).cfg
+    tc = TrainConfig(steps=4, batch=4, horizon=4, checkpoint=str(tmp_path / "state.st"),
+                     checkpoint_every=2)
+    model, _ = train_neuralactuator(trajs, setup.robot, cfg, tc, servo=sm)
+    copy.deepcopy(model)  # the rollout leaves no autograd graph behind in the servo
+    other = copy.deepcopy(sm)
+    with torch.no_grad():
+        other.actuator.kt.raw.add_(0.1)  # the same configuration, another fit
+    with pytest.raises(CheckpointError, match="different run"):
+        train_neuralactuator(trajs, setup.robot, cfg, tc, servo=other)
+
+
+def test_an_unfitted_servo_prior_is_refused(fitted):
+    from neuract.neuralactuator import train_neuralactuator
+
+    trajs, setup, sm = fitted
+    fresh = NeuralActuator(_model(sm).cfg)  # built from the config, never loaded
+    with pytest.raises(ConfigError, match="never fitted"):
+        train_neuralactuator(trajs, setup.robot, fresh.cfg, init=fresh)

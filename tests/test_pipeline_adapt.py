@@ -76,3 +76,12 @@ def test_adapt_refuses_bad_input(unit):
     with pytest.raises(ConfigError, match="--steps"):
         run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "x", steps=0, quiet=True))
     assert not (root / "x").exists()
+
+
+def test_adapt_always_trains_on_at_least_one_episode(unit):
+    from neuract.pipeline.adapt import AdaptConfig, run_adapt
+
+    root, ck, ds = unit
+    out = run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "most_held_out", steps=2,
+                                batch=4, holdout=0.99, quiet=True))
+    assert len(out["train_episodes"]) == 1 and len(out["heldout_episodes"]) >= 1

@@ -84,6 +84,7 @@ def load_checkpoint(ckpt_dir: str | os.PathLike) -> NeuralActuator:
         first = str(exc).strip().splitlines()[-1].strip()
         raise CheckpointError(f"{str(weights)!r} does not match the architecture in "
                               f"config.json: {first}") from None
+    model.servo_loaded = model.servo_model is not None  # fitted values came with the weights
     return model.eval()
 
 

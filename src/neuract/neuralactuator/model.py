@@ -231,6 +231,7 @@ class NeuralActuator(nn.Module):
             self.head.weight.mul_(0.1)
             self.head.bias.zero_()
         self.servo_model = None
+        self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.prior == "servo":  # a fitted servo: start exactly as it (zero torque residual)
             from neuract.fit.identify import build_model
 
@@ -251,6 +252,7 @@ class NeuralActuator(nn.Module):
         except RuntimeError as exc:
             raise ConfigError(f"the servo model does not match NeuralActuatorConfig.servo: "
                               f"{str(exc).strip().splitlines()[0]}") from None
+        self.servo_loaded = True
 
     # -- normalisation -------------------------------------------------------------------
     def set_stats(self, mean: torch.Tensor, std: torch.Tensor,

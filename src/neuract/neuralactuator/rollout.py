@@ -84,6 +84,8 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
             if k + 1 < H:
                 nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
                 hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
+    if servo is not None:  # drop the actuator's history (it holds this rollout's graph)
+        servo.actuator.reset()
     return torch.stack(out, 1)
 
 

@@ -148,11 +148,15 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     torch.manual_seed(train.seed)
     data = _flat(trajs, robot, cfg, site)
     model = init if init is not None else init_model(cfg, data, train.seed)
-    if cfg.prior == "servo" and init is None:
-        if servo is None:
+    if cfg.prior == "servo":
+        if init is None and servo is None:
             raise ConfigError("prior='servo' needs the fitted servo model: "
                               "train_neuralactuator(..., servo=SystemModel)")
-        model.set_servo(servo)
+        if servo is not None:
+            model.set_servo(servo)
+        if not model.servo_loaded:
+            raise ConfigError("the init model's servo prior was never fitted: load it from a "
+                              "checkpoint or pass servo=SystemModel")
     if model.cfg.mode != cfg.mode:
         raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
     model.train()
@@ -166,7 +170,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
                             lr=train.lr, weight_decay=train.weight_decay)
     gen = np.random.default_rng(train.seed)
     history: list[dict] = []
-    key = _state_key(train, cfg, data) if train.checkpoint else {}
+    key = _state_key(train, cfg, data, model) if train.checkpoint else {}
     start = _resume(train, key, model, opt, gen, history) if train.checkpoint else 0
     # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
     pct = 0.1 if train.steps != 10 else 0.2
@@ -215,15 +219,22 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     return model, report
 
 
-def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData
-               ) -> dict[str, Any]:
+def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
+               model: NeuralActuator | None = None) -> dict[str, Any]:
     """What a resumed run must share with the run that wrote the checkpoint: the schedule,
-    the model's inputs and the training data (episode and sample counts and a checksum of
-    the measured positions, so a state written on other data is refused, not resumed)."""
+    the model's inputs, the training data (episode and sample counts and a checksum of the
+    measured positions, so a state written on other data is refused, not resumed) and the
+    fitted values of a servo prior."""
     keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
     digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
+    servo = ""
+    if model is not None and model.servo_model is not None:
+        h = hashlib.sha256()
+        for k, v in sorted(model.servo_model.state_dict().items()):
+            h.update(k.encode() + v.detach().double().contiguous().numpy().tobytes())
+        servo = h.hexdigest()[:16]
     return {"mode": cfg.mode, "channels": list(cfg.channels), "prior": cfg.prior,
-            "servo": cfg.servo,
+            "servo": cfg.servo, "servo_sha256": servo,
             **{k: getattr(train, k) for k in keep},
             "data": {"episodes": len(data.starts), "samples": data.n_samples,
                      "q_sha256": digest[:16]}}

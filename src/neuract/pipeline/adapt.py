@@ -77,7 +77,8 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     model = load_model(Path(cfg.checkpoint))
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
     trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
-    k = math.ceil(cfg.holdout * len(trajs)) if cfg.holdout > 0 and len(trajs) > 1 else 0
+    # at least one episode is always trained on
+    k = min(math.ceil(cfg.holdout * len(trajs)), len(trajs) - 1) if cfg.holdout > 0 else 0
     fit_eps, held = trajs[:len(trajs) - k], trajs[len(trajs) - k:]
     horizon = cfg.horizon or (36 if model.cfg.mode == "simulator" else 8)
     state = out.with_name(out.name + ".train_state.safetensors")
