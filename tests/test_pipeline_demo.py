@@ -274,15 +274,15 @@ def test_thresholds_are_calibrated_on_held_out_episodes_only_with_both_classes()
 
 
 def test_twin_experiment_on_the_openmanipulator(tmp_path):
-    """The OMX twin (4 arm joints, XM430 servos, current telemetry) runs the same experiment:
-    its arm model is written into the run directory and the simulator sits on an XM430 fit."""
+    """The OMX twin (4 arm joints, XM430 servos, current telemetry) runs the same experiment
+    on the bundled arm model; the simulator sits on an XM430 fit."""
     import dataclasses
 
     from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
     data = dataclasses.replace(_tiny_data(), robot="omx")
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "omx", data, _tiny_experiment()))
-    assert res["robot"] == "omx" and (tmp_path / "omx" / "omx_arm_position.xml").is_file()
+    assert res["robot"] == "omx"
     assert res["best_parametric"]["name"].startswith("parametric xm430")
     models = {r["model"] for r in res["rollouts"]}
     assert {"NeuralActuator", "MuJoCo default servo"} <= models
@@ -296,14 +296,14 @@ def test_twin_experiment_refuses_unknown_robots(tmp_path):
     from neuract.pipeline.twin_experiment import setup_for
 
     with pytest.raises(ConfigError, match="accepted: \\['so101', 'omx'\\]"):
-        setup_for("ur5", tmp_path)
+        setup_for("ur5")
 
 
 @pytest.mark.realdata
 def test_evaluate_on_the_nad_omx_files(shared_data, tmp_path):
-    """`neuract evaluate --source nad --robot omx` on the real files, tiny sizes: the arm
-    model goes into the run directory, the simulator sits on an XM430 fit, every record has
-    its mode."""
+    """`neuract evaluate --source nad --robot omx` on the real files, tiny sizes: checkpoints
+    name the bundled arm model, the simulator sits on an XM430 fit, every record has its
+    mode."""
     from neuract.cli import main
 
     out = tmp_path / "nad_omx"
@@ -313,11 +313,13 @@ def test_evaluate_on_the_nad_omx_files(shared_data, tmp_path):
             "--experiment.est-steps", "4", "--experiment.batch", "4",
             "--experiment.baseline-iters", "2", "--experiment.neural-baselines",
             "--experiment.parametric-friction", "stribeck", "--experiment.horizons", "10",
-            "--experiment.no-full", "--experiment.figure-samples", "40", "--quiet"]
+            "--experiment.no-full", "--experiment.figure-samples", "40", "--experiment.physics",
+            "--quiet"]
     assert main(["evaluate", "--source", "nad", "--nad", str(shared_data / "nad"), "--robot",
                  "omx", "--out", str(out), *tiny]) == 0
     res = json.loads((out / "results.json").read_text())
-    assert (out / "omx_arm_position.xml").is_file()
+    est_cfg = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
+    assert est_cfg["config"]["physics_robot"] == "omx_arm"  # a name that travels
     assert res["best_parametric"]["name"] == "parametric xm430+stribeck"
     assert {r["mode"] for r in res["rollouts"]} == {"simulator"}
     sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())

@@ -22,7 +22,7 @@ def test_public_exports():
 
 
 def test_unknown_name_lists_known_robots():
-    with pytest.raises(RobotModelError, match="omx, panda, planar2, so101"):
+    with pytest.raises(RobotModelError, match="omx, omx_arm, panda, planar2, so101"):
         load_robot("no_such_robot")
 
 
@@ -123,3 +123,21 @@ def test_joint_springs_are_reported(tmp_path):
       stiffness="3"/><geom size="0.1" mass="1"/></body></worldbody></mujoco>""")
     with pytest.warns(UserWarning, match="'springy'.*stiffness"):
         load_robot(path)
+
+
+def test_bundled_omx_arm_matches_its_generator():
+    """robot/assets/omx_arm.xml is omx_arm_xml()'s output: the same compiled model."""
+    import mujoco
+    import numpy as np
+
+    from neuract.pipeline.nad_experiment import omx_arm_xml
+    from neuract.robot.bundled import bundled_path
+
+    a = mujoco.MjModel.from_xml_path(str(bundled_path("omx_arm")))
+    b = mujoco.MjModel.from_xml_string(omx_arm_xml())
+    assert (a.nq, a.nu, a.nbody) == (b.nq, b.nu, b.nbody) == (4, 4, b.nbody)
+    for f in ("body_mass", "body_inertia", "body_pos", "jnt_axis", "dof_armature",
+              "dof_damping", "actuator_gainprm", "actuator_biasprm", "actuator_forcerange",
+              "site_pos"):
+        np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-9, atol=1e-12,
+                                   err_msg=f)

@@ -16,7 +16,6 @@ killed run resumes from ``<out>.train_state.safetensors`` (removed when it compl
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,17 +83,16 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     state = out.with_name(out.name + ".train_state.safetensors")
     tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
                      freeze_encoder=cfg.freeze_encoder, seed=cfg.seed, checkpoint=str(state))
-    with tempfile.TemporaryDirectory() as work:
-        robot, site = resolve_robot(cfg.robot, model, trajs, Path(work), cfg.site)
-        score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
-            else (lambda m: None)
-        before = score(model)
-        bar, progress = progress_bar(cfg.quiet)
-        stage = f"adapt NeuralActuator ({model.cfg.mode} mode, pose-only)"
-        with bar:
-            model, rep = fine_tune(model, fit_eps, robot, tc, site=site,
-                                   progress=lambda s, t, info: progress(stage, s, t))
-        after = score(model)
+    robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site)
+    score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
+        else (lambda m: None)
+    before = score(model)
+    bar, progress = progress_bar(cfg.quiet)
+    stage = f"adapt NeuralActuator ({model.cfg.mode} mode, pose-only)"
+    with bar:
+        model, rep = fine_tune(model, fit_eps, robot, tc, site=site,
+                               progress=lambda s, t, info: progress(stage, s, t))
+    after = score(model)
     summary = {"adapted_from": str(cfg.checkpoint), "data": str(cfg.data),
                "mode": model.cfg.mode, "steps": rep["steps"], "seconds": round(rep["seconds"], 1),
                "train_episodes": [t.meta.name for t in fit_eps],

@@ -75,14 +75,16 @@ def omx_arm_xml() -> str:
     return spec.to_xml()
 
 
-def omx_setup(work: Path) -> RobotSetup:
+def omx_setup() -> RobotSetup:
+    """The OMX arm experiment setup: the bundled ``omx_arm`` model (:func:`omx_arm_xml`, kept
+    as a file so checkpoints name it by a name that travels)."""
     from neuract.robot import load_robot
+    from neuract.robot.bundled import bundled_path
 
-    path = (Path(work) / "omx_arm_position.xml").resolve()
-    path.write_text(omx_arm_xml())
-    return RobotSetup("omx", load_robot(str(path), dtype=torch.float32),
-                      load_robot(str(path), dtype=torch.float64), "end_effector", str(path),
-                      "xm430", "current", (XM430_TAU_MAX,), None, str(path))
+    return RobotSetup("omx", load_robot("omx_arm", dtype=torch.float32),
+                      load_robot("omx_arm", dtype=torch.float64), "end_effector",
+                      str(bundled_path("omx_arm")), "xm430", "current", (XM430_TAU_MAX,), None,
+                      "omx_arm")
 
 
 def omx_arm_only(tr):
@@ -143,10 +145,8 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     for robot in cfg.robots:
         if robot not in ("omx", "so101"):
             raise ConfigError(f"NAD robot {robot!r}; accepted: ['omx', 'so101']")
-        # the OMX arm model lives in the run directory: the estimator checkpoint names it
-        # as its physics robot
         (out / robot).mkdir(parents=True, exist_ok=True)
-        setup = omx_setup(out / robot) if robot == "omx" else so101_setup()
+        setup = omx_setup() if robot == "omx" else so101_setup()
         train, test = load_nad(cfg.nad, robot)
         exp = cfg.experiment
         longest = max(len(tr) for tr in test)

@@ -12,7 +12,6 @@ Writes one parquet file per episode (``t``, ``q_sim.<joint>`` [rad], and the mea
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,27 +58,26 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     h = model.cfg.history
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "prior": model.cfg.prior, "episodes": []}
-    with tempfile.TemporaryDirectory() as work:
-        robot, _ = resolve_robot(cfg.robot, model, trajs, Path(work))
-        sim = simulator(model, robot, cfg.substeps)
-        for tr in trajs:
-            inputs = ("q_goal", "voltage") if "voltage" in tr else ("q_goal",)
-            q_sim = simulate_full(sim, tr, "NeuralActuator", inputs=inputs, history=h)
-            q = np.asarray(tr["q"], dtype=np.float64)
-            cols: dict[str, Any] = {"t": np.asarray(tr["t"], dtype=np.float64)}
-            for j, name in enumerate(tr.meta.joint_names):
-                cols[f"q_sim.{name}"] = q_sim[:, j]
-                cols[f"q.{name}"] = q[:, j]
-            name = tr.meta.name.replace("/", "__") or "episode"
-            path = out_dir / f"{name}.parquet"
-            with atomic_path(path) as tmp:
-                pq.write_table(pa.table(cols), tmp)
-            err = np.degrees(np.abs(q_sim[h:] - q[h:])).mean(0)
-            summary["episodes"].append({
-                "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
-                "first_simulated_sample": h, "joint_mae_deg": dict(zip(
-                    tr.meta.joint_names, err.round(4).tolist())),
-                "mean_mae_deg": float(err.mean())})
+    robot, _ = resolve_robot(cfg.robot, model, trajs)
+    sim = simulator(model, robot, cfg.substeps)
+    for tr in trajs:
+        inputs = ("q_goal", "voltage") if "voltage" in tr else ("q_goal",)
+        q_sim = simulate_full(sim, tr, "NeuralActuator", inputs=inputs, history=h)
+        q = np.asarray(tr["q"], dtype=np.float64)
+        cols: dict[str, Any] = {"t": np.asarray(tr["t"], dtype=np.float64)}
+        for j, name in enumerate(tr.meta.joint_names):
+            cols[f"q_sim.{name}"] = q_sim[:, j]
+            cols[f"q.{name}"] = q[:, j]
+        name = tr.meta.name.replace("/", "__") or "episode"
+        path = out_dir / f"{name}.parquet"
+        with atomic_path(path) as tmp:
+            pq.write_table(pa.table(cols), tmp)
+        err = np.degrees(np.abs(q_sim[h:] - q[h:])).mean(0)
+        summary["episodes"].append({
+            "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
+            "first_simulated_sample": h, "joint_mae_deg": dict(zip(
+                tr.meta.joint_names, err.round(4).tolist())),
+            "mean_mae_deg": float(err.mean())})
     write_json(out_dir / "summary.json", summary)
     if not cfg.quiet:
         from rich.console import Console

@@ -99,10 +99,9 @@ def relabel_contact(tr: Any, min_force_n: float) -> Any:
 ROBOT_TITLES = {"so101": "SO-101", "omx": "OpenManipulator-X"}
 
 
-def setup_for(robot: str, work: Path | None = None):
-    """The experiment setup of a twin robot: ``so101`` (bundled description) or ``omx`` (the
-    4-joint OpenManipulator-X arm with XM430 position servos; its MJCF is written into
-    ``work``, the run directory, because checkpoints name it as their physics robot)."""
+def setup_for(robot: str):
+    """The experiment setup of a twin robot: ``so101`` or ``omx`` (the 4-joint
+    OpenManipulator-X arm with XM430 position servos, bundled as ``omx_arm``)."""
     from neuract.pipeline.experiment import so101_setup
 
     if robot == "so101":
@@ -110,11 +109,7 @@ def setup_for(robot: str, work: Path | None = None):
     if robot == "omx":
         from neuract.pipeline.nad_experiment import omx_setup
 
-        if work is None:
-            raise ConfigError("the omx setup writes its arm model into the run directory: "
-                              "pass work=<run directory>")
-        Path(work).mkdir(parents=True, exist_ok=True)
-        return omx_setup(Path(work))
+        return omx_setup()
     raise ConfigError(f"twin experiment robot {robot!r}; accepted: ['so101', 'omx']")
 
 
@@ -132,7 +127,7 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
-    setup = setup_for(cfg.data.robot, out)
+    setup = setup_for(cfg.data.robot)
     trajs = generate_twin(cfg.data, progress)
     train, test = split_by_task(trajs, cfg.data.test_fraction)
     thr = cfg.data.contact_min_force_n

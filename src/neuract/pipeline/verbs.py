@@ -127,9 +127,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             from neuract.pipeline.twin_experiment import setup_for
 
             train, test = load_nad(cfg.nad, cfg.robot)
-            # the OMX arm model is written into the run directory (checkpoints name it)
-            Path(cfg.out).mkdir(parents=True, exist_ok=True)
-            setup = setup_for(cfg.robot, Path(cfg.out))
+            setup = setup_for(cfg.robot)
             title, extra = f"NeuralActuator on NAD ({cfg.robot})", {"release": RELEASE}
         elif cfg.source == "dataset":
             from neuract.data import load_dataset
@@ -143,7 +141,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             train = [t for t in trajs if t.meta.labels.get("split") != "test"]
             if not test or not train:
                 train, test = split_by_task(trajs, 0.25)
-            setup = setup_for(ds.robot, out)
+            setup = setup_for(ds.robot)
             title, extra = f"NeuralActuator on {cfg.data}", {}
         else:
             raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
@@ -237,24 +235,21 @@ def checkpoint_and_episodes(checkpoint: Path, data: Path, mode: str, what: str):
     return model, [_adapt(model, t) for t in read_telemetry(data)]
 
 
-def resolve_robot(name: str, model, trajs, work: Path, site: str = ""):
+def resolve_robot(name: str, model, trajs, site: str = ""):
     """(float32 arm model, end-effector site) for a checkpoint's episodes: ``name`` (bundled
     name or MJCF/URDF path), else the checkpoint's physics robot, else the episodes' robot;
-    ``omx`` is the 4-joint OpenManipulator-X arm, whose MJCF is written into ``work``."""
+    ``omx`` with a 4-joint model is the bundled arm without the gripper (``omx_arm``)."""
     import torch
 
     from neuract.robot import load_robot
 
     name = name or model.cfg.physics_robot or str(trajs[0].meta.robot or "")
-    if name == "omx":  # the 4-joint arm model of the NAD experiment (gripper removed)
-        from neuract.pipeline.nad_experiment import omx_setup
-
-        setup = omx_setup(work)
-        return setup.robot, site or setup.site
+    if name == "omx" and model.cfg.n_joints == 4:  # the arm without the gripper
+        name = "omx_arm"
     if not name:
         raise ConfigError("--robot is needed: the episodes do not name their robot")
     robot = load_robot(name, dtype=torch.float32)
-    defaults = {"so101": "gripperframe", "omx": "end_effector"}
+    defaults = {"so101": "gripperframe", "omx": "end_effector", "omx_arm": "end_effector"}
     return robot, site or model.cfg.physics_site or defaults.get(name) or None
 
 

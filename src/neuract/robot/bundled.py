@@ -13,6 +13,8 @@ BUNDLED_ROBOTS: dict[str, tuple[str, str]] = {
     "planar2": ("planar2.xml", "two-link planar arm of the Sensors 2025 study (vertical plane)"),
     "so101": ("so101.xml", "SO-101 arm, 5 joints + gripper, Feetech STS3215 servos"),
     "omx": ("omx.xml", "OpenManipulator-X, 4 joints + gripper, Dynamixel XM430 servos"),
+    "omx_arm": ("omx_arm.xml", "OpenManipulator-X arm without the gripper (4 joints), one "
+                "XM430 position actuator per joint (the NAD and twin experiments' model)"),
     "panda": ("panda.xml", "Franka Emika Panda, 7 DoF, published dynamic parameters"),
 }
 

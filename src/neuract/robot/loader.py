@@ -253,8 +253,8 @@ def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float
 
 
 def load_robot(name_or_path: str | Path | mujoco.MjModel, dtype=torch.float64, device="cpu"):
-    """Load a robot by bundled name (``planar2``, ``so101``, ``omx``, ``panda``), by MJCF/URDF
-    path, or from an ``mujoco.MjModel``; returns a differentiable :class:`Robot`.
+    """Load a robot by bundled name (``planar2``, ``so101``, ``omx``, ``omx_arm``, ``panda``),
+    by MJCF/URDF path, or from an ``mujoco.MjModel``; returns a differentiable :class:`Robot`.
 
     Raises :class:`~neuract.errors.RobotModelError` for unknown names (listing the known ones),
     malformed files (with MuJoCo's message) and unsupported joints (naming the joint).

@@ -33,7 +33,7 @@ class SelfCheckConfig:
     """Validate the rigid-body core against MuJoCo/Pinocchio and roll out a robot."""
 
     robot: str = "so101"
-    """bundled robot name (planar2, so101, omx, panda) or a path to an MJCF/URDF file"""
+    """bundled robot name (planar2, so101, omx, omx_arm, panda) or a path to an MJCF/URDF file"""
     n_states: int = 100
     """random states for the reference comparisons"""
     seconds: float = 1.0
