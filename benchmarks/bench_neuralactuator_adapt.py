@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
+import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.experiment import ExperimentConfig, run_experiment, so101_setup  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -51,12 +51,6 @@ HORIZONS = (10, 50, 100, 300)
 TASKS = ("free", "lift", "pick", "push")
 
 
-def _progress(stage: str, done: int, total: int, last=[""]) -> None:  # noqa: B006
-    if stage != last[0]:
-        print(f"  {stage}", flush=True)
-        last[0] = stage
-
-
 def main() -> int:
     from neuract.data import write_dataset
     from neuract.eval import evaluate_rollouts
@@ -66,22 +60,23 @@ def main() -> int:
     from neuract.pipeline.verbs import load_model
 
     torch.set_num_threads(1)
+    progress = twin._progress()
     t_all = time.perf_counter()
     setup = so101_setup()
     exp = ExperimentConfig(sim_steps=300, est_steps=0, baseline_iters=40, neural_baselines=(),
                            horizons=HORIZONS, full=False, figure_samples=100)
     print("base: 4 units, seed 0", flush=True)
-    base_eps = generate_twin(TwinDataConfig(minutes=BASE_MINUTES, tasks=TASKS), _progress)
+    base_eps = generate_twin(TwinDataConfig(minutes=BASE_MINUTES, tasks=TASKS), progress)
     base_train, base_test = split_by_task(base_eps, 0.1)
     base = run_experiment(setup, base_train, base_test, exp, out_dir=RUN / "base",
-                          progress=_progress)
+                          progress=progress)
     base_servo = base["best_parametric"]["name"]
     print(f"new unit: seed {NEW_SEED}", flush=True)
     new_eps = generate_twin(TwinDataConfig(minutes=NEW_MINUTES, units=1, tasks=TASKS,
-                                           seed=NEW_SEED), _progress)
+                                           seed=NEW_SEED), progress)
     adapt_eps, test_eps = split_by_task(new_eps, 0.25)
     scratch = run_experiment(setup, adapt_eps, test_eps, exp, out_dir=RUN / "scratch",
-                             progress=_progress)
+                             progress=progress)
     ds = write_dataset(adapt_eps, RUN / "new_unit_adaptation", overwrite=True)
     base_ck = RUN / "base" / "checkpoints" / "neuralactuator_simulator"
     adapted_ck = RUN / "adapted_simulator"
@@ -114,8 +109,7 @@ def main() -> int:
                      f"({sum(len(t) for t in adapt_eps)} samples), {len(test_eps)} test episodes",
             "protocol": f"neuract.eval open-loop rollouts (simulator mode), horizons "
                         f"{list(HORIZONS)}, history 8; arm-mean joint MAE [deg]",
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), torch "
-                       f"{torch.__version__}, 1 thread",
+            "machine": twin.machine(),
             "adapt": {k: summary[k] for k in ("steps", "seconds")},
             "base_parametric": base_servo,
             "seconds": round(time.perf_counter() - t_all, 1),

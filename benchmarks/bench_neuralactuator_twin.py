@@ -113,6 +113,29 @@ def estimator_run(out_name: str, title: str, data: dict, **experiment) -> dict:
     return public(run_twin_experiment(cfg, _progress(), title=title))
 
 
+def machine() -> str:
+    """The machine line of a benchmark's results."""
+    return (f"{platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
+            "1 thread")
+
+
+def describe(cfg: TwinExperimentConfig) -> dict[str, str]:
+    """Dataset, split, contact label, protocol and machine of a twin benchmark run."""
+    return {
+        "dataset": f"neuract twin {cfg.data.robot}, {cfg.data.minutes:g} min, "
+                   f"{cfg.data.units} units, tasks {list(cfg.data.tasks)}, seed {cfg.data.seed}",
+        "split": f"by episode, last {cfg.data.test_fraction:.0%} of each task's episodes "
+                 "held out",
+        "contact_label": (f"contact = external force >= {cfg.data.contact_min_force_n:g} N"
+                          if cfg.data.contact_min_force_n > 0 else
+                          "contact = any nonzero external force (the twin's raw label)"),
+        "protocol": "neuract.eval open-loop rollouts (simulator mode) at horizons "
+                    f"{list(cfg.experiment.horizons)}{' + full' if cfg.experiment.full else ''}"
+                    ", history 8; estimator-mode torque/force/gate/condition",
+        "machine": machine(),
+    }
+
+
 def seeds_main(argv: list[str], default: list[int], run_seed, summarize) -> int:
     """Command line of the per-seed benchmarks: ``--summarize`` only re-reads the per-seed
     files; ``--seeds S ...`` (default ``default``; not 0, the twin benchmark itself) runs
@@ -239,21 +262,7 @@ def main(argv: list[str]) -> int:
     progress = _progress()
     res = run_twin_experiment(cfg, progress)
     out = public(res)
-    out["benchmark"] = {
-        "dataset": f"neuract twin so101, {cfg.data.minutes:g} min, {cfg.data.units} units, "
-                   f"tasks {list(cfg.data.tasks)}, seed {cfg.data.seed}",
-        "split": f"by episode, last {cfg.data.test_fraction:.0%} of each task's episodes "
-                 "held out",
-        "contact_label": (f"contact = external force >= {cfg.data.contact_min_force_n:g} N"
-                          if cfg.data.contact_min_force_n > 0 else
-                          "contact = any nonzero external force (the twin's raw label)"),
-        "protocol": "neuract.eval open-loop rollouts (simulator mode) at horizons "
-                    f"{list(cfg.experiment.horizons)}{' + full' if cfg.experiment.full else ''}"
-                    ", history 8; estimator-mode torque/force/gate/condition",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), torch "
-                   f"{torch.__version__}, 1 thread",
-        "quick": quick,
-    }
+    out["benchmark"] = {**describe(cfg), "quick": quick}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "neuralactuator_twin.json"
     if path.is_file() and not quick:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 import sys
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -42,14 +41,7 @@ def main() -> int:
         experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS))
     res = run_twin_experiment(cfg, twin._progress())
     out = public(res)
-    out["benchmark"] = {
-        "dataset": f"neuract twin omx, {MINUTES:g} min, {cfg.data.units} units, tasks "
-                   f"{list(cfg.data.tasks)}, seed {cfg.data.seed}",
-        "split": f"by episode, last {cfg.data.test_fraction:.0%} of each task's episodes "
-                 "held out",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), torch "
-                   f"{torch.__version__}, 1 thread",
-    }
+    out["benchmark"] = twin.describe(cfg)
     twin.RESULTS.mkdir(parents=True, exist_ok=True)
     write_json(twin.RESULTS / "neuralactuator_twin_omx.json", out)
     b = out["benchmark"]

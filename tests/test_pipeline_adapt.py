@@ -8,29 +8,21 @@ import json
 import pytest
 import torch
 
+from _tiny import tiny_episodes, tiny_model
 from neuract.cli import main
 from neuract.errors import ConfigError
-
-TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 
 
 @pytest.fixture(scope="module")
 def unit(tmp_path_factory):
     """A tiny estimator checkpoint trained on one twin unit and a dataset of another."""
     from neuract.data import write_dataset
-    from neuract.neuralactuator import NeuralActuatorConfig, save_checkpoint, train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator import save_checkpoint
     from neuract.pipeline.experiment import so101_setup
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
 
     root = tmp_path_factory.mktemp("adapt")
-    setup = so101_setup()
-    old = generate_twin(TwinDataConfig(minutes=0.3, units=1, tasks=("free",), episode_s=6.0))
-    new = generate_twin(TwinDataConfig(minutes=0.4, units=1, tasks=("free",), episode_s=6.0,
-                                       seed=9))
-    cfg = NeuralActuatorConfig(n_joints=6, mode="estimator", effort="load", **TINY)
-    model, _ = train_neuralactuator(old, setup.robot, cfg, TrainConfig(steps=3, batch=4,
-                                                                       horizon=4))
+    old, new = tiny_episodes(0.3), tiny_episodes(0.4, seed=9)
+    model = tiny_model(old, so101_setup().robot, "estimator", steps=3, horizon=4)
     model.gate_threshold = 0.4
     ck = save_checkpoint(model, root / "ck", extra={"gate_threshold": 0.4})
     ds = write_dataset(new, root / "new_unit")

@@ -9,29 +9,22 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from _tiny import tiny_episodes, tiny_model
 from neuract.cli import main
 from neuract.errors import ConfigError
-
-TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     from neuract.data import write_dataset
-    from neuract.neuralactuator import NeuralActuatorConfig, save_checkpoint, train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator import save_checkpoint
     from neuract.pipeline.experiment import so101_setup
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
 
     root = tmp_path_factory.mktemp("simulate")
     setup = so101_setup()
-    eps = generate_twin(TwinDataConfig(minutes=0.2, units=1, tasks=("free",), episode_s=6.0))
-    out = {}
-    for mode in ("simulator", "estimator"):
-        cfg = NeuralActuatorConfig(n_joints=6, mode=mode, effort="load", **TINY)
-        m, _ = train_neuralactuator(eps, setup.robot, cfg, TrainConfig(steps=2, batch=4,
-                                                                       horizon=3))
-        out[mode] = save_checkpoint(m, root / mode)
+    eps = tiny_episodes(0.2)
+    out = {mode: save_checkpoint(tiny_model(eps, setup.robot, mode, steps=2, horizon=3),
+                                 root / mode) for mode in ("simulator", "estimator")}
     return root, out, write_dataset(eps, root / "ds"), eps, setup
 
 

@@ -295,13 +295,13 @@ def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
     anchors = data.anchors(h, train.horizon + 1)
     t0 = torch.as_tensor(np.random.default_rng(seed).choice(anchors, n_windows))
     hist_off = torch.arange(-h + 1, 1)
+    loss_fn = _sim_loss if cfg.mode == "simulator" else _est_loss
     was = model.training
     model.eval()
     total = 0.0
     for s in range(0, n_windows, 64):
         part = t0[s:s + 64]
-        fn = _sim_loss if cfg.mode == "simulator" else _est_loss
-        _, info = fn(model, robot, data, part, train.horizon, hist_off, train)
+        _, info = loss_fn(model, robot, data, part, train.horizon, hist_off, train)
         total += info["pose_mae_deg"] * len(part)
     model.train(was)
     return total / n_windows

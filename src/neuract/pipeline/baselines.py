@@ -82,6 +82,14 @@ def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
 
 
 # ------------------------------------------------------------- fitted actuator families
+def fit_joints():
+    """Joint parameters of the fitted actuators: the arm model's own armature, no encoder
+    offset, nothing fitted (a :class:`neuract.fit.simulate.JointParamsConfig`)."""
+    from neuract.fit.simulate import JointParamsConfig
+
+    return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
+
+
 def fit_actuator(trajs: Sequence[Any], plant, actuator, train=None, joints=None,
                  log: Callable[[str], None] | None = None):
     """Fit one actuator family + joint parameters pose-only (the identification trainer,
@@ -90,12 +98,11 @@ def fit_actuator(trajs: Sequence[Any], plant, actuator, train=None, joints=None,
     :class:`neuract.actuators.ActuatorConfig`."""
     from neuract.fit.batch import batch_from_trajectories
     from neuract.fit.identify import build_model
-    from neuract.fit.simulate import JointParamsConfig
     from neuract.fit.trainer import TrainConfig, fit
 
     train = train or TrainConfig(horizons=(0.3, 0.8), stage_iters=(20, 20), windows_per_run=4,
                                  runs_per_iter=8, label_inputs=(), use_voltage=True)
-    joints = joints or JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
+    joints = joints or fit_joints()
     batch = batch_from_trajectories(list(trajs))
     model = build_model(actuator, joints, batch.q.shape[-1])
     report = fit(model, lambda labels: plant, batch, None, train, log=log)
@@ -258,6 +265,7 @@ __all__ = [
     "check_same_joints",
     "condition_baseline",
     "fit_actuator",
+    "fit_joints",
     "fit_linear_kt",
     "inverse_dynamics_torque",
     "linear_kt_estimator",

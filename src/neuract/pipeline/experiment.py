@@ -189,19 +189,13 @@ def _train_state(out_dir: str | Path, mode: str) -> Path:
     return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
 
 
-def _fit_joints():
-    from neuract.fit.simulate import JointParamsConfig
-
-    return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
-
-
-def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfig, fit_joints,
-                   timed, progress: ProgressFn, res: dict[str, Any], fitted: dict[str, Any],
-                   fit_configs: dict[str, Any]) -> str | None:
-    """Fit the parametric servos and neural actuator nets pose-only on ``train`` into
-    ``fitted`` (name -> SystemModel; their ActuatorConfig into ``fit_configs``), recording
-    sizes and the choice in ``res``; returns the best parametric servo's name (lowest h=100
-    rollout error on the first training episodes), or None."""
+def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfig, timed,
+                   progress: ProgressFn, res: dict[str, Any]
+                   ) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """Fit the parametric servos and neural actuator nets pose-only on ``train`` (joint
+    parameters :func:`baselines.fit_joints`), recording sizes and the choice in ``res``.
+    Returns (name -> SystemModel, name -> ActuatorConfig, the best parametric servo's name
+    (lowest h=100 rollout error on the first training episodes) or None)."""
     from neuract.actuators import ActuatorConfig
     from neuract.actuators.neural import n_parameters
     from neuract.eval import evaluate_rollouts
@@ -209,6 +203,8 @@ def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfi
     from neuract.pipeline import baselines as bl
 
     hist = cfg.size.history
+    fitted: dict[str, Any] = {}
+    configs: dict[str, Any] = {}
     fits = [(f"parametric {setup.servo}+{fr}",
              ActuatorConfig(type=setup.servo, friction=fr, control_dt=0.016))
             for fr in cfg.parametric_friction]
@@ -228,10 +224,9 @@ def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfi
 
         progress(f"fit {name} (pose-only)", 0, 1)
         model, rep = timed(f"fit_{name}", bl.fit_actuator, train, setup.robot64, acfg, tc,
-                           joints=fit_joints, log=log)
-        fit_configs[name] = acfg
+                           log=log)
         progress(f"fit {name} (pose-only)", 1, 1)
-        fitted[name] = model
+        fitted[name], configs[name] = model, acfg
         res["models"][name] = {"mode": "simulator", "params": n_parameters(model),
                                "flops": None, "train_loss": rep["history"][-1]["train_loss"]
                                if rep.get("history") else None}
@@ -248,7 +243,7 @@ def _fit_baselines(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfi
             scores[k] = r[0]["arm_mean_deg"] if r[0]["arm_mean_deg"] is not None else np.inf
         best_par = min(scores, key=scores.get)
         res["best_parametric"] = {"name": best_par, "train_h100_arm_mean_deg": scores}
-    return best_par
+    return fitted, configs, best_par
 
 
 def _noop(stage: str, done: int, total: int) -> None:
@@ -281,7 +276,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
-    fit_joints = _fit_joints()  # joint parameters of the fitted actuators (bl.fit_actuator's)
     torch.manual_seed(cfg.seed)
     train, test = list(train), list(test)
     if not train or not test:
@@ -306,20 +300,14 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["timings_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    # ---- pose-only fitted baselines (before NeuralActuator when it builds on the servo)
-    fitted: dict[str, Any] = {}
-    fit_configs: dict[str, Any] = {}
-
-    def fit_baselines() -> str | None:
-        return _fit_baselines(setup, train, cfg, fit_joints, timed, progress, res, fitted,
-                              fit_configs)
-
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
+    # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     need_servo = (cfg.sim_prior == "servo" and cfg.sim_steps > 0
                   and not (pretrained and "simulator" in pretrained))
-    best_par = fit_baselines() if need_servo else None
+    fitted, fit_configs, best_par = (_fit_baselines(setup, train, cfg, timed, progress, res)
+                                     if need_servo else ({}, {}, None))
     if need_servo and best_par is None:
         raise ConfigError("ExperimentConfig.sim_prior='servo' trains on the best parametric "
                           "servo fit: set parametric_friction and baseline_iters > 0 (got "
@@ -341,7 +329,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         if mode == "simulator" and cfg.sim_prior == "servo":
             from neuract.neuralactuator.model import servo_json
 
-            servo = servo_json(fit_configs[best_par], fit_joints)
+            servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
@@ -402,8 +390,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ests["NeuralActuator"] = lambda tr: estimate(na["estimator"], tr)
 
     # ---- simulator baselines
-    if not fitted:
-        best_par = fit_baselines()
+    if not need_servo:
+        fitted, fit_configs, best_par = _fit_baselines(setup, train, cfg, timed, progress, res)
     if setup.mujoco_xml:
         sims["MuJoCo default servo"] = bl.mujoco_servo_simulator(setup.mujoco_xml,
                                                                  train[0].meta.joint_names)
