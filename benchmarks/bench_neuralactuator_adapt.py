@@ -24,7 +24,6 @@ import copy
 import os
 import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -40,9 +39,8 @@ from neuract.pipeline.twin_experiment import (  # noqa: E402
     split_by_task,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-RUN = ROOT / "runs" / "bench_neuralactuator_adapt"
+RESULTS = twin.RESULTS
+RUN = twin.ROOT / "runs" / "bench_neuralactuator_adapt"
 BASE_MINUTES = 36.0
 NEW_MINUTES = 8.0
 NEW_SEED = 101
