@@ -72,3 +72,70 @@ def test_config_windows_and_estimates_with_context():
     model = NeuralActuator(cfg)
     out = estimate(model, tr)
     assert out["tau"].shape == (len(tr), 6) and np.isfinite(out["tau"][3:]).all()
+
+
+def test_long_context_channels_are_causal_running_averages_of_effort_magnitudes():
+    from neuract.neuralactuator.features import LONG_CONTEXT_CHANNELS, long_context_channels
+
+    rng = np.random.default_rng(2)
+    t = np.cumsum(rng.uniform(0.01, 0.03, 300))
+    qd = rng.normal(0, 0.2, (300, 2))
+    effort = rng.normal(0, 1, (300, 2))
+    pe = rng.normal(0, 0.01, (300, 2))
+    tau = 3.0
+    c = long_context_channels(t, qd, effort, pe, tau)
+    move = context_channels(t, qd, effort, pe, tau)["move_dir"]
+    # reference: running mean at the start (weights of every sample so far alike), then an
+    # exponential forgetting with time constant tau, written out
+    dts = np.diff(t, prepend=t[0] - (t[1] - t[0]))
+    for name, x in (("effort_abs_long", np.abs(effort)), ("pos_error_abs_long", np.abs(pe)),
+                    ("effort_dir_long", effort * move)):
+        acc, w = np.zeros(2), 0.0
+        for k in range(300):
+            a = 1 - np.exp(-dts[k] / tau)
+            acc = acc + a * (x[k] - acc)
+            w = w + a * (1 - w)
+        np.testing.assert_allclose(c[name][-1], acc / w, rtol=1e-10)
+        np.testing.assert_allclose(c[name][0], x[0], rtol=1e-12)  # no start-up bias
+    # a motor working against more friction (effort x2 in the direction of motion) shows it
+    c2 = long_context_channels(t, qd, 2 * effort, pe, tau)
+    np.testing.assert_allclose(c2["effort_dir_long"], 2 * c["effort_dir_long"], rtol=1e-10)
+    # causal: changing the future leaves the past alone
+    e3 = effort.copy()
+    e3[200:] += 3.0
+    c3 = long_context_channels(t, qd, e3, pe, tau)
+    for k in LONG_CONTEXT_CHANNELS[::2]:
+        np.testing.assert_array_equal(c3[k][:200], c[k][:200])
+        assert not np.array_equal(c3[k][200:], c[k][200:])
+    with pytest.raises(ConfigError, match="long_context_s"):
+        long_context_channels(t, qd, effort, pe, -1.0)
+
+
+def test_config_windows_and_estimates_with_long_context():
+    from neuract.neuralactuator.features import LONG_CONTEXT_CHANNELS, long_context_channels
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    assert channels_for("estimator", "load", long_context=True)[-3:] == LONG_CONTEXT_CHANNELS
+    with pytest.raises(ConfigError, match="estimator mode only"):
+        NeuralActuatorConfig(mode="simulator", long_context_s=10.0).validate()
+    with pytest.raises(ConfigError, match="long_context_s"):
+        NeuralActuatorConfig(long_context_s=float("nan")).validate()
+    cfg = NeuralActuatorConfig(n_joints=6, effort="load", context_s=1.0, long_context_s=10.0,
+                               **TINY)
+    assert cfg.channels[-6:] == CONTEXT_CHANNELS + LONG_CONTEXT_CHANNELS
+    tr = generate(GenerateConfig(robot="so101", tasks=("degraded",), minutes=0.1, units=1,
+                                 seed=1, sim=SimConfig(episode_s=6.0)))[0]
+    with pytest.raises(SchemaError, match="long_context_s"):
+        windows(tr, cfg.channels, 6, 4, context_s=1.0)
+    x = windows(tr, cfg.channels, 6, 4, context_s=1.0, long_context_s=10.0)
+    C = len(cfg.channels)
+    ref = long_context_channels(np.asarray(tr["t"]), np.asarray(tr["qd"]),
+                                np.asarray(tr["load"]),
+                                np.asarray(tr["q_goal"]) - np.asarray(tr["q"]), 10.0)
+    for name in LONG_CONTEXT_CHANNELS:  # last token of window 30 = sample 33, joint 2
+        i = cfg.channels.index(name)
+        assert x[30, -1, 2 * C + i].item() == pytest.approx(ref[name][33, 2], abs=1e-6)
+    torch.manual_seed(0)
+    out = estimate(NeuralActuator(cfg), tr)
+    assert np.isfinite(out["condition_prob_joint"][3:]).all()

@@ -417,3 +417,80 @@ def test_any_number_of_steps_trains(robot, steps):
     _, rep = train_neuralactuator(trajs, robot, cfg, TrainConfig(steps=steps, batch=2,
                                                                  horizon=3))
     assert rep["steps"] == steps and math.isfinite(rep["final"]["loss"])
+
+
+def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
+    from neuract.errors import ConfigError
+    from neuract.neuralactuator.estimate import gate_filter, hysteresis
+
+    p = np.array([0.1, 0.7, 0.5, 0.35, 0.2, 0.5, 0.65, np.nan, 0.9])
+    on = hysteresis(p, 0.6, 0.3)
+    # on at 0.7, held through 0.5 and 0.35 (>= 0.3), off at 0.2, not back on at 0.5 (< 0.6),
+    # on at 0.65, off at NaN (counts as below), on at 0.9
+    assert on.tolist() == [False, True, True, True, False, False, True, False, True]
+    # a new sequence starts off: the contact of the first one does not carry over
+    assert hysteresis(p[:4], 0.6, 0.3, starts=[0, 2]).tolist() == [False, True, False, False]
+    # equal thresholds: a plain threshold
+    np.testing.assert_array_equal(hysteresis(p, 0.5, 0.5), p >= 0.5)
+    with pytest.raises(ConfigError, match="release"):
+        hysteresis(p, 0.3, 0.6)
+    # gate_filter returns probabilities whose >= 0.5 decision is the hysteresis decision
+    t = np.arange(len(p)) * 0.02
+    q = gate_filter(np.nan_to_num(p), t, 0.0, 0.6, 0.3)
+    np.testing.assert_array_equal(q >= 0.5, hysteresis(np.nan_to_num(p), 0.6, 0.3))
+    # without hysteresis and smoothing it is the plain threshold shift
+    np.testing.assert_allclose(gate_filter(np.nan_to_num(p), t, 0.0, 0.6),
+                               est_shift(np.nan_to_num(p), 0.6))
+    # smoothing first: a one-sample spike no longer fires
+    spike = np.zeros(50)
+    spike[20] = 0.9
+    assert (gate_filter(spike, np.arange(50) * 0.02, 0.0, 0.5) >= 0.5).sum() == 1
+    assert (gate_filter(spike, np.arange(50) * 0.02, 0.1, 0.5) >= 0.5).sum() == 0
+    for kw in ({"tau_s": -1.0}, {"threshold": 1.0}, {"release": 0.0}):
+        args = {"tau_s": 0.0, "threshold": 0.5, "release": 0.4, **kw}
+        with pytest.raises(ConfigError):
+            gate_filter(spike, np.arange(50) * 0.02, **args)
+
+
+def est_shift(p, th):
+    from neuract.neuralactuator.estimate import shift_threshold
+
+    return shift_threshold(p, th)
+
+
+def test_gate_filter_selection_bridges_dropouts_inside_contacts(monkeypatch):
+    """Known truth: contacts last 2 s, and inside each the probability drops below 0.5 for
+    short spells (as where friction carries part of a push); outside, isolated short false
+    alarms. A hysteresis (detect high, release low) or a smoothing bridges both, so the
+    selected filter scores a higher F1 than any plain threshold; a single class selects the
+    plain default."""
+    import importlib
+
+    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    rng = np.random.default_rng(0)
+    t = np.arange(0, 10, 0.02)
+    raw = []
+    for _ in range(6):
+        y = (t % 5 >= 1) & (t % 5 < 3)
+        p = np.where(y, 0.8, 0.1) + rng.normal(0, 0.05, len(t))
+        dips = y & (rng.random(len(t)) < 0.03)
+        for i in np.flatnonzero(dips):  # 0.1 s at the no-contact level
+            p[i:i + 5] = np.where(y[i:i + 5], 0.1 + rng.normal(0, 0.05, 5), p[i:i + 5])
+        alarms = ~y & (rng.random(len(t)) < 0.01)
+        p[alarms] = 0.7
+        raw.append((t, np.clip(p, 0.01, 0.99), y))
+    monkeypatch.setattr(est_mod, "_raw_gate", lambda model, trajs, m: raw)
+    tau, on, off, scores = est_mod.select_gate_filter(None, [], taus_s=(0.0, 0.1))
+    y = np.concatenate([c for _, _, c in raw])
+    p = np.concatenate([q for _, q, _ in raw])
+    plain = max(est_mod._f1(p >= g, y) for g in est_mod._GRID)
+    assert max(scores.values()) > plain + 0.03
+    assert (tau, on, off) != (0.0, on, on)  # some filtering chosen
+    assert 0.0 <= off <= on < 1
+    monkeypatch.setattr(est_mod, "_raw_gate",
+                        lambda model, trajs, m: [(a, b, np.zeros_like(c)) for a, b, c in raw])
+    assert est_mod.select_gate_filter(None, []) == (0.0, 0.5, 0.5, {})
+    from neuract.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="time"):
+        est_mod.select_gate_filter(None, [], taus_s=(-1.0,))

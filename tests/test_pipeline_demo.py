@@ -86,7 +86,8 @@ def test_demo_end_to_end_tiny(tmp_path):
                                tasks=("free", "push", "degraded"), degraded_fraction=0.5)
     exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3,
                               context_s=1.0, condition_tau_grid=(2.0, 10.0),
-                              condition_per_motor_threshold=True)
+                              condition_per_motor_threshold=True, long_context_s=10.0,
+                              gate_tau_grid=(0.0, 0.1))
     res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
@@ -113,6 +114,7 @@ def test_demo_end_to_end_tiny(tmp_path):
     ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
     assert ck["config"]["physics_robot"] == "so101" and "tau_gravity" in ck["channels"]
     assert ck["config"]["context_s"] == 1.0 and "move_dir" in ck["channels"]
+    assert ck["config"]["long_context_s"] == 10.0 and "effort_dir_long" in ck["channels"]
     assert "n_events" in saved["gate_raw_label"]
     # gate and condition thresholds calibrated on episodes held out of the estimator's training
     est_model = saved["models"]["NeuralActuator[estimator]"]
@@ -128,6 +130,11 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert m.condition_tau_s == est_model["condition_tau_s"] and m.cfg.context_s == 1.0
     assert len(est_model["condition_threshold"]) == 6  # one per motor
     assert m.condition_threshold == tuple(est_model["condition_threshold"])
+    # the gate filter is chosen from its grid on the same episodes and travels too
+    assert est_model["gate_tau_s"] in (0.0, 0.1)
+    assert 0 < est_model["gate_release"] <= est_model["gate_threshold"] < 1
+    for k in ("gate_tau_s", "gate_release", "gate_threshold"):
+        assert getattr(m, k) == est_model[k] == ck["extra"][k]
     # the simulator sits on the run's best parametric servo, which travels with its checkpoint
     sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())
     servo = json.loads(sim_ck["config"]["servo"])

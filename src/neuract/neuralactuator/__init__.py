@@ -23,6 +23,7 @@ from neuract.neuralactuator.estimate import (
     estimate,
     estimator,
     select_condition_smoothing,
+    select_gate_filter,
 )
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
@@ -80,4 +81,5 @@ __all__ = [
     "calibrate_condition",
     "select_condition_smoothing",
     "calibrate_gate",
+    "select_gate_filter",
 ]

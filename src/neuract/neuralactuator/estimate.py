@@ -33,7 +33,8 @@ _GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
 def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
              condition_tau_s: float | None = None,
              condition_threshold: float | Sequence[float] | None = None,
-             gate_threshold: float | None = None) -> dict[str, np.ndarray]:
+             gate_threshold: float | None = None, gate_tau_s: float | None = None,
+             gate_release: float | None = None) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
 
@@ -44,6 +45,10 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     probability (model attribute ``gate_threshold``, :func:`calibrate_gate`), else 0.5.
     condition_tau_s: time constant of the condition smoothing [s]; default: the model's
     ``condition_tau_s`` attribute (chosen by :func:`select_condition_smoothing`), else 5 s.
+    gate_tau_s, gate_release: the contact decision's causal filter (:func:`gate_filter`):
+    smoothing time constant [s] (0: none) and the probability below which a detected contact
+    ends (hysteresis; at most ``gate_threshold``); defaults: the model's attributes (chosen
+    by :func:`select_gate_filter`), else 0 s and ``gate_threshold`` (a plain threshold).
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
@@ -55,11 +60,16 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
         condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
     if gate_threshold is None:
         gate_threshold = float(getattr(model, "gate_threshold", 0.5))
+    if gate_tau_s is None:
+        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0))
+    if gate_release is None:
+        gate_release = float(getattr(model, "gate_release", gate_threshold))
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
-    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s)
+    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s,
+                long_context_s=cfg.long_context_s)
     taus, forces, gates, conds = [], [], [], []
     for s in range(0, x.shape[0], chunk):
         tau, force, gate, cond = model(x[s:s + chunk])
@@ -70,12 +80,12 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     pad = lambda a, shape: np.concatenate([np.full((h - 1, *shape), np.nan), a])  # noqa: E731
     tau = pad(torch.cat(taus).double().numpy(), (n,))
     force = pad(torch.cat(forces).double().numpy(), (3,))
-    gate = pad(torch.cat(gates).double().numpy(), ())
     p = torch.cat(conds).double().numpy()
     t = np.asarray(traj["t"], dtype=np.float64)[h - 1:]
     sm = smooth_causal(p, t, condition_tau_s)
     sm = shift_threshold(sm, condition_threshold)
-    gate = shift_threshold(gate, gate_threshold)
+    gate = pad(gate_filter(torch.cat(gates).double().numpy(), t, gate_tau_s, gate_threshold,
+                           min(gate_release, gate_threshold)), ())
     cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
     valid[h - 1:] = True
@@ -103,6 +113,48 @@ def shift_threshold(p: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
     th = np.clip(threshold, 1e-6, 1 - 1e-6)
     q = np.clip(p, 1e-9, 1 - 1e-9)
     return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - np.log(th / (1 - th)))))
+
+
+def hysteresis(p: np.ndarray, on: float, off: float,
+               starts: np.ndarray | None = None) -> np.ndarray:
+    """Causal two-threshold decision over p (N,): on from the first sample with p >= on until
+    the first with p < off (off <= on; NaN counts as below). starts: indices where a new
+    sequence begins (the state resets to off there unless p >= on); default [0]."""
+    if not off <= on:
+        raise ConfigError(f"hysteresis off={off} > on={on}; the release threshold must not "
+                          "exceed the detection threshold")
+    idx = np.arange(len(p))
+    up = p >= on
+    down = ~(p >= off)
+    if starts is not None:
+        down = down.copy()
+        down[np.asarray(starts, dtype=np.int64)] |= ~up[np.asarray(starts, dtype=np.int64)]
+    last_up = np.maximum.accumulate(np.where(up, idx, -1)) if len(p) else idx
+    last_down = np.maximum.accumulate(np.where(down, idx, -1)) if len(p) else idx
+    return last_up > last_down
+
+
+def gate_filter(p: np.ndarray, t: np.ndarray, tau_s: float, threshold: float,
+                release: float | None = None) -> np.ndarray:
+    """The contact probability p (T,) at times t (T,) [s] after the gate's causal filter:
+    smoothed (:func:`smooth_causal`, time constant tau_s; 0: none), then a contact begins
+    where the smoothed probability reaches ``threshold`` and lasts until it falls below
+    ``release`` (default: ``threshold``, a plain threshold). Returned shifted in log-odds so
+    that the decision is ``>= 0.5`` at every sample: by ``release`` while a contact lasts, by
+    ``threshold`` otherwise."""
+    release = threshold if release is None else release
+    if not (np.isfinite(tau_s) and tau_s >= 0):
+        raise ConfigError(f"gate_tau_s={tau_s!r}; expected a time constant >= 0 s")
+    for name, v in (("gate_threshold", threshold), ("gate_release", release)):
+        if not 0 < v < 1:
+            raise ConfigError(f"{name}={v!r}; expected a probability in (0, 1)")
+    p = np.asarray(p, dtype=np.float64)
+    if tau_s > 0:
+        p = smooth_causal(p, t, tau_s)
+    if release >= threshold:
+        return shift_threshold(p, threshold)
+    on = hysteresis(p, threshold, release)
+    return np.where(on, shift_threshold(p, release), shift_threshold(p, threshold))
 
 
 def _spread(trajs, max_episodes: int) -> list:
@@ -138,6 +190,58 @@ def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> floa
         ys.append(np.asarray(tr["contact"], bool)[v])
     return _best_threshold(ps, ys, lambda p, y, g: 2 * ((p >= g) & y).sum()
                            / max((p >= g).sum() + y.sum(), 1))[0]
+
+
+def _f1(fire: np.ndarray, y: np.ndarray) -> float:
+    return 2 * float((fire & y).sum()) / max(float(fire.sum() + y.sum()), 1.0)
+
+
+def _raw_gate(model: NeuralActuator, trajs, max_episodes: int) -> list:
+    """(t, unfiltered contact probability, contact label) of each valid sample, for up to
+    ``max_episodes`` episodes with a contact label, evenly spread."""
+    out = []
+    for tr in _spread([tr for tr in trajs if "contact" in tr], max_episodes):
+        o = estimate(model, tr, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+        v = o["valid"]
+        out.append((np.asarray(tr["t"], dtype=np.float64)[v], o["contact_prob"][v],
+                    np.asarray(tr["contact"], bool)[v]))
+    return out
+
+
+def select_gate_filter(model: NeuralActuator, trajs,
+                       taus_s=(0.0, 0.05, 0.1, 0.2, 0.5), max_episodes: int = 24,
+                       hysteresis_steps: int = 12) -> tuple[float, float, float, dict]:
+    """Choose the contact gate's causal filter on (held-out calibration) episodes: smoothing
+    time constant, detection threshold and release threshold (hysteresis) with the best
+    pooled F1 (ties: the shorter time constant, then the narrower hysteresis). Release
+    candidates: the detection threshold and up to ``hysteresis_steps`` grid values below it.
+    Returns (tau_s, threshold, release, {tau_s: F1}); (0, 0.5, 0.5, {}) when the episodes
+    hold no contact or only contact."""
+    taus = [float(x) for x in taus_s]
+    if not taus or not all(np.isfinite(x) and x >= 0 for x in taus):
+        raise ConfigError(f"gate smoothing candidates {list(taus_s)}; expected time "
+                          "constants >= 0 s")
+    raw = _raw_gate(model, trajs, max_episodes)
+    if not raw:
+        return 0.0, 0.5, 0.5, {}
+    y = np.concatenate([c for _, _, c in raw])
+    if y.all() or not y.any():
+        return 0.0, 0.5, 0.5, {}
+    starts = np.cumsum([0] + [len(c) for _, _, c in raw[:-1]])
+    best, scores = None, {}
+    for tau in sorted(taus):
+        p = np.concatenate([smooth_causal(q, t, tau) if tau > 0 else q for t, q, _ in raw])
+        top = None
+        for k, on in enumerate(_GRID):
+            for off in _GRID[max(0, k - hysteresis_steps):k + 1][::-1]:
+                f = _f1(hysteresis(p, on, off, starts) if off < on else p >= on, y)
+                key = (f, -tau, -(on - off))
+                if top is None or key > top[0]:
+                    top = (key, float(on), float(off))
+        scores[tau] = top[0][0]
+        if best is None or top[0] > best[0]:
+            best = (top[0], tau, top[1], top[2])
+    return best[1], best[2], best[3], scores
 
 
 def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
@@ -275,5 +379,6 @@ def estimator(model: NeuralActuator, condition_tau_s: float | None = None):
     return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator",
-           "select_condition_smoothing", "shift_threshold", "smooth_causal"]
+__all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator", "gate_filter",
+           "hysteresis", "select_condition_smoothing", "select_gate_filter",
+           "shift_threshold", "smooth_causal"]

@@ -89,6 +89,11 @@ class ExperimentConfig:
     threshold on the calibration episodes (empty: 5 s)"""
     condition_per_motor_threshold: bool = False
     """with ``condition_tau_grid``: calibrate one condition threshold per motor"""
+    gate_tau_grid: tuple[float, ...] = ()
+    """candidate time constants [s] (0: none) of the estimator's contact-gate smoothing,
+    chosen on the calibration episodes with a detection and a release threshold
+    (hysteresis; :func:`neuract.neuralactuator.estimate.select_gate_filter`); empty: one
+    plain threshold"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
     Jacobian at the measured pose (:mod:`neuract.neuralactuator.physics`)"""
@@ -96,6 +101,10 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads context channels with this time constant [s]
     (direction of each joint's last motion, slow effort and position-error averages;
     :mod:`neuract.neuralactuator.features`); 0: none"""
+    long_context_s: float = 0.0
+    """NeuralActuator estimator also reads long context channels with this time constant [s]
+    (average magnitudes of effort and position error and effort against the direction of
+    motion: what a degraded motor changes); 0: none"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     full: bool = True
     """also score the full-trajectory rollout"""
@@ -138,7 +147,8 @@ def so101_setup() -> RobotSetup:
 
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
-              physics: bool = False, context_s: float = 0.0, servo: str = ""):
+              physics: bool = False, context_s: float = 0.0, servo: str = "",
+              long_context_s: float = 0.0):
     """NeuralActuator config of an experiment; servo: a ``prior='servo'`` JSON (simulator
     mode only; empty: the PD prior)."""
     from neuract.neuralactuator import NeuralActuatorConfig
@@ -148,6 +158,7 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 physics_robot=(setup.model_path or setup.name) if phys else "",
                                 physics_site=setup.site if phys else "",
                                 context_s=context_s if mode == "estimator" else 0.0,
+                                long_context_s=long_context_s if mode == "estimator" else 0.0,
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
@@ -268,6 +279,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         estimate,
         save_checkpoint,
         select_condition_smoothing,
+        select_gate_filter,
         simulator,
         train_neuralactuator,
     )
@@ -330,7 +342,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             from neuract.neuralactuator.model import servo_json
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
-        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
+                         cfg.long_context_s)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
@@ -372,7 +385,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                     model.condition_tau_s = tau
                     res["models"][name]["condition_tau_scores"] = scores
                     keys.append("condition_tau_s")
-            if g_eps is not None:
+            if g_eps is not None and cfg.gate_tau_grid:
+                (model.gate_tau_s, model.gate_threshold, model.gate_release,
+                 res["models"][name]["gate_tau_scores"]) = select_gate_filter(
+                    model, g_eps, cfg.gate_tau_grid)
+                keys += ["gate_threshold", "gate_tau_s", "gate_release"]
+            elif g_eps is not None:
                 model.gate_threshold = calibrate_gate(model, g_eps)
                 keys.append("gate_threshold")
             for k in keys:

@@ -73,7 +73,8 @@ def load_model(ckpt: Path):
 
     model = load_checkpoint(ckpt)
     extra = read_config(ckpt)[1].get("extra") or {}
-    for k in ("condition_threshold", "gate_threshold", "condition_tau_s"):
+    for k in ("condition_threshold", "gate_threshold", "condition_tau_s", "gate_tau_s",
+              "gate_release"):
         v = extra.get(k)
         if v is not None:  # a condition threshold may be one per motor
             setattr(model, k, tuple(float(x) for x in v) if isinstance(v, list) else float(v))
