@@ -86,8 +86,7 @@ def test_demo_end_to_end_tiny(tmp_path):
                                tasks=("free", "push", "degraded"), degraded_fraction=0.5)
     exp = dataclasses.replace(_tiny_experiment(), physics=True, calibration_fraction=0.3,
                               context_s=1.0, condition_tau_grid=(2.0, 10.0),
-                              condition_per_motor_threshold=True, long_context_s=10.0,
-                              gate_tau_grid=(0.0, 0.1))
+                              condition_per_motor_threshold=True, gate_tau_grid=(0.0, 0.1))
     res = run(DemoConfig(out=tmp_path / "demo", data=data, experiment=exp, quiet=True))
     out = tmp_path / "demo"
     for f in ("report.md", "report.html", "results.json", "config.json",
@@ -114,7 +113,6 @@ def test_demo_end_to_end_tiny(tmp_path):
     ck = json.loads((out / "checkpoints/neuralactuator_estimator/config.json").read_text())
     assert ck["config"]["physics_robot"] == "so101" and "tau_gravity" in ck["channels"]
     assert ck["config"]["context_s"] == 1.0 and "move_dir" in ck["channels"]
-    assert ck["config"]["long_context_s"] == 10.0 and "effort_dir_long" in ck["channels"]
     assert "n_events" in saved["gate_raw_label"]
     # gate and condition thresholds calibrated on episodes held out of the estimator's training
     est_model = saved["models"]["NeuralActuator[estimator]"]

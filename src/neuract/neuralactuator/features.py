@@ -26,14 +26,6 @@ before it first moves: where the gear friction holds a resting joint depends on 
 ``effort_slow`` and ``pos_error_slow`` (exponential moving averages of the effort channel and
 of the position error). They let an 8-step window see what happened seconds earlier without
 more tokens.
-
-*Long context channels* (:data:`LONG_CONTEXT_CHANNELS`, time constant ``long_context_s`` [s],
-typically tens of seconds) summarise how hard each motor has been working over the episode:
-``effort_abs_long`` and ``pos_error_abs_long`` (averages of the effort's and the position
-error's magnitudes) and ``effort_dir_long`` (average of the effort signed by the direction of
-the joint's last motion: what the motor spends against friction). A degraded motor (more
-friction, a lower torque constant, more backlash) shows in them as a slow drift that no 8-step
-window holds. They start as a running mean (no start-up bias).
 """
 
 from __future__ import annotations
@@ -52,26 +44,23 @@ EFFORT_CHANNELS = ("current", "load")
 DERIVED = ("pos_error",)
 PHYSICS_CHANNELS = ("tau_gravity", "jac_x", "jac_y", "jac_z")
 CONTEXT_CHANNELS = ("move_dir", "effort_slow", "pos_error_slow")
-LONG_CONTEXT_CHANNELS = ("effort_abs_long", "pos_error_abs_long", "effort_dir_long")
 MOVE_SPEED = 0.05
 """joint speed [rad/s] above which ``move_dir`` takes the sign of the velocity"""
 
 
 def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False,
-                 physics: bool = False, context: bool = False,
-                 long_context: bool = False) -> tuple:
+                 physics: bool = False, context: bool = False) -> tuple:
     """Per-joint channel names, in model order, for a mode.
 
     mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
     mode only); sim_temperature: simulator mode also reads a simulated ``temperature``;
     physics: estimator mode also reads :data:`PHYSICS_CHANNELS`; context: estimator mode also
-    reads :data:`CONTEXT_CHANNELS`; long_context: estimator mode also reads
-    :data:`LONG_CONTEXT_CHANNELS`.
+    reads :data:`CONTEXT_CHANNELS`.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
     if mode == "simulator":
-        if context or long_context:
+        if context:
             raise ConfigError("context channels summarise measured telemetry: estimator mode "
                               "only")
         extra = ("temperature",) if sim_temperature else ()
@@ -82,8 +71,7 @@ def channels_for(mode: str, effort: str = "current", sim_temperature: bool = Fal
     if sim_temperature:
         raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
                           "always reads the measured temperature")
-    extra = ((PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
-             + (LONG_CONTEXT_CHANNELS if long_context else ()))
+    extra = (PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
     return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error", *extra)
 
 
@@ -158,43 +146,18 @@ def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_erro
     return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
 
 
-def long_context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray,
-                          pos_error: np.ndarray, tau_s: float,
-                          move_speed: float = MOVE_SPEED) -> dict[str, np.ndarray]:
-    """:data:`LONG_CONTEXT_CHANNELS` (each (T, n)) from t: (T,) [s] and qd, effort, pos_error:
-    (T, n): causal exponential moving averages (time constant tau_s) of |effort|,
-    |pos_error| and effort x the direction of the joint's last motion, each a running mean
-    over the first samples (no start-up bias). Causal: sample k depends on samples 0..k."""
-    if not (math.isfinite(tau_s) and tau_s > 0):
-        raise ConfigError(f"long_context_s={tau_s!r}; expected a time constant > 0 s")
-    T = len(t)
-    move = context_channels(t, qd, effort, pos_error, tau_s, move_speed)["move_dir"]
-    x = np.stack([np.abs(effort), np.abs(pos_error), effort * move])  # (3, T, n)
-    out = np.empty_like(x)
-    if T:
-        dts = np.diff(t, prepend=t[0] - (t[1] - t[0] if T > 1 else 0.01))
-        a = 1.0 - np.exp(-np.maximum(dts, 0.0) / tau_s)
-        acc, wsum = np.zeros(x.shape[::2]), 0.0
-        for k in range(T):
-            acc += a[k] * (x[:, k] - acc)
-            wsum += a[k] * (1.0 - wsum)
-            out[:, k] = acc / max(wsum, 1e-300)
-    return dict(zip(LONG_CONTEXT_CHANNELS, out))
-
-
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
-                        physics: tuple[str, str] | None = None, context_s: float = 0.0,
-                        long_context_s: float = 0.0) -> dict:
+                        physics: tuple[str, str] | None = None, context_s: float = 0.0
+                        ) -> dict:
     """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
 
     physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
     trajectory does not carry (from its measured ``q``); context_s: time constant [s] of the
     :data:`CONTEXT_CHANNELS` (computed from the measured ``t``, ``qd``, effort and
-    ``pos_error``); long_context_s: the same for :data:`LONG_CONTEXT_CHANNELS`."""
+    ``pos_error``)."""
     need = source_channels(channels)
     ctx = [c for c in need if c in CONTEXT_CHANNELS]
-    lctx = [c for c in need if c in LONG_CONTEXT_CHANNELS]
-    need = [c for c in need if c not in CONTEXT_CHANNELS and c not in LONG_CONTEXT_CHANNELS]
+    need = [c for c in need if c not in CONTEXT_CHANNELS]
     missing = [c for c in need if c in PHYSICS_CHANNELS and c not in traj]
     out = {c: _channel(traj, c, n_joints) for c in need if c not in missing}
     if missing:
@@ -218,32 +181,19 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         pe = out["q_goal"] - out["q"]
         c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
         out.update({k: c[k] for k in ctx})
-    if lctx:
-        if not long_context_s:
-            raise SchemaError(f"channels {lctx} are computed from the telemetry's past; give "
-                              "their time constant (NeuralActuatorConfig.long_context_s)")
-        effort = next((c for c in EFFORT_CHANNELS if c in out), None)
-        if effort is None or "qd" not in out:
-            raise SchemaError(f"long context channels need qd and an effort channel "
-                              f"{list(EFFORT_CHANNELS)} among the model's channels")
-        t = np.asarray(traj["t"], dtype=np.float64)
-        c = long_context_channels(t, out["qd"], out[effort], out["q_goal"] - out["q"],
-                                  float(long_context_s))
-        out.update({k: c[k] for k in lctx})
     return out
 
 
 def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
             stride: int = 1, dtype: torch.dtype = torch.float32,
-            physics: tuple[str, str] | None = None, context_s: float = 0.0,
-            long_context_s: float = 0.0) -> torch.Tensor:
+            physics: tuple[str, str] | None = None, context_s: float = 0.0) -> torch.Tensor:
     """All history windows of a trajectory.
 
     Returns x: (N, history, n_joints * len(channels)); window i covers steps
     ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
-    physics, context_s, long_context_s: see :func:`trajectory_channels`.
+    physics, context_s: see :func:`trajectory_channels`.
     """
-    parts = trajectory_channels(traj, channels, n_joints, physics, context_s, long_context_s)
+    parts = trajectory_channels(traj, channels, n_joints, physics, context_s)
     T = next(iter(parts.values())).shape[0]
     if T < history:
         raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
@@ -271,9 +221,7 @@ __all__ = [
     "MODES",
     "PHYSICS_CHANNELS",
     "CONTEXT_CHANNELS",
-    "LONG_CONTEXT_CHANNELS",
     "context_channels",
-    "long_context_channels",
     "channels_for",
     "source_channels",
     "assemble",

@@ -50,10 +50,6 @@ class NeuralActuatorConfig:
     """estimator mode: time constant [s] of the context channels (direction of each joint's
     last motion, slow averages of effort and position error; see
     :mod:`neuract.neuralactuator.features`); 0: none"""
-    long_context_s: float = 0.0
-    """estimator mode: time constant [s] of the long context channels (average magnitudes of
-    effort and position error, effort against the direction of motion, over tens of seconds:
-    what a degraded motor changes; see :mod:`neuract.neuralactuator.features`); 0: none"""
     history: int = 8
     """time steps per window (tokens)"""
     d_model: int = 96
@@ -84,8 +80,7 @@ class NeuralActuatorConfig:
     @property
     def channels(self) -> tuple:
         return channels_for(self.mode, self.effort, self.sim_temperature,
-                            physics=bool(self.physics_robot), context=bool(self.context_s),
-                            long_context=bool(self.long_context_s))
+                            physics=bool(self.physics_robot), context=bool(self.context_s))
 
     @property
     def physics(self) -> tuple[str, str] | None:
@@ -106,11 +101,10 @@ class NeuralActuatorConfig:
             raise ConfigError(f"physics_robot={self.physics_robot!r} needs mode='estimator' "
                               f"and a physics_site (got mode={self.mode!r}, physics_site="
                               f"{self.physics_site!r})")
-        for name in ("context_s", "long_context_s"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ConfigError(f"NeuralActuatorConfig.{name}={v!r}; expected a time "
-                                  "constant >= 0 s (0: no such context channels)")
+        if not (isinstance(self.context_s, (int, float)) and math.isfinite(self.context_s)
+                and self.context_s >= 0):
+            raise ConfigError(f"NeuralActuatorConfig.context_s={self.context_s!r}; expected a "
+                              "time constant >= 0 s (0: no context channels)")
         for name in ("n_joints", "history", "d_model", "n_layers", "n_heads", "d_ff",
                      "d_trunk", "n_conditions"):
             v = getattr(self, name)

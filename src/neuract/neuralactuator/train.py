@@ -109,8 +109,7 @@ def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
         return trajs
     est = cfg.channels if cfg.mode == "estimator" else None
     sim = cfg.channels if cfg.mode == "simulator" else None
-    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s,
-                   cfg.long_context_s)
+    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
 
 
 def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:

@@ -101,10 +101,6 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads context channels with this time constant [s]
     (direction of each joint's last motion, slow effort and position-error averages;
     :mod:`neuract.neuralactuator.features`); 0: none"""
-    long_context_s: float = 0.0
-    """NeuralActuator estimator also reads long context channels with this time constant [s]
-    (average magnitudes of effort and position error and effort against the direction of
-    motion: what a degraded motor changes); 0: none"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     full: bool = True
     """also score the full-trajectory rollout"""
@@ -147,8 +143,7 @@ def so101_setup() -> RobotSetup:
 
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
-              physics: bool = False, context_s: float = 0.0, servo: str = "",
-              long_context_s: float = 0.0):
+              physics: bool = False, context_s: float = 0.0, servo: str = ""):
     """NeuralActuator config of an experiment; servo: a ``prior='servo'`` JSON (simulator
     mode only; empty: the PD prior)."""
     from neuract.neuralactuator import NeuralActuatorConfig
@@ -158,7 +153,6 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 physics_robot=(setup.model_path or setup.name) if phys else "",
                                 physics_site=setup.site if phys else "",
                                 context_s=context_s if mode == "estimator" else 0.0,
-                                long_context_s=long_context_s if mode == "estimator" else 0.0,
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
@@ -342,8 +336,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             from neuract.neuralactuator.model import servo_json
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
-        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
-                         cfg.long_context_s)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
