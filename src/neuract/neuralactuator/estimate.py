@@ -209,11 +209,14 @@ def _raw_gate(model: NeuralActuator, trajs, max_episodes: int) -> list:
 
 def select_gate_filter(model: NeuralActuator, trajs,
                        taus_s=(0.0, 0.05, 0.1, 0.2, 0.5), max_episodes: int = 24,
-                       hysteresis_steps: int = 12) -> tuple[float, float, float, dict]:
+                       hysteresis_steps: int | None = None
+                       ) -> tuple[float, float, float, dict]:
     """Choose the contact gate's causal filter on (held-out calibration) episodes: smoothing
     time constant, detection threshold and release threshold (hysteresis) with the best
     pooled F1 (ties: the shorter time constant, then the narrower hysteresis). Release
-    candidates: the detection threshold and up to ``hysteresis_steps`` grid values below it.
+    candidates: the detection threshold and the grid values below it (at most
+    ``hysteresis_steps`` of them; None: all). A wide hysteresis keeps a detected contact
+    through the steady part of a push, where the arm stands deflected and still.
     Returns (tau_s, threshold, release, {tau_s: F1}); (0, 0.5, 0.5, {}) when the episodes
     hold no contact or only contact."""
     taus = [float(x) for x in taus_s]
@@ -232,7 +235,8 @@ def select_gate_filter(model: NeuralActuator, trajs,
         p = np.concatenate([smooth_causal(q, t, tau) if tau > 0 else q for t, q, _ in raw])
         top = None
         for k, on in enumerate(_GRID):
-            for off in _GRID[max(0, k - hysteresis_steps):k + 1][::-1]:
+            lo = 0 if hysteresis_steps is None else max(0, k - hysteresis_steps)
+            for off in _GRID[lo:k + 1][::-1]:
                 f = _f1(hysteresis(p, on, off, starts) if off < on else p >= on, y)
                 key = (f, -tau, -(on - off))
                 if top is None or key > top[0]:

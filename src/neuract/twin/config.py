@@ -185,3 +185,7 @@ class SimConfig:
     push_force_n: Range = (0.5, 6.0)
     nonideal: Nonidealities = field(default_factory=Nonidealities)
     kp_ideal: float = 8.0  # [N m/rad], only used when nonideal.motor is False
+    external_forces_until_s: float = float("inf")
+    """pushes starting and payloads attached at or after this episode time [s] are left out,
+    the motion plan, timing and noise kept: the counterfactual that tells which contact
+    samples the telemetry shows (:mod:`neuract.twin.observability`); inf: all kept"""

@@ -110,6 +110,11 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
                          cfg.sim.degraded_fraction)
         if plan.degraded is not None and plan.degraded.any():
             params = degrade(params, plan.degraded, spec, rng)
+        cut = cfg.sim.external_forces_until_s
+        if cut < np.inf:  # counterfactual: later external forces left out
+            plan.pushes = [p for p in plan.pushes if p[0] < cut]
+            if plan.attach_t >= cut:
+                plan.payload_kg = 0.0
         jobs.append(Job(unit, k, params, bus, plan, rng))
     records = simulate(tm, spec, cfg.sim, jobs)
     trajs = []

@@ -1,0 +1,152 @@
+"""Which contact samples the telemetry can show at all: each contact event of a twin episode
+against its counterfactual, the same episode with that event's external force left out.
+
+The twin is deterministic per episode key (plan, timing and noise come from one generator,
+:mod:`neuract.twin.generate`), so generating an episode again with
+``SimConfig(external_forces_until_s=s)`` gives its telemetry as it would have been without
+the pushes and payloads that start at or after ``s``. For a contact event (a run of contact
+samples) let ``s`` be the start of the push or payload that begins it: the two versions are
+identical register for register up to the first sample where a telemetry channel differs. A
+causal estimator reading the telemetry gives the same output in both, so it cannot report the
+contact there without also reporting one on the force-free episode: those contact samples are
+*hidden*, and an event with no sample after the first difference is hidden whole.
+
+Every sample after the first difference counts as visible, however small the difference (one
+encoder step, one load count) and even where the force later changes nothing more, so the
+visible share R is an upper bound of what an estimator can detect, and ``2 R / (1 + R)``
+(every other sample right) an upper bound of its gate F1 on these episodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from neuract.errors import SchemaError
+
+TELEMETRY = ("q", "qd", "load", "current", "pwm", "voltage", "temperature")
+"""the channels a servo reports (those a trajectory has are compared)"""
+
+
+def counterfactual_config(cfg: Any, until_s: float = 0.0) -> Any:
+    """The :class:`~neuract.twin.generate.GenerateConfig` of the same data plan with the
+    external forces (pushes, payloads) that start at or after ``until_s`` [s] left out."""
+    return dataclasses.replace(cfg, sim=dataclasses.replace(
+        cfg.sim, external_forces_until_s=float(until_s)))
+
+
+def first_difference(factual: Any, counterfactual: Any,
+                     channels: Sequence[str] = TELEMETRY) -> int:
+    """Index of the first sample where any telemetry channel of ``factual`` differs from
+    ``counterfactual`` (the same episode without external forces); ``len(factual)`` if none
+    does."""
+    if factual.meta.name != counterfactual.meta.name or len(factual) != len(counterfactual):
+        raise SchemaError(f"episodes {factual.meta.name!r} ({len(factual)} samples) and "
+                          f"{counterfactual.meta.name!r} ({len(counterfactual)}) are not the "
+                          "same episode with and without external forces")
+    if not np.array_equal(np.asarray(factual["t"]), np.asarray(counterfactual["t"])):
+        raise SchemaError(f"episode {factual.meta.name!r}: the two versions are sampled at "
+                          "different times; generate both from the same seed and plan")
+    T = len(factual)
+    first = T
+    for c in channels:
+        if c not in factual:
+            continue
+        a = np.asarray(factual[c], dtype=np.float64).reshape(T, -1)
+        b = np.asarray(counterfactual[c], dtype=np.float64).reshape(T, -1)
+        diff = np.flatnonzero((a != b).any(axis=1))
+        if diff.size:
+            first = min(first, int(diff[0]))
+    return first
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
+
+
+def force_starts(labels: dict) -> list[float]:
+    """Start times [s] of an episode's pushes and payload (from its twin labels)."""
+    out = [float(p["t0_s"]) for p in labels.get("pushes", [])]
+    if float(labels.get("payload_mass_kg") or 0.0) > 0:
+        attach = labels.get("payload_attach_s")
+        if attach is not None:
+            out.append(float(attach))
+    return sorted(out)
+
+
+def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
+                       progress=None) -> dict[str, Any]:
+    """Hidden and visible contact samples and events of twin episodes ``factual`` generated
+    by ``cfg`` (:class:`~neuract.twin.generate.GenerateConfig`), each event against its own
+    counterfactual (see the module docstring).
+
+    Contact: the twin's label, with ``|ee_force| >= min_force_n`` [N] when > 0 (the gate
+    label of the experiments). Returns pooled counts, ``visible_share`` (R), ``f1_ceiling``
+    (2R / (1 + R)), ``events`` / ``events_hidden`` (no visible sample), the
+    ``onset_delay_s`` of visible events whose first samples are hidden (a lower bound of
+    any detection latency) and the same counts per task. ``progress(done, total)``."""
+    from neuract.twin.generate import run_chunk
+
+    eps = [tr for tr in factual if "contact" in tr and np.asarray(tr["contact"]).any()]
+    totals = {"contact_samples": 0, "hidden_samples": 0, "events": 0, "events_hidden": 0}
+    per_task: dict[str, dict[str, int]] = {}
+    delays: list[float] = []
+    for n_done, tr in enumerate(eps):
+        if progress:
+            progress(n_done, len(eps))
+        lab = tr.meta.labels
+        if lab.get("seed") != cfg.seed:
+            raise SchemaError(f"episode {tr.meta.name!r} has seed {lab.get('seed')}, the "
+                              f"config {cfg.seed}: pass the config that generated it")
+        row = (int(lab["index"]), int(lab["unit"]), int(lab["episode"]), str(lab["task"]))
+        c = np.asarray(tr["contact"], bool)
+        if min_force_n > 0:
+            c = c & (np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
+                     >= min_force_n)
+        t = np.asarray(tr["t"], dtype=np.float64)
+        starts = force_starts(lab)
+        firsts: dict[float, int] = {}
+        tc = per_task.setdefault(row[3], {k: 0 for k in totals})
+        for i0, i1 in _runs(c):
+            began = [s for s in starts if s <= t[i0]]
+            if not began:
+                raise SchemaError(f"episode {tr.meta.name!r}: contact at {t[i0]:.3f} s before "
+                                  f"any push or payload (starts {starts})")
+            s = began[-1]
+            if s not in firsts:
+                (cf,) = run_chunk(counterfactual_config(cfg, s), [row])
+                firsts[s] = first_difference(tr, cf)
+            k = firsts[s]
+            i0, i1 = int(i0), int(i1)
+            hidden = int(np.clip(k - i0, 0, i1 - i0))
+            for d in (totals, tc):
+                d["contact_samples"] += i1 - i0
+                d["hidden_samples"] += hidden
+                d["events"] += 1
+                d["events_hidden"] += int(hidden == i1 - i0)
+            if 0 < hidden < i1 - i0:
+                delays.append(float(t[k] - t[i0]))
+    if progress:
+        progress(len(eps), len(eps))
+
+    def share(d):
+        n = d["contact_samples"]
+        return (n - d["hidden_samples"]) / n if n else None
+
+    R = share(totals)
+    return {**totals, "visible_share": R,
+            "f1_ceiling": 2 * R / (1 + R) if R is not None else None,
+            "onset_delay_s": {"n": len(delays),
+                              "median": float(np.median(delays)) if delays else None,
+                              "p90": float(np.quantile(delays, 0.9)) if delays else None,
+                              "max": float(np.max(delays)) if delays else None},
+            "per_task": {k: {**v, "visible_share": share(v)}
+                         for k, v in sorted(per_task.items())}}
+
+
+__all__ = ["TELEMETRY", "contact_visibility", "counterfactual_config", "first_difference",
+           "force_starts"]
