@@ -61,8 +61,10 @@ class TwinExperimentConfig:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
 
 
-def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> list:
-    from neuract.twin import GenerateConfig, generate
+def generate_config(cfg: TwinDataConfig):
+    """The :class:`~neuract.twin.generate.GenerateConfig` that generates ``cfg``'s data
+    (validated)."""
+    from neuract.twin import GenerateConfig
     from neuract.twin.config import Nonidealities, SimConfig
 
     known = list(Nonidealities.__dataclass_fields__)
@@ -76,6 +78,13 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> li
                                        degraded_fraction=cfg.degraded_fraction,
                                        nonideal=Nonidealities(**{k: False for k in cfg.ideal})))
     gen.validate()
+    return gen
+
+
+def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> list:
+    from neuract.twin import generate
+
+    gen = generate_config(cfg)
     n = gen.n_episodes()
     done = [0]
 
@@ -162,6 +171,7 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
 
 
-__all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_twin", "relabel_contact",
+__all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_config", "generate_twin",
+           "relabel_contact",
            "run_twin_experiment",
            "split_by_task"]

@@ -27,6 +27,8 @@ import numpy as np
 
 from neuract.errors import SchemaError
 
+DEFLECTION_BINS = (0, 1, 2, 4, 8)
+"""lower edges of the deflection histogram [encoder steps]"""
 TELEMETRY = ("q", "qd", "load", "current", "pwm", "voltage", "temperature")
 """the channels a servo reports (those a trajectory has are compared)"""
 
@@ -68,6 +70,13 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
 
 
+def _bin_names() -> list[str]:
+    """'0', '1', '2-3', '4-7', '>=8' for :data:`DEFLECTION_BINS`."""
+    edges = list(DEFLECTION_BINS)
+    return [f"{lo}" if hi - lo == 1 else f"{lo}-{hi - 1}" for lo, hi in zip(edges, edges[1:])
+            ] + [f">={edges[-1]}"]
+
+
 def force_starts(labels: dict) -> list[float]:
     """Start times [s] of an episode's pushes and payload (from its twin labels)."""
     out = [float(p["t0_s"]) for p in labels.get("pushes", [])]
@@ -88,8 +97,15 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
     label of the experiments). Returns pooled counts, ``visible_share`` (R), ``f1_ceiling``
     (2R / (1 + R)), ``events`` / ``events_hidden`` (no visible sample), the
     ``onset_delay_s`` of visible events whose first samples are hidden (a lower bound of
-    any detection latency) and the same counts per task. ``progress(done, total)``."""
+    any detection latency), ``deflection_steps`` (share of the contact samples by how far the
+    force has moved the arm from where it would be without it: the largest joint difference
+    in encoder steps, bins from :data:`DEFLECTION_BINS`) and the counts per task.
+    ``progress(done, total)``."""
+    from neuract.twin.config import ROBOT_SPECS
     from neuract.twin.generate import run_chunk
+
+    lsb = 2 * np.pi / ROBOT_SPECS[cfg.robot]().registers.steps_per_rev
+    deflection = np.zeros(len(DEFLECTION_BINS), dtype=np.int64)
 
     eps = [tr for tr in factual if "contact" in tr and np.asarray(tr["contact"]).any()]
     totals = {"contact_samples": 0, "hidden_samples": 0, "events": 0, "events_hidden": 0}
@@ -119,9 +135,14 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
             s = began[-1]
             if s not in firsts:
                 (cf,) = run_chunk(counterfactual_config(cfg, s), [row])
-                firsts[s] = first_difference(tr, cf)
-            k = firsts[s]
+                steps = np.rint(np.abs(np.asarray(tr["q"], np.float64)
+                                       - np.asarray(cf["q"], np.float64)).max(1) / lsb)
+                firsts[s] = (first_difference(tr, cf), steps)
+            k, steps = firsts[s]
             i0, i1 = int(i0), int(i1)
+            deflection += np.bincount(np.searchsorted(DEFLECTION_BINS, steps[i0:i1],
+                                                      side="right") - 1,
+                                      minlength=len(DEFLECTION_BINS))
             hidden = int(np.clip(k - i0, 0, i1 - i0))
             for d in (totals, tc):
                 d["contact_samples"] += i1 - i0
@@ -144,6 +165,8 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
                               "median": float(np.median(delays)) if delays else None,
                               "p90": float(np.quantile(delays, 0.9)) if delays else None,
                               "max": float(np.max(delays)) if delays else None},
+            "deflection_steps": dict(zip(_bin_names(),
+                                         (deflection / max(deflection.sum(), 1)).tolist())),
             "per_task": {k: {**v, "visible_share": share(v)}
                          for k, v in sorted(per_task.items())}}
 
