@@ -166,6 +166,21 @@ def _na_twin_friction(d: dict) -> list[Row]:
     return rows
 
 
+def _gate_observability(d: dict) -> list[Row]:
+    area = "SO-101 twin, gate label observability"
+    rows = []
+    for key, name in (("test", f"twin benchmark test split ({d['n_test_episodes']} episodes)"),
+                      ("all", f"all {d['n_episodes']} episodes")):
+        r = d[key]
+        small = 100 * (r["deflection_steps"]["0"] + r["deflection_steps"]["1"])
+        rows.append((area, f"gate F1 ceiling (contact samples whose telemetry differs from the "
+                     f"force-free episode), {name}", _f(r["f1_ceiling"], 4),
+                     f"{r['hidden_samples']} of {r['contact_samples']} contact samples hidden, "
+                     f"{r['events_hidden']} of {r['events']} events hidden whole; arm moved "
+                     f"<= 1 encoder step on {small:.1f} % of contact samples"))
+    return rows
+
+
 def _na_nad(d: dict) -> list[Row]:
     rows = []
     for robot in ("omx", "so101"):
@@ -210,6 +225,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_twin_friction.json": _na_twin_friction,
+    "gate_observability.json": _gate_observability,
     "neuralactuator_twin_sim_seeds.json": _na_twin_sim_seeds,
     "neuralactuator_twin_omx.json": _na_twin_omx,
     "neuralactuator_adapt.json": _na_adapt,
