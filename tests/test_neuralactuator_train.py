@@ -494,3 +494,25 @@ def test_gate_filter_selection_bridges_dropouts_inside_contacts(monkeypatch):
 
     with pytest.raises(ConfigError, match="time"):
         est_mod.select_gate_filter(None, [], taus_s=(-1.0,))
+
+
+def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
+    """A model's calibrated gate filter (smoothing, release threshold) is applied with the
+    model's own threshold; a caller that sets the threshold gets a plain threshold, which is
+    what the calibrations read."""
+    from neuract.neuralactuator.estimate import estimate, gate_filter
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    tr = generate(GenerateConfig(robot="so101", tasks=("push",), minutes=0.1, units=1, seed=1,
+                                 sim=SimConfig(episode_s=6.0)))[0]
+    torch.manual_seed(0)
+    model = NeuralActuator(NeuralActuatorConfig(n_joints=6, effort="load", **TINY))
+    raw = estimate(model, tr, gate_threshold=0.5)["contact_prob"]
+    model.gate_threshold, model.gate_tau_s, model.gate_release = 0.6, 0.1, 0.3
+    v = ~np.isnan(raw)
+    t = np.asarray(tr["t"], dtype=np.float64)[v]
+    own = estimate(model, tr)["contact_prob"]
+    np.testing.assert_allclose(own[v], gate_filter(raw[v], t, 0.1, 0.6, 0.3), rtol=1e-9)
+    np.testing.assert_allclose(estimate(model, tr, gate_threshold=0.5)["contact_prob"][v],
+                               raw[v], rtol=1e-12)

@@ -48,7 +48,8 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     gate_tau_s, gate_release: the contact decision's causal filter (:func:`gate_filter`):
     smoothing time constant [s] (0: none) and the probability below which a detected contact
     ends (hysteresis; at most ``gate_threshold``); defaults: the model's attributes (chosen
-    by :func:`select_gate_filter`), else 0 s and ``gate_threshold`` (a plain threshold).
+    by :func:`select_gate_filter`) when ``gate_threshold`` is the model's too, else 0 s and
+    ``gate_threshold`` (a plain threshold).
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
@@ -58,12 +59,16 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
     if condition_tau_s is None:
         condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
-    if gate_threshold is None:
+    # the model's gate filter goes with the model's threshold: a caller that sets the
+    # threshold gets a plain threshold unless it sets the filter too
+    own = gate_threshold is None
+    if own:
         gate_threshold = float(getattr(model, "gate_threshold", 0.5))
     if gate_tau_s is None:
-        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0))
+        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0)) if own else 0.0
     if gate_release is None:
-        gate_release = float(getattr(model, "gate_release", gate_threshold))
+        gate_release = (float(getattr(model, "gate_release", gate_threshold)) if own
+                        else gate_threshold)
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
