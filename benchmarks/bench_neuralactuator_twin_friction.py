@@ -4,8 +4,9 @@ A paired ablation: the same twin data plan (seed, episodes, units, pushes, paylo
 twice, once with the full twin and once with its gearbox friction switched off
 (``TwinDataConfig(ideal=("friction",))``; the motor, backlash, thermal, sag, noise, latency
 and quantisation effects stay on), and the twin benchmark's estimator-mode NeuralActuator
-configuration trained and scored on each. Where the friction holds part of a push at rest the
-telemetry (position, velocity, current) does not change, so the push cannot be seen; the
+configuration trained and scored on each. Where the friction holds part of a push at rest a
+deflected, still arm reads like one parked by stiction off its goal (the push shows in the
+telemetry, ``bench_gate_observability.py``, but only through how the arm got there); the
 difference between the two arms measures how much of the force and gate error that explains.
 
 Smaller than the benchmark to fit a session: ``MINUTES`` of twin data per data seed
