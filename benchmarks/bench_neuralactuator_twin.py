@@ -190,7 +190,7 @@ def render(out: dict) -> str:
                f"detected at {est['gate_threshold']:.2f} and held until it falls below "
                f"{est['gate_release']:.2f} (calibration F1 per time constant: "
                + ", ".join(f"{float(k):g} s {v:.3f}" for k, v in est["gate_tau_scores"].items())
-               + ").\n")
+               + ")." + _plain_text(out) + "\n")
     raw = out.get("gate_raw_label")
     if raw:
         raw = {k: _f3(v) for k, v in raw.items()}
@@ -219,6 +219,16 @@ def render(out: dict) -> str:
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
                f"{_f3(pm.get('degraded_share'))}).\n")
     return md
+
+
+def _plain_text(out: dict) -> str:
+    """The same model's test gate with one plain threshold, if measured."""
+    p = out.get("gate_plain")
+    if not p or p.get("f1") is None:
+        return ""
+    return (f" The same model with one plain threshold ({p['threshold']:.2f}, calibrated on the "
+            f"same episodes): test gate F1 {p['f1']:.3f} (precision {p['precision']:.3f}, "
+            f"recall {p['recall']:.3f}, {p['n_detected']}/{p['n_events']} events).")
 
 
 def _smoothing_text(cfg: TwinExperimentConfig, res: dict) -> str:

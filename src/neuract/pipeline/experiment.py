@@ -177,6 +177,32 @@ def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, lis
     return train, test
 
 
+def calibration_split(train: Sequence[Any], fraction: float) -> tuple[Sequence, Sequence]:
+    """(episodes the estimator trains on, episodes its thresholds are calibrated on): the
+    last ``fraction`` of each task's training episodes held out (0, or nothing to hold out:
+    both are ``train`` itself)."""
+    if fraction <= 0:
+        return train, train
+    fit, held = split_by_task(train, fraction)
+    return fit, held or train
+
+
+def has_contact(tr: Any) -> bool:
+    """Whether an episode has a contact label with some contact."""
+    return "contact" in tr and bool(np.asarray(tr["contact"]).any())
+
+
+def plain_gate(model: Any, test: Sequence[Any], threshold: float) -> dict[str, Any]:
+    """Gate metrics of an estimator-mode model on ``test`` with one plain contact threshold
+    (no smoothing, no release threshold)."""
+    from neuract.eval import evaluate_estimator
+    from neuract.neuralactuator import estimate
+
+    rec = evaluate_estimator(lambda tr: estimate(model, tr, gate_threshold=threshold), test,
+                             "NeuralActuator (plain gate threshold)")["gate"]
+    return {"threshold": float(threshold), **(rec or {})}
+
+
 def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_each: int = 2
                      ) -> Sequence[Any] | None:
     """``calib`` if it holds at least ``min_each`` positive and negative episodes, else
@@ -343,10 +369,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                          checkpoint=str(_train_state(out_dir, mode)) if out_dir else "",
                          checkpoint_every=cfg.checkpoint_every)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
-        fit_eps, calib = train, train
-        if mode == "estimator" and cfg.calibration_fraction > 0:
-            fit_eps, held = split_by_task(train, cfg.calibration_fraction)
-            calib = held or train
+        fit_eps, calib = (calibration_split(train, cfg.calibration_fraction)
+                          if mode == "estimator" else (train, train))
         model, rep = timed(f"train_na_{mode}", train_neuralactuator, fit_eps, setup.robot,
                            ncfg, tc, site=setup.site,
                            progress=lambda s, t, info, st=stage: progress(st, s, t),
@@ -364,8 +388,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             # otherwise the default threshold (0.5) and smoothing are kept
             c_eps = _calibration_set(calib, train, lambda tr: bool(
                 per_joint_condition(tr, n).any()))
-            g_eps = _calibration_set(calib, train, lambda tr: bool(
-                np.asarray(tr["contact"]).any()) if "contact" in tr else False)
+            g_eps = _calibration_set(calib, train, has_contact)
             # without a grid: the default smoothing, one threshold, nothing chosen to record
             grid = cfg.condition_tau_grid if c_eps is not None else ()
             keys = []
@@ -383,6 +406,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                  res["models"][name]["gate_tau_scores"]) = select_gate_filter(
                     model, g_eps, cfg.gate_tau_grid)
                 keys += ["gate_threshold", "gate_tau_s", "gate_release"]
+                # the plain threshold on the same episodes, scored beside the filter below
+                res["models"][name]["gate_plain_threshold"] = calibrate_gate(model, g_eps)
             elif g_eps is not None:
                 model.gate_threshold = calibrate_gate(model, g_eps)
                 keys.append("gate_threshold")
@@ -470,6 +495,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     progress("estimation (estimator mode)", len(ests), len(ests))
     if "NeuralActuator" in cache:
         res["condition_per_motor"] = _per_motor_condition(cache["NeuralActuator"], test)
+    plain = res["models"].get("NeuralActuator[estimator]", {}).get("gate_plain_threshold")
+    if plain is not None:  # the same model with one plain gate threshold, for comparison
+        res["gate_plain"] = plain_gate(na["estimator"], test, plain)
     res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
     if out_dir is not None:  # done: nothing left to resume
         for mode in ("simulator", "estimator"):
@@ -497,5 +525,5 @@ def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str
             "n_motors": int(p.shape[1]), "degraded_share": float(t.mean())}
 
 
-__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "na_config", "run_experiment",
-           "so101_setup", "split_by_task"]
+__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "calibration_split", "has_contact",
+           "na_config", "plain_gate", "run_experiment", "so101_setup", "split_by_task"]
