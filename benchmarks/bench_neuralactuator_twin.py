@@ -224,9 +224,13 @@ def render(out: dict) -> str:
 def _plain_text(out: dict) -> str:
     """The same model's test gate with one plain threshold, if measured."""
     p = out.get("gate_plain")
-    if not p or p.get("f1") is None:
+    g = next((e.get("gate") for e in out.get("estimation", [])
+              if e["model"] == "NeuralActuator"), None)
+    if not p or p.get("f1") is None or not g:
         return ""
-    return (f" The same model with one plain threshold ({p['threshold']:.2f}, calibrated on the "
+    return (f" Test gate with the filter: F1 {g['f1']:.3f} (precision {g['precision']:.3f}, "
+            f"recall {g['recall']:.3f}, {g['n_detected']}/{g['n_events']} events); the same "
+            f"model with one plain threshold ({p['threshold']:.2f}, calibrated on the "
             f"same episodes): test gate F1 {p['f1']:.3f} (precision {p['precision']:.3f}, "
             f"recall {p['recall']:.3f}, {p['n_detected']}/{p['n_events']} events).")
 

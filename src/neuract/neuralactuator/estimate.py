@@ -218,10 +218,13 @@ def select_gate_filter(model: NeuralActuator, trajs,
                        ) -> tuple[float, float, float, dict]:
     """Choose the contact gate's causal filter on (held-out calibration) episodes: smoothing
     time constant, detection threshold and release threshold (hysteresis) with the best
-    pooled F1 (ties: the shorter time constant, then the narrower hysteresis). Release
-    candidates: the detection threshold and the grid values below it (at most
-    ``hysteresis_steps`` of them; None: all). A wide hysteresis keeps a detected contact
-    through the steady part of a push, where the arm stands deflected and still.
+    pooled F1 among those that detect at least as many contact events (runs of contact
+    samples with a detection) as the best plain threshold does (ties: the shorter time
+    constant, then the narrower hysteresis). Release candidates: the detection threshold and
+    the grid values below it (at most ``hysteresis_steps`` of them; None: all). A wide
+    hysteresis keeps a detected contact through the steady part of a push, where the arm
+    stands deflected and still; the event condition keeps it from buying that with a high
+    detection threshold that misses short contacts.
     Returns (tau_s, threshold, release, {tau_s: F1}); (0, 0.5, 0.5, {}) when the episodes
     hold no contact or only contact."""
     taus = [float(x) for x in taus_s]
@@ -235,6 +238,20 @@ def select_gate_filter(model: NeuralActuator, trajs,
     if y.all() or not y.any():
         return 0.0, 0.5, 0.5, {}
     starts = np.cumsum([0] + [len(c) for _, _, c in raw[:-1]])
+    run = np.full(len(y), -1)  # contact event of each sample (-1: none), per episode
+    n_runs = 0
+    for s0, (_, _, c) in zip(starts, raw):
+        d = np.diff(np.concatenate([[0], c.astype(np.int8), [0]]))
+        for i0, i1 in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)):
+            run[s0 + i0:s0 + i1] = n_runs
+            n_runs += 1
+
+    def events(fire):
+        return int(np.count_nonzero(np.bincount(run[fire & y], minlength=n_runs)))
+
+    p0 = np.concatenate([q for _, q, _ in raw])
+    g0 = max(_GRID, key=lambda g: (_f1(p0 >= g, y), -g))  # the best plain threshold
+    need = events(p0 >= g0)
     best, scores = None, {}
     for tau in sorted(taus):
         p = np.concatenate([smooth_causal(q, t, tau) if tau > 0 else q for t, q, _ in raw])
@@ -242,10 +259,12 @@ def select_gate_filter(model: NeuralActuator, trajs,
         for k, on in enumerate(_GRID):
             lo = 0 if hysteresis_steps is None else max(0, k - hysteresis_steps)
             for off in _GRID[lo:k + 1][::-1]:
-                f = _f1(hysteresis(p, on, off, starts) if off < on else p >= on, y)
-                key = (f, -tau, -(on - off))
-                if top is None or key > top[0]:
+                fire = hysteresis(p, on, off, starts) if off < on else p >= on
+                key = (_f1(fire, y), -tau, -(on - off))
+                if (top is None or key > top[0]) and events(fire) >= need:
                     top = (key, float(on), float(off))
+        if top is None:  # no candidate of this time constant detects enough events
+            continue
         scores[tau] = top[0][0]
         if best is None or top[0] > best[0]:
             best = (top[0], tau, top[1], top[2])
