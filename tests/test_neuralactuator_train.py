@@ -516,3 +516,44 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     np.testing.assert_allclose(own[v], gate_filter(raw[v], t, 0.1, 0.6, 0.3), rtol=1e-9)
     np.testing.assert_allclose(estimate(model, tr, gate_threshold=0.5)["contact_prob"][v],
                                raw[v], rtol=1e-12)
+
+
+def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monkeypatch):
+    """Known truth: long contacts whose probability dips to 0.5, short contacts seen at 0.55,
+    a noisy background. A high detection threshold with a release at 0.5 scores the best
+    per-sample F1 (it bridges the dips, no background spike reaches it) but misses every
+    short contact; the best plain threshold (0.5) detects them all. The selection keeps every
+    event the plain threshold detects and still beats its F1."""
+    import importlib
+
+    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    rng = np.random.default_rng(3)
+    t = np.arange(0, 10, 0.02)
+    raw = []
+    for _ in range(6):
+        long_ = (t % 5 >= 1) & (t % 5 < 3)
+        short = (t % 5 >= 4) & (t % 5 < 4.04)
+        p = np.where(long_, 0.9, 0.1 + rng.normal(0, 0.25, len(t)))
+        p[short] = 0.55
+        for i in np.flatnonzero(long_ & (rng.random(len(t)) < 0.05)):
+            p[i:i + 4] = np.where(long_[i:i + 4], 0.5, p[i:i + 4])
+        raw.append((t, np.clip(p, 0.01, 0.99), long_ | short))
+    monkeypatch.setattr(est_mod, "_raw_gate", lambda model, trajs, m: raw)
+
+    def scores(on, off):
+        f1, hit, total = [], 0, 0
+        for tt, q, c in raw:
+            fire = est_mod.gate_filter(q, tt, 0.0, on, off) >= 0.5
+            d = np.diff(np.concatenate([[0], c.astype(np.int8), [0]]))
+            runs = list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
+            hit += sum(bool(fire[a:b].any()) for a, b in runs)
+            total += len(runs)
+            f1.append(fire)
+        return est_mod._f1(np.concatenate(f1), np.concatenate([c for *_, c in raw])), hit, total
+
+    tau, on, off, _ = est_mod.select_gate_filter(None, [], taus_s=(0.0,))
+    f_sel, hit_sel, total = scores(on, off)
+    f_plain, hit_plain, _ = scores(0.5, 0.5)
+    f_high, hit_high, _ = scores(0.9, 0.5)
+    assert hit_plain == hit_sel == total and hit_high < total  # the trap exists and is avoided
+    assert f_high > f_sel > f_plain
