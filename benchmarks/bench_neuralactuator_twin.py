@@ -204,7 +204,7 @@ def render(out: dict) -> str:
     if cond:
         rows = [[e["model"], (e.get("condition") or {}).get("accuracy"),
                  condition_balanced(e.get("condition") or {}),
-                 (e.get("condition") or {}).get("auc")]
+                 (e.get("condition") or {}).get("auc"), _end(e.get("condition") or {})]
                 for e in cond["estimation"] if e.get("condition")]
         pm = cond.get("condition_per_motor") or {}
         main_pm = out.get("condition_per_motor") or {}
@@ -214,11 +214,18 @@ def render(out: dict) -> str:
                "degraded; this separate run, half of whose episodes have degraded motors, "
                "tests it.) " + cond["benchmark"] + "\n\n"
                + markdown_table(["model (estimator mode)", "accuracy (episode has a degraded "
-                                 "motor)", "balanced accuracy", "AUC"], rows)
+                                 "motor)", "balanced accuracy", "AUC",
+                                 "right at the end of the episode"], rows)
                + f"\n\nNeuralActuator per-motor accuracy: {_f3(pm.get('accuracy'))} over "
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
                f"{_f3(pm.get('degraded_share'))}).\n")
     return md
+
+
+def _end(c: dict) -> str:
+    """Episodes whose condition decision at their last sample is right, 'k/n'."""
+    e = c.get("episode_end")
+    return f"{round(e['accuracy'] * e['n'])}/{e['n']}" if e else "—"
 
 
 def _plain_text(out: dict) -> str:

@@ -204,6 +204,30 @@ def test_estimator_records():
     assert w["condition"]["accuracy"] == 1.0
 
 
+def test_condition_decision_at_the_end_of_each_episode():
+    """Beside the per-sample accuracy, the decision each trajectory ends with: an estimator
+    that is unsure for most of an episode but right at its end scores low per sample and
+    full marks at the end; one wrong at the end of one of two episodes scores 1/2."""
+    n = 100
+    t = np.arange(n) * 0.01
+    eps = [Trajectory({"t": t, "q": np.zeros((n, 1)), "condition": np.full(n, c, np.int8)},
+                      TrajectoryMeta(robot="toy", joint_names=("j",), name=f"e{c}"))
+           for c in (0, 1)]
+
+    def late(traj):  # right only over the last 20 samples
+        c = float(traj["condition"][0])
+        p = np.full(n, 1.0 - c) * 0.8 + 0.1
+        p[-20:] = c * 0.8 + 0.1
+        return {"condition_prob": p}
+
+    r = evaluate_estimator(late, eps, "late")["condition"]
+    assert r["accuracy"] == pytest.approx(0.2)
+    assert r["episode_end"]["accuracy"] == 1.0 and r["episode_end"]["n"] == 2
+    wrong = evaluate_estimator(lambda tr: {"condition_prob": np.full(n, 0.9)}, eps, "w")
+    assert wrong["condition"]["episode_end"]["accuracy"] == 0.5
+    assert wrong["condition"]["episode_end"]["balanced_accuracy"] == 0.5
+
+
 def test_history_gives_only_past_samples():
     tr = _lag_traj(n=300, seed=6)
     q, t = tr["q"], tr["t"]

@@ -42,6 +42,7 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
     :class:`metrics.GateCounts`), "condition" (see :func:`metrics.condition_metrics`)}``.
     """
     tau_p, tau_t, tau_m, f_p, f_t, f_c, f_m, cond_p, cond_t = ([] for _ in range(9))
+    end_p, end_t = [], []  # condition at each trajectory's last scored sample
     gate = None
     joint_names = None
     for tr in trajs:
@@ -68,6 +69,9 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
         if "condition_prob" in out and "condition" in tr:
             cond_p.append(_as_np(out["condition_prob"])[ok])
             cond_t.append(np.asarray(tr["condition"], dtype=np.int64)[ok])
+            if len(cond_p[-1]):
+                end_p.append(cond_p[-1][-1])
+                end_t.append(cond_t[-1][-1])
     rec: dict[str, Any] = {"mode": "estimator", "model": name, "protocol": "estimation"}
     if tau_p:
         rmse = metrics.torque_rmse(np.concatenate(tau_p), np.concatenate(tau_t),
@@ -83,4 +87,10 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
     rec["condition"] = (metrics.condition_metrics(np.concatenate(cond_p),
                                                   np.concatenate(cond_t))
                         if cond_p else None)
+    if rec["condition"] is not None and end_p:
+        # the decision a recording ends with (one per trajectory): a health check of a
+        # recorded session, beside the per-sample accuracy that counts every moment of it
+        ep = metrics.condition_metrics(np.stack(end_p), np.asarray(end_t, dtype=np.int64))
+        rec["condition"]["episode_end"] = {k: ep[k] for k in ("accuracy", "balanced_accuracy",
+                                                              "confusion", "n")}
     return rec
