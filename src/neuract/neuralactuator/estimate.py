@@ -131,10 +131,10 @@ def hysteresis(p: np.ndarray, on: float, off: float,
     up = p >= on
     down = ~(p >= off)
     if starts is not None:
-        down = down.copy()
-        down[np.asarray(starts, dtype=np.int64)] |= ~up[np.asarray(starts, dtype=np.int64)]
-    last_up = np.maximum.accumulate(np.where(up, idx, -1)) if len(p) else idx
-    last_down = np.maximum.accumulate(np.where(down, idx, -1)) if len(p) else idx
+        s = np.asarray(starts, dtype=np.int64)
+        down[s] |= ~up[s]
+    last_up = np.maximum.accumulate(np.where(up, idx, -1))
+    last_down = np.maximum.accumulate(np.where(down, idx, -1))
     return last_up > last_down
 
 
