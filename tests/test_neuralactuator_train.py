@@ -446,7 +446,7 @@ def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
     spike[20] = 0.9
     assert (gate_filter(spike, np.arange(50) * 0.02, 0.0, 0.5) >= 0.5).sum() == 1
     assert (gate_filter(spike, np.arange(50) * 0.02, 0.1, 0.5) >= 0.5).sum() == 0
-    for kw in ({"tau_s": -1.0}, {"threshold": 1.0}, {"release": 0.0}):
+    for kw in ({"tau_s": -1.0}, {"threshold": 1.5}, {"release": -0.1}, {"release": 0.6}):
         args = {"tau_s": 0.0, "threshold": 0.5, "release": 0.4, **kw}
         with pytest.raises(ConfigError):
             gate_filter(spike, np.arange(50) * 0.02, **args)
@@ -516,6 +516,15 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     np.testing.assert_allclose(own[v], gate_filter(raw[v], t, 0.1, 0.6, 0.3), rtol=1e-9)
     np.testing.assert_allclose(estimate(model, tr, gate_threshold=0.5)["contact_prob"][v],
                                raw[v], rtol=1e-12)
+    # a model with only a calibrated threshold (no filter): the plain log-odds shift
+    from neuract.neuralactuator.estimate import shift_threshold
+
+    del model.gate_tau_s, model.gate_release
+    np.testing.assert_array_equal(estimate(model, tr)["contact_prob"][v],
+                                  shift_threshold(raw[v], 0.6))
+    # a release above the threshold is refused, not clamped
+    with pytest.raises(Exception, match="gate_release"):
+        estimate(model, tr, gate_release=0.7)
 
 
 def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monkeypatch):
@@ -557,3 +566,10 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monk
     f_high, hit_high, _ = scores(0.9, 0.5)
     assert hit_plain == hit_sel == total and hit_high < total  # the trap exists and is avoided
     assert f_high > f_sel > f_plain
+    # only slow smoothing offered, under which a one-sample contact never reaches any
+    # threshold: the best plain threshold is returned instead of a filter that loses it
+    p = np.full(len(t), 0.01)
+    p[250] = 0.9
+    monkeypatch.setattr(est_mod, "_raw_gate",
+                        lambda model, trajs, m: [(t, p, np.arange(len(t)) == 250)])
+    assert est_mod.select_gate_filter(None, [], taus_s=(5.0,)) == (0.0, 0.02, 0.02, {})

@@ -135,7 +135,7 @@ def test_demo_end_to_end_tiny(tmp_path):
         assert getattr(m, k) == est_model[k] == ck["extra"][k]
     # the same model with one plain threshold (calibrated on the same episodes) beside it
     assert saved["gate_plain"]["threshold"] == est_model["gate_plain_threshold"]
-    assert saved["gate_plain"]["n_events"] == est["NeuralActuator"]["gate"]["n_events"]
+    assert saved["gate_plain"]["n_samples"] == est["NeuralActuator"]["gate"]["n_samples"]
     # the simulator sits on the run's best parametric servo, which travels with its checkpoint
     sim_ck = json.loads((out / "checkpoints/neuralactuator_simulator/config.json").read_text())
     servo = json.loads(sim_ck["config"]["servo"])

@@ -39,7 +39,9 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
 
     Returns ``{"mode": "estimator", "model", "protocol": "estimation", "torque_rmse" (per
     joint [N m] or None), "force" (see :func:`metrics.force_mae`), "gate" (see
-    :class:`metrics.GateCounts`), "condition" (see :func:`metrics.condition_metrics`)}``.
+    :class:`metrics.GateCounts`), "condition" (see :func:`metrics.condition_metrics`; with
+    ``episode_end``: the same for the decision each trajectory ends with, one per
+    trajectory)}``.
     """
     tau_p, tau_t, tau_m, f_p, f_t, f_c, f_m, cond_p, cond_t = ([] for _ in range(9))
     end_p, end_t = [], []  # condition at each trajectory's last scored sample

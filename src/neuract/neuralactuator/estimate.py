@@ -53,6 +53,9 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
+    ``contact_prob`` is shifted so that ``>= 0.5`` is the gate's decision; with a release
+    threshold the shift depends on the gate's state, so other cut-offs on it are not
+    decisions of any threshold.
     """
     if condition_threshold is None:
         condition_threshold = getattr(model, "condition_threshold", 0.5)
@@ -89,7 +92,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     sm = smooth_causal(p, t, condition_tau_s)
     sm = shift_threshold(sm, condition_threshold)
     gate = pad(gate_filter(torch.cat(gates).double().numpy(), t, gate_tau_s, gate_threshold,
-                           min(gate_release, gate_threshold)), ())
+                           gate_release), ())
     cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
     valid[h - 1:] = True
@@ -150,8 +153,11 @@ def gate_filter(p: np.ndarray, t: np.ndarray, tau_s: float, threshold: float,
     if not (np.isfinite(tau_s) and tau_s >= 0):
         raise ConfigError(f"gate_tau_s={tau_s!r}; expected a time constant >= 0 s")
     for name, v in (("gate_threshold", threshold), ("gate_release", release)):
-        if not 0 < v < 1:
-            raise ConfigError(f"{name}={v!r}; expected a probability in (0, 1)")
+        if not 0 <= v <= 1:
+            raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
+    if release > threshold:
+        raise ConfigError(f"gate_release={release!r} > gate_threshold={threshold!r}; a contact "
+                          "must end at or below the probability that starts it")
     p = np.asarray(p, dtype=np.float64)
     if tau_s > 0:
         p = smooth_causal(p, t, tau_s)
@@ -207,8 +213,9 @@ def _raw_gate(model: NeuralActuator, trajs, max_episodes: int) -> list:
     for tr in _spread([tr for tr in trajs if "contact" in tr], max_episodes):
         o = estimate(model, tr, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
         v = o["valid"]
-        out.append((np.asarray(tr["t"], dtype=np.float64)[v], o["contact_prob"][v],
-                    np.asarray(tr["contact"], bool)[v]))
+        if v.any():
+            out.append((np.asarray(tr["t"], dtype=np.float64)[v], o["contact_prob"][v],
+                        np.asarray(tr["contact"], bool)[v]))
     return out
 
 
@@ -268,6 +275,8 @@ def select_gate_filter(model: NeuralActuator, trajs,
         scores[tau] = top[0][0]
         if best is None or top[0] > best[0]:
             best = (top[0], tau, top[1], top[2])
+    if best is None:  # no filter detects as many events: the best plain threshold
+        return 0.0, float(g0), float(g0), scores
     return best[1], best[2], best[3], scores
 
 

@@ -277,7 +277,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
             "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
             "mean_abs_tau": dict(zip(tr.meta.joint_names,
                                      abs(est["tau"][v]).mean(0).round(4).tolist())),
-            "contact_share": float((est["contact_prob"][v] > 0.5).mean()),
+            "contact_share": float((est["contact_prob"][v] >= 0.5).mean()),
             "degraded_prob_final": float(est["condition_prob"][-1])})
     write_json(out_dir / "summary.json", summary)
     if not cfg.quiet:

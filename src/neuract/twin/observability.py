@@ -11,7 +11,7 @@ causal estimator reading the telemetry gives the same output in both, so it cann
 contact there without also reporting one on the force-free episode: those contact samples are
 *hidden*, and an event with no sample after the first difference is hidden whole.
 
-Every sample after the first difference counts as visible, however small the difference (one
+Every sample from the first difference on counts as visible, however small the difference (one
 encoder step, one load count) and even where the force later changes nothing more, so the
 visible share R is an upper bound of what an estimator can detect, and ``2 R / (1 + R)``
 (every other sample right) an upper bound of its gate F1 on these episodes.
@@ -125,7 +125,7 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
                      >= min_force_n)
         t = np.asarray(tr["t"], dtype=np.float64)
         starts = force_starts(lab)
-        firsts: dict[float, int] = {}
+        firsts: dict[float, tuple[int, np.ndarray]] = {}  # start -> (first diff, steps)
         tc = per_task.setdefault(row[3], {k: 0 for k in totals})
         for i0, i1 in _runs(c):
             began = [s for s in starts if s <= t[i0]]
