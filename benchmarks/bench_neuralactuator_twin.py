@@ -33,6 +33,7 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.experiment import ExperimentConfig  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
+    episode_end_count,
     markdown_table,
     public,
     summary_markdown,
@@ -204,7 +205,8 @@ def render(out: dict) -> str:
     if cond:
         rows = [[e["model"], (e.get("condition") or {}).get("accuracy"),
                  condition_balanced(e.get("condition") or {}),
-                 (e.get("condition") or {}).get("auc"), _end(e.get("condition") or {})]
+                 (e.get("condition") or {}).get("auc"),
+                 episode_end_count(e.get("condition") or {}) or "—"]
                 for e in cond["estimation"] if e.get("condition")]
         pm = cond.get("condition_per_motor") or {}
         main_pm = out.get("condition_per_motor") or {}
@@ -220,12 +222,6 @@ def render(out: dict) -> str:
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
                f"{_f3(pm.get('degraded_share'))}).\n")
     return md
-
-
-def _end(c: dict) -> str:
-    """Episodes whose condition decision at their last sample is right, 'k/n'."""
-    e = c.get("episode_end")
-    return f"{round(e['accuracy'] * e['n'])}/{e['n']}" if e else "—"
 
 
 def _plain_text(out: dict) -> str:

@@ -339,18 +339,29 @@ def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
     np.testing.assert_allclose(smooth_causal(np.full((100, 3), 0.3), t[:100], 5.0), 0.3)
 
 
-@pytest.fixture
-def raw_condition(monkeypatch):
-    """The estimate module, and ``use(raw)``: its calibrations read the given (t, per-motor
-    probability, per-motor label) episodes instead of running a model."""
+def _raw_fixture(monkeypatch, reader: str):
     import importlib
 
     est_mod = importlib.import_module("neuract.neuralactuator.estimate")
 
     def use(raw):
-        monkeypatch.setattr(est_mod, "_raw_condition", lambda model, trajs, m: raw)
+        monkeypatch.setattr(est_mod, reader, lambda model, trajs, m: raw)
 
     return est_mod, use
+
+
+@pytest.fixture
+def raw_condition(monkeypatch):
+    """The estimate module, and ``use(raw)``: its calibrations read the given (t, per-motor
+    probability, per-motor label) episodes instead of running a model."""
+    return _raw_fixture(monkeypatch, "_raw_condition")
+
+
+@pytest.fixture
+def raw_gate(monkeypatch):
+    """The estimate module, and ``use(raw)``: its gate calibrations read the given (t,
+    contact probability, contact label) episodes instead of running a model."""
+    return _raw_fixture(monkeypatch, "_raw_gate")
 
 
 def test_condition_smoothing_selection_prefers_the_time_constant_that_scores_best(raw_condition):
@@ -458,15 +469,13 @@ def est_shift(p, th):
     return shift_threshold(p, th)
 
 
-def test_gate_filter_selection_bridges_dropouts_inside_contacts(monkeypatch):
+def test_gate_filter_selection_bridges_dropouts_inside_contacts(raw_gate):
     """Known truth: contacts last 2 s, and inside each the probability drops below 0.5 for
     short spells (as where friction carries part of a push); outside, isolated short false
     alarms. A hysteresis (detect high, release low) or a smoothing bridges both, so the
     selected filter scores a higher F1 than any plain threshold; a single class selects the
     plain default."""
-    import importlib
-
-    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    est_mod, use = raw_gate
     rng = np.random.default_rng(0)
     t = np.arange(0, 10, 0.02)
     raw = []
@@ -479,7 +488,7 @@ def test_gate_filter_selection_bridges_dropouts_inside_contacts(monkeypatch):
         alarms = ~y & (rng.random(len(t)) < 0.01)
         p[alarms] = 0.7
         raw.append((t, np.clip(p, 0.01, 0.99), y))
-    monkeypatch.setattr(est_mod, "_raw_gate", lambda model, trajs, m: raw)
+    use(raw)
     tau, on, off, scores = est_mod.select_gate_filter(None, [], taus_s=(0.0, 0.1))
     y = np.concatenate([c for _, _, c in raw])
     p = np.concatenate([q for _, q, _ in raw])
@@ -487,8 +496,7 @@ def test_gate_filter_selection_bridges_dropouts_inside_contacts(monkeypatch):
     assert max(scores.values()) > plain + 0.03
     assert (tau, on, off) != (0.0, on, on)  # some filtering chosen
     assert 0.0 <= off <= on < 1
-    monkeypatch.setattr(est_mod, "_raw_gate",
-                        lambda model, trajs, m: [(a, b, np.zeros_like(c)) for a, b, c in raw])
+    use([(a, b, np.zeros_like(c)) for a, b, c in raw])
     assert est_mod.select_gate_filter(None, []) == (0.0, 0.5, 0.5, {})
     from neuract.errors import ConfigError
 
@@ -527,15 +535,15 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
         estimate(model, tr, gate_release=0.7)
 
 
-def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monkeypatch):
+def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(raw_gate):
     """Known truth: long contacts whose probability dips to 0.5, short contacts seen at 0.55,
     a noisy background. A high detection threshold with a release at 0.5 scores the best
     per-sample F1 (it bridges the dips, no background spike reaches it) but misses every
     short contact; the best plain threshold (0.5) detects them all. The selection keeps every
     event the plain threshold detects and still beats its F1."""
-    import importlib
+    from neuract.eval.metrics import true_runs
 
-    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    est_mod, use = raw_gate
     rng = np.random.default_rng(3)
     t = np.arange(0, 10, 0.02)
     raw = []
@@ -547,14 +555,13 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monk
         for i in np.flatnonzero(long_ & (rng.random(len(t)) < 0.05)):
             p[i:i + 4] = np.where(long_[i:i + 4], 0.5, p[i:i + 4])
         raw.append((t, np.clip(p, 0.01, 0.99), long_ | short))
-    monkeypatch.setattr(est_mod, "_raw_gate", lambda model, trajs, m: raw)
+    use(raw)
 
     def scores(on, off):
         f1, hit, total = [], 0, 0
         for tt, q, c in raw:
             fire = est_mod.gate_filter(q, tt, 0.0, on, off) >= 0.5
-            d = np.diff(np.concatenate([[0], c.astype(np.int8), [0]]))
-            runs = list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
+            runs = true_runs(c)
             hit += sum(bool(fire[a:b].any()) for a, b in runs)
             total += len(runs)
             f1.append(fire)
@@ -570,6 +577,5 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(monk
     # threshold: the best plain threshold is returned instead of a filter that loses it
     p = np.full(len(t), 0.01)
     p[250] = 0.9
-    monkeypatch.setattr(est_mod, "_raw_gate",
-                        lambda model, trajs, m: [(t, p, np.arange(len(t)) == 250)])
+    use([(t, p, np.arange(len(t)) == 250)])
     assert est_mod.select_gate_filter(None, [], taus_s=(5.0,)) == (0.0, 0.02, 0.02, {})

@@ -52,6 +52,7 @@ __all__ = [
     "joint_mae_summary",
     "roc_auc",
     "torque_rmse",
+    "true_runs",
 ]
 
 
@@ -224,7 +225,7 @@ class GateCounts:
         }
 
 
-def _runs(x: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(x: np.ndarray) -> list[tuple[int, int]]:
     """(start, stop) half-open index ranges of maximal True runs of a 1-D bool array."""
     d = np.diff(np.concatenate([[0], x.astype(np.int8), [0]]))
     return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
@@ -252,7 +253,7 @@ def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
     c = c & v
     counts = GateCounts(tp=int((fire & c).sum()), fp=int((fire & ~c & v).sum()),
                         fn=int((~fire & c).sum()), tn=int((~fire & ~c & v).sum()))
-    for i0, i1 in _runs(c):
+    for i0, i1 in true_runs(c):
         counts.n_events += 1
         hit = np.flatnonzero(fire[i0:i1])
         if hit.size:

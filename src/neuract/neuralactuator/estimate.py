@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
+from neuract.eval.metrics import true_runs
 from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import NeuralActuator
@@ -192,14 +193,14 @@ def _best_threshold(p: list, y: list, score) -> tuple[float, float]:
 def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
     """The contact-probability threshold that maximises the gate F1 over (held-out
     calibration) episodes' samples; 0.5 when they hold no contact or only contact."""
-    ps, ys = [], []
-    for tr in _spread([tr for tr in trajs if "contact" in tr], max_episodes):
-        o = estimate(model, tr, gate_threshold=0.5)
-        v = o["valid"]
-        ps.append(o["contact_prob"][v])
-        ys.append(np.asarray(tr["contact"], bool)[v])
-    return _best_threshold(ps, ys, lambda p, y, g: 2 * ((p >= g) & y).sum()
-                           / max((p >= g).sum() + y.sum(), 1))[0]
+    return _plain_gate_threshold(_raw_gate(model, trajs, max_episodes))
+
+
+def _plain_gate_threshold(raw: list) -> float:
+    """The grid threshold with the best pooled F1 over ``_raw_gate`` episodes (ties: the
+    lowest); 0.5 for a single class."""
+    return _best_threshold([q for _, q, _ in raw], [c for _, _, c in raw],
+                           lambda p, y, g: _f1(p >= g, y))[0]
 
 
 def _f1(fire: np.ndarray, y: np.ndarray) -> float:
@@ -248,17 +249,15 @@ def select_gate_filter(model: NeuralActuator, trajs,
     run = np.full(len(y), -1)  # contact event of each sample (-1: none), per episode
     n_runs = 0
     for s0, (_, _, c) in zip(starts, raw):
-        d = np.diff(np.concatenate([[0], c.astype(np.int8), [0]]))
-        for i0, i1 in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)):
+        for i0, i1 in true_runs(c):
             run[s0 + i0:s0 + i1] = n_runs
             n_runs += 1
 
     def events(fire):
         return int(np.count_nonzero(np.bincount(run[fire & y], minlength=n_runs)))
 
-    p0 = np.concatenate([q for _, q, _ in raw])
-    g0 = max(_GRID, key=lambda g: (_f1(p0 >= g, y), -g))  # the best plain threshold
-    need = events(p0 >= g0)
+    g0 = _plain_gate_threshold(raw)
+    need = events(np.concatenate([q for _, q, _ in raw]) >= g0)
     best, scores = None, {}
     for tau in sorted(taus):
         p = np.concatenate([smooth_causal(q, t, tau) if tau > 0 else q for t, q, _ in raw])

@@ -82,12 +82,18 @@ def estimation_rows(res: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]
     return cols, rows
 
 
-def _episode_end(c: Mapping[str, Any]) -> str:
-    """'; at the end of each episode k/n' for a condition record that has it."""
+def episode_end_count(c: Mapping[str, Any]) -> str | None:
+    """'k/n': episodes of a condition record whose last decision is right (None without)."""
     e = c.get("episode_end")
     if not e or e.get("accuracy") is None:
-        return ""
-    return f"; at the end of each episode {round(e['accuracy'] * e['n'])}/{e['n']} right"
+        return None
+    return f"{round(e['accuracy'] * e['n'])}/{e['n']}"
+
+
+def _episode_end(c: Mapping[str, Any]) -> str:
+    """'; at the end of each episode k/n right' for a condition record that has it."""
+    k = episode_end_count(c)
+    return f"; at the end of each episode {k} right" if k else ""
 
 
 def condition_balanced(c: Mapping[str, Any]) -> float | None:

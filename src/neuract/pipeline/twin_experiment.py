@@ -172,6 +172,4 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
 
 
 __all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_config", "generate_twin",
-           "relabel_contact",
-           "run_twin_experiment",
-           "split_by_task"]
+           "relabel_contact", "run_twin_experiment", "split_by_task"]

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from neuract.errors import SchemaError
+from neuract.eval.metrics import true_runs
 
 DEFLECTION_BINS = (0, 1, 2, 4, 8)
 """lower edges of the deflection histogram [encoder steps]"""
@@ -63,11 +64,6 @@ def first_difference(factual: Any, counterfactual: Any,
         if diff.size:
             first = min(first, int(diff[0]))
     return first
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    d = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
 
 
 def _bin_names() -> list[str]:
@@ -127,7 +123,7 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
         starts = force_starts(lab)
         firsts: dict[float, tuple[int, np.ndarray]] = {}  # start -> (first diff, steps)
         tc = per_task.setdefault(row[3], {k: 0 for k in totals})
-        for i0, i1 in _runs(c):
+        for i0, i1 in true_runs(c):
             began = [s for s in starts if s <= t[i0]]
             if not began:
                 raise SchemaError(f"episode {tr.meta.name!r}: contact at {t[i0]:.3f} s before "
@@ -139,7 +135,6 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
                                        - np.asarray(cf["q"], np.float64)).max(1) / lsb)
                 firsts[s] = (first_difference(tr, cf), steps)
             k, steps = firsts[s]
-            i0, i1 = int(i0), int(i1)
             deflection += np.bincount(np.searchsorted(DEFLECTION_BINS, steps[i0:i1],
                                                       side="right") - 1,
                                       minlength=len(DEFLECTION_BINS))
