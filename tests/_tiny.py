@@ -22,3 +22,23 @@ def tiny_model(eps: list, robot, mode: str, steps: int, horizon: int):
     model, _ = train_neuralactuator(eps, robot, cfg, TrainConfig(steps=steps, batch=4,
                                                                  horizon=horizon))
     return model
+
+
+def fitted_servo(act, joints):
+    """12-s free-motion twin SO-101 episodes (one unit, 0.4 min), the SO-101 setup and the
+    parametric servo ``act`` (joint parameters ``joints``) briefly fitted pose-only on them."""
+    import torch
+
+    from neuract.fit.trainer import TrainConfig
+    from neuract.pipeline import baselines as bl
+    from neuract.pipeline.experiment import so101_setup
+    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
+
+    torch.manual_seed(0)
+    trajs = generate_twin(TwinDataConfig(minutes=0.4, units=1, tasks=("free",),
+                                         episode_s=12.0))
+    setup = so101_setup()
+    tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(2, 2), windows_per_run=4,
+                     runs_per_iter=8, label_inputs=(), use_voltage=True, lr_net=3e-3)
+    sm, _ = bl.fit_actuator(trajs, setup.robot64, act, tc, joints=joints)
+    return trajs, setup, sm

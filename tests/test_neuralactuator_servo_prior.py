@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from _tiny import fitted_servo
 from neuract.actuators import ActuatorConfig
 from neuract.errors import ConfigError
 from neuract.fit.simulate import JointParamsConfig
@@ -22,19 +23,7 @@ JOINTS = JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
 @pytest.fixture(scope="module")
 def fitted():
     """Twin SO-101 episodes, the arm models and a briefly fitted parametric servo."""
-    from neuract.fit.trainer import TrainConfig
-    from neuract.pipeline import baselines as bl
-    from neuract.pipeline.experiment import so101_setup
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
-
-    torch.manual_seed(0)
-    trajs = generate_twin(TwinDataConfig(minutes=0.4, units=1, tasks=("free",),
-                                         episode_s=12.0))
-    setup = so101_setup()
-    tc = TrainConfig(horizons=(0.3, 0.8), stage_iters=(2, 2), windows_per_run=4,
-                     runs_per_iter=8, label_inputs=(), use_voltage=True, lr_net=3e-3)
-    sm, _ = bl.fit_actuator(trajs, setup.robot64, ACT, tc, joints=JOINTS)
-    return trajs, setup, sm
+    return fitted_servo(ACT, JOINTS)
 
 
 def _model(sm) -> NeuralActuator:
@@ -105,7 +94,7 @@ def test_bad_servo_configs_are_refused():
         NeuralActuatorConfig(mode="estimator", prior="servo", servo=js).validate()
     with pytest.raises(ConfigError, match="NeuralActuatorConfig.servo"):
         NeuralActuatorConfig(mode="simulator", prior="servo", servo="{}").validate()
-    with pytest.raises(ConfigError, match="only used with prior='servo'"):
+    with pytest.raises(ConfigError, match="used with prior='servo' or reference_steps"):
         NeuralActuatorConfig(mode="simulator", prior="pd", servo=js).validate()
     with pytest.raises(ConfigError, match="accepted"):
         NeuralActuatorConfig(mode="simulator", prior="spring").validate()

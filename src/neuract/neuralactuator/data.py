@@ -92,10 +92,12 @@ class FlatData:
 
 def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequence[str] | None,
             sim_channels: Sequence[str] | None, physics: tuple[str, str] | None = None,
-            context_s: float = 0.0) -> FlatData:
+            context_s: float = 0.0, reference: tuple[Any, str, int] | None = None
+            ) -> FlatData:
     """Flatten trajectories (all of one robot) into :class:`FlatData` (float32); physics:
     (robot, site) computing the estimator's physics channels, context_s: time constant of its
-    context channels, if it reads them."""
+    context channels, reference: (servo, robot, steps) of its reference channels, if it
+    reads them."""
     if not trajs:
         raise SchemaError("no trajectories to train on")
     n = len(trajs[0].meta.joint_names)
@@ -111,7 +113,8 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
               else np.gradient(q, t, axis=0))
         for key, chans in (("tok_est", est_channels), ("tok_sim", sim_channels)):
             if chans is not None:
-                parts = trajectory_channels(tr, chans, n, physics, context_s)
+                parts = trajectory_channels(tr, chans, n, physics, context_s,
+                                            reference if key == "tok_est" else None)
                 cols[key].append(assemble({k: torch.tensor(v, dtype=torch.float32)
                                            for k, v in parts.items()}, chans))
         cols["q"].append(q)

@@ -77,7 +77,8 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
-    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s)
+    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s,
+                reference=model.reference)
     taus, forces, gates, conds = [], [], [], []
     for s in range(0, x.shape[0], chunk):
         tau, force, gate, cond = model(x[s:s + chunk])

@@ -26,6 +26,11 @@ before it first moves: where the gear friction holds a resting joint depends on 
 ``effort_slow`` and ``pos_error_slow`` (exponential moving averages of the effort channel and
 of the position error). They let an 8-step window see what happened seconds earlier without
 more tokens.
+
+Estimator mode can also read *reference channels* (:data:`REFERENCE_CHANNELS`, see
+:mod:`neuract.neuralactuator.reference`): the measured position against a fitted parametric
+servo driven open loop by the commands from a recent measured state, and how long that
+comparison has run.
 """
 
 from __future__ import annotations
@@ -44,25 +49,28 @@ EFFORT_CHANNELS = ("current", "load")
 DERIVED = ("pos_error",)
 PHYSICS_CHANNELS = ("tau_gravity", "jac_x", "jac_y", "jac_z")
 CONTEXT_CHANNELS = ("move_dir", "effort_slow", "pos_error_slow")
+REFERENCE_CHANNELS = ("ref_error", "ref_age")
 MOVE_SPEED = 0.05
 """joint speed [rad/s] above which ``move_dir`` takes the sign of the velocity"""
 
 
 def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False,
-                 physics: bool = False, context: bool = False) -> tuple:
+                 physics: bool = False, context: bool = False, reference: bool = False
+                 ) -> tuple:
     """Per-joint channel names, in model order, for a mode.
 
     mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
     mode only); sim_temperature: simulator mode also reads a simulated ``temperature``;
     physics: estimator mode also reads :data:`PHYSICS_CHANNELS`; context: estimator mode also
-    reads :data:`CONTEXT_CHANNELS`.
+    reads :data:`CONTEXT_CHANNELS`; reference: estimator mode also reads
+    :data:`REFERENCE_CHANNELS`.
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
     if mode == "simulator":
-        if context:
-            raise ConfigError("context channels summarise measured telemetry: estimator mode "
-                              "only")
+        if context or reference:
+            raise ConfigError("context and reference channels read measured telemetry: "
+                              "estimator mode only")
         extra = ("temperature",) if sim_temperature else ()
         return ("q_goal", "q", "qd", "pos_error", *extra)
     if effort not in EFFORT_CHANNELS:
@@ -71,7 +79,8 @@ def channels_for(mode: str, effort: str = "current", sim_temperature: bool = Fal
     if sim_temperature:
         raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
                           "always reads the measured temperature")
-    extra = (PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
+    extra = ((PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
+             + (REFERENCE_CHANNELS if reference else ()))
     return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error", *extra)
 
 
@@ -147,17 +156,21 @@ def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_erro
 
 
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
-                        physics: tuple[str, str] | None = None, context_s: float = 0.0
-                        ) -> dict:
+                        physics: tuple[str, str] | None = None, context_s: float = 0.0,
+                        reference: tuple[Any, str, int] | None = None) -> dict:
     """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
 
     physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
     trajectory does not carry (from its measured ``q``); context_s: time constant [s] of the
     :data:`CONTEXT_CHANNELS` (computed from the measured ``t``, ``qd``, effort and
-    ``pos_error``)."""
+    ``pos_error``); reference: (fitted servo SystemModel, robot name or path, segment
+    length [samples]) of the :data:`REFERENCE_CHANNELS` (computed from the measured ``t``,
+    ``q``, ``qd``, the commands and, when the trajectory has them, ``voltage`` and
+    ``torque_enable``)."""
     need = source_channels(channels)
     ctx = [c for c in need if c in CONTEXT_CHANNELS]
-    need = [c for c in need if c not in CONTEXT_CHANNELS]
+    ref = [c for c in need if c in REFERENCE_CHANNELS]
+    need = [c for c in need if c not in CONTEXT_CHANNELS and c not in REFERENCE_CHANNELS]
     missing = [c for c in need if c in PHYSICS_CHANNELS and c not in traj]
     out = {c: _channel(traj, c, n_joints) for c in need if c not in missing}
     if missing:
@@ -181,19 +194,35 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         pe = out["q_goal"] - out["q"]
         c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
         out.update({k: c[k] for k in ctx})
+    if ref:
+        if reference is None:
+            raise SchemaError(f"channels {ref} compare the telemetry with a fitted servo; give "
+                              "the model's reference (NeuralActuator.reference)")
+        from neuract.neuralactuator.physics import arm_model
+        from neuract.neuralactuator.reference import reference_channels
+
+        system_model, robot, steps = reference
+        get = lambda k: out[k] if k in out else _channel(traj, k, n_joints)  # noqa: E731
+        r = reference_channels(np.asarray(traj["t"], dtype=np.float64), get("q"), get("qd"),
+                               get("q_goal"), system_model, arm_model(str(robot)), steps,
+                               voltage=traj["voltage"] if "voltage" in traj else None,
+                               torque_enable=(traj["torque_enable"] if "torque_enable" in traj
+                                              else None))
+        out.update({k: r[k] for k in ref})
     return out
 
 
 def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
             stride: int = 1, dtype: torch.dtype = torch.float32,
-            physics: tuple[str, str] | None = None, context_s: float = 0.0) -> torch.Tensor:
+            physics: tuple[str, str] | None = None, context_s: float = 0.0,
+            reference: tuple[Any, str, int] | None = None) -> torch.Tensor:
     """All history windows of a trajectory.
 
     Returns x: (N, history, n_joints * len(channels)); window i covers steps
     ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
-    physics, context_s: see :func:`trajectory_channels`.
+    physics, context_s, reference: see :func:`trajectory_channels`.
     """
-    parts = trajectory_channels(traj, channels, n_joints, physics, context_s)
+    parts = trajectory_channels(traj, channels, n_joints, physics, context_s, reference)
     T = next(iter(parts.values())).shape[0]
     if T < history:
         raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
@@ -221,6 +250,7 @@ __all__ = [
     "MODES",
     "PHYSICS_CHANNELS",
     "CONTEXT_CHANNELS",
+    "REFERENCE_CHANNELS",
     "context_channels",
     "channels_for",
     "source_channels",

@@ -70,8 +70,12 @@ class NeuralActuatorConfig:
     torque needs the simulated physical state, so rollouts apply it and ``forward`` returns
     the residual alone) or ``none``"""
     servo: str = ""
-    """with ``prior='servo'``: JSON ``{"actuator": ActuatorConfig, "joints":
-    JointParamsConfig}`` of the servo model (its fitted values are in the weights)"""
+    """with ``prior='servo'`` (or ``reference_steps``): JSON ``{"actuator": ActuatorConfig,
+    "joints": JointParamsConfig}`` of the servo model (its fitted values are in the weights)"""
+    reference_steps: int = 0
+    """estimator mode: segment length [samples] of the servo-reference channels (the measured
+    position against :attr:`servo` driven open loop by the commands, on the arm
+    ``physics_robot``; see :mod:`neuract.neuralactuator.reference`); 0: none"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -80,7 +84,8 @@ class NeuralActuatorConfig:
     @property
     def channels(self) -> tuple:
         return channels_for(self.mode, self.effort, self.sim_temperature,
-                            physics=bool(self.physics_robot), context=bool(self.context_s))
+                            physics=bool(self.physics_robot), context=bool(self.context_s),
+                            reference=bool(self.reference_steps))
 
     @property
     def physics(self) -> tuple[str, str] | None:
@@ -122,9 +127,20 @@ class NeuralActuatorConfig:
                 raise ConfigError(f"prior='servo' is a simulator-mode prior (it needs the "
                                   f"simulated state); got mode={self.mode!r}")
             servo_configs(self.servo)  # validates the JSON
-        elif self.servo:
-            raise ConfigError(f"servo={self.servo[:60]!r}... is set but prior={self.prior!r}; "
-                              "a servo model is only used with prior='servo'")
+        if not (isinstance(self.reference_steps, int) and self.reference_steps >= 0
+                and self.reference_steps != 1):
+            raise ConfigError(f"NeuralActuatorConfig.reference_steps={self.reference_steps!r}; "
+                              "expected an integer >= 2 samples (0: no reference channels)")
+        if self.reference_steps:
+            if self.mode != "estimator" or not self.servo or not self.physics_robot:
+                raise ConfigError(f"reference_steps={self.reference_steps} needs mode="
+                                  f"'estimator' (got {self.mode!r}), the fitted servo's JSON in "
+                                  "servo and the arm in physics_robot")
+            servo_configs(self.servo)
+        elif self.servo and self.prior != "servo":
+            raise ConfigError(f"servo={self.servo[:60]!r}... is set but prior={self.prior!r} "
+                              "and reference_steps=0; a servo model is used with "
+                              "prior='servo' or reference_steps > 0")
         if len(self.tau_max) not in (1, self.n_joints):
             raise ConfigError(f"tau_max has {len(self.tau_max)} values; expected 1 or "
                               f"n_joints={self.n_joints}")
@@ -155,6 +171,22 @@ def servo_configs(servo: str):
         raise ConfigError(f"NeuralActuatorConfig.servo={servo[:80]!r} is not a servo model: "
                           f"{exc}; expected JSON {{'actuator': {{...}}, 'joints': {{...}}}}"
                           ) from None
+
+
+def servo_module(cfg: NeuralActuatorConfig, fitted: nn.Module | None = None) -> nn.Module:
+    """The frozen float32 servo model of ``cfg.servo`` (with ``fitted``'s values if given)."""
+    from neuract.fit.identify import build_model
+
+    acfg, jcfg = servo_configs(cfg.servo)
+    module = build_model(acfg, jcfg, cfg.n_joints, dtype=torch.float32)
+    module.requires_grad_(False)
+    if fitted is not None:
+        try:
+            module.load_state_dict(fitted.state_dict())
+        except RuntimeError as exc:
+            raise ConfigError(f"the servo model does not match NeuralActuatorConfig.servo: "
+                              f"{str(exc).strip().splitlines()[0]}") from None
+    return module
 
 
 def servo_json(actuator, joints) -> str:
@@ -232,26 +264,26 @@ class NeuralActuator(nn.Module):
             self.head.bias.zero_()
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
-        if cfg.prior == "servo":  # a fitted servo: start exactly as it (zero torque residual)
-            from neuract.fit.identify import build_model
-
-            acfg, jcfg = servo_configs(cfg.servo)
-            self.servo_model = build_model(acfg, jcfg, J, dtype=torch.float32)
-            self.servo_model.requires_grad_(False)
+        if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
+            self.servo_model = servo_module(cfg)
+        if cfg.prior == "servo":  # start exactly as the servo (zero torque residual)
             with torch.no_grad():
                 self.head.weight[:J].zero_()
 
+    @property
+    def reference(self) -> tuple | None:
+        """(servo model, arm, segment length) of the reference channels, or None."""
+        if not self.cfg.reference_steps:
+            return None
+        return self.servo_model, self.cfg.physics_robot, self.cfg.reference_steps
+
     def set_servo(self, system_model: nn.Module) -> None:
         """Load a fitted servo (a :class:`neuract.fit.trainer.SystemModel` built from
-        :attr:`NeuralActuatorConfig.servo`) as the frozen prior."""
+        :attr:`NeuralActuatorConfig.servo`) as the frozen prior or reference."""
         if self.servo_model is None:
-            raise ConfigError(f"set_servo needs prior='servo'; this model has prior="
-                              f"{self.cfg.prior!r}")
-        try:
-            self.servo_model.load_state_dict(system_model.state_dict())
-        except RuntimeError as exc:
-            raise ConfigError(f"the servo model does not match NeuralActuatorConfig.servo: "
-                              f"{str(exc).strip().splitlines()[0]}") from None
+            raise ConfigError(f"set_servo needs prior='servo' or reference_steps > 0; this "
+                              f"model has prior={self.cfg.prior!r}")
+        self.servo_model = servo_module(self.cfg, system_model)
         self.servo_loaded = True
 
     # -- normalisation -------------------------------------------------------------------

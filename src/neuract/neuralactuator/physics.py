@@ -19,7 +19,8 @@ from neuract.errors import ConfigError
 
 
 @functools.lru_cache(maxsize=4)
-def _robot(name: str):
+def arm_model(name: str):
+    """The rigid-body arm ``name`` (bundled name or model path), float64, cached."""
     from neuract.robot import load_robot
 
     return load_robot(name, dtype=torch.float64)
@@ -29,7 +30,7 @@ def physics_channels(q: np.ndarray, robot: str, site: str, chunk: int = 4096
                      ) -> dict[str, np.ndarray]:
     """``tau_gravity``, ``jac_x``, ``jac_y``, ``jac_z``, each (T, n), for poses q: (T, n)
     [rad] of the arm ``robot`` (bundled name or model path) with end-effector ``site``."""
-    model = _robot(str(robot))
+    model = arm_model(str(robot))
     q = np.asarray(q, dtype=np.float64)
     if q.ndim != 2 or q.shape[1] != model.n_dof:
         raise ConfigError(f"physics robot {robot!r} has {model.n_dof} joints; q has shape "

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from neuract.errors import ConfigError
 from neuract.neuralactuator.data import FlatData, flatten
 from neuract.neuralactuator.features import feature_stats
-from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig, servo_module
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout
 
 
@@ -103,13 +103,20 @@ class TrainConfig:
 
 
 def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
-          site: str | None) -> FlatData:
-    """The episodes flattened with the channels of ``cfg``'s mode (FlatData passes through)."""
+          site: str | None, servo: torch.nn.Module | None = None) -> FlatData:
+    """The episodes flattened with the channels of ``cfg``'s mode (FlatData passes through);
+    servo: the fitted servo of the reference channels (``cfg.reference_steps``)."""
     if isinstance(trajs, FlatData):
         return trajs
     est = cfg.channels if cfg.mode == "estimator" else None
     sim = cfg.channels if cfg.mode == "simulator" else None
-    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s)
+    ref = None
+    if cfg.reference_steps:
+        if servo is None:
+            raise ConfigError("reference_steps > 0 needs the fitted servo model: "
+                              "train_neuralactuator(..., servo=SystemModel)")
+        ref = (servo_module(cfg, servo), cfg.physics_robot, cfg.reference_steps)
+    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s, ref)
 
 
 def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:
@@ -137,8 +144,9 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     trajs: training episodes (or their :class:`FlatData`); robot: the rigid-body model
     (float32) whose joints match; site: end-effector site (needed for force labels in the
     estimator-mode simulation); progress(step, total, info) is called after each step;
-    servo: with ``cfg.prior='servo'`` and no ``init``, the fitted servo model
-    (:class:`neuract.fit.trainer.SystemModel`) loaded as the frozen prior.
+    servo: with ``cfg.prior='servo'`` or ``cfg.reference_steps`` and no ``init``, the fitted
+    servo model (:class:`neuract.fit.trainer.SystemModel`) loaded as the frozen prior or as
+    the reference channels' model.
     """
     train = (train or TrainConfig()).validate()
     cfg = cfg.validate()
@@ -146,17 +154,19 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         raise ConfigError(f"robot {getattr(robot, 'name', '')!r} has {robot.n_dof} joints; the "
                           f"model has n_joints={cfg.n_joints}")
     torch.manual_seed(train.seed)
-    data = _flat(trajs, robot, cfg, site)
+    if cfg.servo and init is None and servo is None:
+        raise ConfigError(f"prior={cfg.prior!r} / reference_steps={cfg.reference_steps} needs "
+                          "the fitted servo model: train_neuralactuator(..., servo=SystemModel)")
+    if init is not None and servo is None and init.servo_loaded:
+        servo = init.servo_model
+    data = _flat(trajs, robot, cfg, site, servo)
     model = init if init is not None else init_model(cfg, data, train.seed)
-    if cfg.prior == "servo":
-        if init is None and servo is None:
-            raise ConfigError("prior='servo' needs the fitted servo model: "
-                              "train_neuralactuator(..., servo=SystemModel)")
+    if cfg.servo:
         if servo is not None:
             model.set_servo(servo)
         if not model.servo_loaded:
-            raise ConfigError("the init model's servo prior was never fitted: load it from a "
-                              "checkpoint or pass servo=SystemModel")
+            raise ConfigError("the init model's servo (prior or reference) was never fitted: "
+                              "load it from a checkpoint or pass servo=SystemModel")
     if model.cfg.mode != cfg.mode:
         raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
     model.train()
@@ -290,7 +300,7 @@ def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
     train = dataclasses.replace(train or TrainConfig(), augment_temperature=0.0,
                                 augment_voltage=0.0).validate()
     cfg = model.cfg
-    data = _flat(trajs, robot, cfg, site)
+    data = _flat(trajs, robot, cfg, site, model.servo_model)
     h = cfg.history
     anchors = data.anchors(h, train.horizon + 1)
     t0 = torch.as_tensor(np.random.default_rng(seed).choice(anchors, n_windows))

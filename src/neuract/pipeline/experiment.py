@@ -101,6 +101,11 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads context channels with this time constant [s]
     (direction of each joint's last motion, slow effort and position-error averages;
     :mod:`neuract.neuralactuator.features`); 0: none"""
+    reference_steps: int = 0
+    """NeuralActuator estimator also reads servo-reference channels with segments of this many
+    samples (the measured position against the best parametric servo of this run driven open
+    loop by the commands; :mod:`neuract.neuralactuator.reference`; needs ``physics`` and the
+    parametric fit, ``baseline_iters > 0``); 0: none"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     full: bool = True
     """also score the full-trajectory rollout"""
@@ -143,9 +148,11 @@ def so101_setup() -> RobotSetup:
 
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
-              physics: bool = False, context_s: float = 0.0, servo: str = ""):
-    """NeuralActuator config of an experiment; servo: a ``prior='servo'`` JSON (simulator
-    mode only; empty: the PD prior)."""
+              physics: bool = False, context_s: float = 0.0, servo: str = "",
+              reference_steps: int = 0):
+    """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
+    ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
+    the estimator's reference-channel servo."""
     from neuract.neuralactuator import NeuralActuatorConfig
 
     phys = physics and mode == "estimator"
@@ -156,7 +163,10 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 history=size.history, d_model=size.d_model,
                                 n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
                                 d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
-                                kd_init=1.0, prior="servo" if servo else "pd", servo=servo)
+                                kd_init=1.0,
+                                prior="servo" if servo and mode == "simulator" else "pd",
+                                servo=servo,
+                                reference_steps=reference_steps if mode == "estimator" else 0)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -336,14 +346,20 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
-    need_servo = (cfg.sim_prior == "servo" and cfg.sim_steps > 0
-                  and not (pretrained and "simulator" in pretrained))
+    if cfg.reference_steps and not cfg.physics:
+        raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
+                          "the arm model: set physics=True")
+    need_servo = ((cfg.sim_prior == "servo" and cfg.sim_steps > 0
+                   and not (pretrained and "simulator" in pretrained))
+                  or (cfg.reference_steps > 0 and cfg.est_steps > 0
+                      and not (pretrained and "estimator" in pretrained)))
     fitted, fit_configs, best_par = (_fit_baselines(setup, train, cfg, timed, progress, res)
                                      if need_servo else ({}, {}, None))
     if need_servo and best_par is None:
-        raise ConfigError("ExperimentConfig.sim_prior='servo' trains on the best parametric "
-                          "servo fit: set parametric_friction and baseline_iters > 0 (got "
-                          f"{cfg.parametric_friction}, {cfg.baseline_iters}), or sim_prior='pd'")
+        raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
+                          "best parametric servo fit: set parametric_friction and "
+                          f"baseline_iters > 0 (got {cfg.parametric_friction}, "
+                          f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
     # ---- NeuralActuator, both modes, pose-only
     na = {}
     for mode, steps, horizon in (("simulator", cfg.sim_steps, cfg.sim_horizon),
@@ -358,11 +374,13 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         if steps <= 0:
             continue
         servo = ""
-        if mode == "simulator" and cfg.sim_prior == "servo":
+        if ((mode == "simulator" and cfg.sim_prior == "servo")
+                or (mode == "estimator" and cfg.reference_steps)):
             from neuract.neuralactuator.model import servo_json
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
-        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo)
+        ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
+                         cfg.reference_steps)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
@@ -380,8 +398,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["models"][name] = {"mode": mode, "params": count_params(model),
                                "flops": count_flops(model.cfg), "train": rep}
         extra = {"robot": setup.name, "train": {k: v for k, v in rep.items() if k != "history"}}
-        if servo:  # the frozen servo under the residual (its parameters are not counted)
-            res["models"][name]["prior"] = extra["prior"] = best_par
+        if servo:  # the frozen servo (prior or reference; its parameters are not counted)
+            role = "prior" if mode == "simulator" else "reference"
+            res["models"][name][role] = extra[role] = best_par
         if mode == "estimator":
             # a threshold is calibrated on the held-out episodes only when they hold at least
             # two episodes of each class; otherwise on the training episodes if they do;
