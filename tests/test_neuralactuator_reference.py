@@ -73,6 +73,25 @@ def test_each_sample_is_compared_with_the_older_open_loop_segment(fitted):
     assert np.abs(ch["ref_error"]).max() > 1e-4
 
 
+def test_a_batch_of_episodes_gives_each_episode_its_own_channels(fitted):
+    from neuract.neuralactuator.features import reference_inputs
+    from neuract.neuralactuator.reference import reference_channels_many
+
+    trajs, setup, sm = fitted
+    eps = [reference_inputs(trajs[0].slice(0, 300), 6), reference_inputs(trajs[1], 6),
+           reference_inputs(trajs[1], 6)]
+    eps[2]["voltage"] = None  # another set of known inputs: simulated in its own batch
+    assert np.median(np.diff(eps[0]["t"])) != np.median(np.diff(eps[1]["t"]))
+    many = reference_channels_many(eps, sm, setup.robot64, STEPS)
+    for ep, got in zip(eps, many):
+        one = reference_channels(ep["t"], ep["q"], ep["qd"], ep["q_goal"], sm, setup.robot64,
+                                 STEPS, voltage=ep["voltage"])
+        for key in one:
+            np.testing.assert_allclose(got[key], one[key], atol=1e-12)
+    assert len(many[1]["ref_error"]) == len(trajs[1])
+    assert np.abs(many[2]["ref_error"] - many[1]["ref_error"]).max() > 1e-6
+
+
 def test_reference_channels_are_causal(fitted):
     trajs, setup, sm = fitted
     a = _arrays(trajs[0])

@@ -17,7 +17,14 @@ import numpy as np
 import torch
 
 from neuract.errors import SchemaError
-from neuract.neuralactuator.features import assemble, trajectory_channels
+from neuract.neuralactuator.features import (
+    REFERENCE_CHANNELS,
+    assemble,
+    reference_inputs,
+    trajectory_channels,
+)
+from neuract.neuralactuator.physics import arm_model
+from neuract.neuralactuator.reference import reference_channels_many
 
 
 def smooth_velocity(q: np.ndarray, t: np.ndarray, window: int = 7) -> np.ndarray:
@@ -104,6 +111,12 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
     cols: dict[str, list] = {k: [] for k in ("tok_est", "tok_sim", "q", "qd", "qd_s", "q_goal",
                                              "t", "ep", "force", "fmask", "contact", "cond",
                                              "voltage")}
+    refs = [None] * len(trajs)
+    if reference is not None and est_channels is not None and any(
+            c in REFERENCE_CHANNELS for c in est_channels):  # every episode in one batch
+        system_model, robot_name, steps = reference
+        refs = reference_channels_many([reference_inputs(tr, n) for tr in trajs],
+                                       system_model, arm_model(str(robot_name)), steps)
     starts, ends, pos = [], [], 0
     for i, tr in enumerate(trajs):
         T = len(tr)
@@ -114,7 +127,7 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         for key, chans in (("tok_est", est_channels), ("tok_sim", sim_channels)):
             if chans is not None:
                 parts = trajectory_channels(tr, chans, n, physics, context_s,
-                                            reference if key == "tok_est" else None)
+                                            refs[i] if key == "tok_est" else None)
                 cols[key].append(assemble({k: torch.tensor(v, dtype=torch.float32)
                                            for k, v in parts.items()}, chans))
         cols["q"].append(q)

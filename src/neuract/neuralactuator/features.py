@@ -157,16 +157,15 @@ def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_erro
 
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
                         physics: tuple[str, str] | None = None, context_s: float = 0.0,
-                        reference: tuple[Any, str, int] | None = None) -> dict:
+                        reference: tuple[Any, str, int] | Mapping | None = None) -> dict:
     """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
 
     physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
     trajectory does not carry (from its measured ``q``); context_s: time constant [s] of the
     :data:`CONTEXT_CHANNELS` (computed from the measured ``t``, ``qd``, effort and
     ``pos_error``); reference: (fitted servo SystemModel, robot name or path, segment
-    length [samples]) of the :data:`REFERENCE_CHANNELS` (computed from the measured ``t``,
-    ``q``, ``qd``, the commands and, when the trajectory has them, ``voltage`` and
-    ``torque_enable``)."""
+    length [samples]) of the :data:`REFERENCE_CHANNELS` (computed from
+    :func:`reference_inputs`), or those channels computed already."""
     need = source_channels(channels)
     ctx = [c for c in need if c in CONTEXT_CHANNELS]
     ref = [c for c in need if c in REFERENCE_CHANNELS]
@@ -198,17 +197,27 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         if reference is None:
             raise SchemaError(f"channels {ref} compare the telemetry with a fitted servo; give "
                               "the model's reference (NeuralActuator.reference)")
-        from neuract.neuralactuator.physics import arm_model
-        from neuract.neuralactuator.reference import reference_channels
+        if isinstance(reference, Mapping):  # computed already (a batch of episodes)
+            r = reference
+        else:
+            from neuract.neuralactuator.physics import arm_model
+            from neuract.neuralactuator.reference import reference_channels_many
 
-        system_model, robot, steps = reference
-        get = lambda k: out[k] if k in out else _channel(traj, k, n_joints)  # noqa: E731
-        r = reference_channels(np.asarray(traj["t"], dtype=np.float64), get("q"), get("qd"),
-                               get("q_goal"), system_model, arm_model(str(robot)), steps,
-                               voltage=traj["voltage"] if "voltage" in traj else None,
-                               torque_enable=(traj["torque_enable"] if "torque_enable" in traj
-                                              else None))
+            system_model, robot, steps = reference
+            r = reference_channels_many([reference_inputs(traj, n_joints)], system_model,
+                                        arm_model(str(robot)), steps)[0]
         out.update({k: r[k] for k in ref})
+    return out
+
+
+def reference_inputs(traj: Any, n_joints: int) -> dict[str, Any]:
+    """What the :data:`REFERENCE_CHANNELS` are computed from: the measured ``t``, ``q``,
+    ``qd``, the commands ``q_goal`` and, when the trajectory has them, ``voltage`` and
+    ``torque_enable``."""
+    out = {k: _channel(traj, k, n_joints) for k in ("q", "qd", "q_goal")}
+    out["t"] = np.asarray(traj["t"], dtype=np.float64)
+    for k in ("voltage", "torque_enable"):
+        out[k] = np.asarray(traj[k]) if k in traj else None
     return out
 
 

@@ -23,6 +23,7 @@ physics steps per sample, as the identification rollouts do.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,31 +34,102 @@ from neuract.errors import ConfigError
 REFERENCE_CHANNELS = ("ref_error", "ref_age")
 
 
-def _segments(plant, model, q, qd, q_goal, series, dt: float, steps: int, offset: int,
-              substeps: int) -> tuple[np.ndarray, np.ndarray]:
-    """One chain: open-loop segments starting at offset, offset + steps, ...; returns the
-    position error (T, n) and the samples since the segment start (T,) (-1 before the
-    chain's first segment)."""
-    from neuract.fit.simulate import simulate
+def _rollout(plant, model, q0: torch.Tensor, qd0: torch.Tensor, cmd: torch.Tensor,
+             series: dict[str, torch.Tensor], h: torch.Tensor, substeps: int) -> torch.Tensor:
+    """:func:`neuract.fit.simulate.simulate` with one physics step h: (B, 1) [s] per row
+    (episodes differ slightly in their sample spacing); returns q (B, H, n), state k before
+    command k."""
+    from neuract.actuators.base import ActuatorState
+    from neuract.actuators.param import cached_params
+    from neuract.fit.simulate import step
 
-    T = len(q)
-    err = np.zeros_like(q)
-    age = np.full(T, -1, dtype=np.int64)
-    starts = np.arange(offset, T, steps)
-    if not len(starts):
-        return err, age
-    idx = np.minimum(starts[:, None] + np.arange(steps)[None], T - 1)  # (B, steps)
-    f = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
-    with torch.no_grad():
-        out = simulate(plant, model.actuator, model.joints, f(q[starts]), f(qd[starts]),
-                       f(q_goal[idx]), dt, substeps, {},
-                       {k: f(v[idx]) for k, v in series.items()})
-    q_ref = out.q.numpy()  # (B, steps, n): state before command k of the segment
-    for b, s in enumerate(starts):
-        e = min(s + steps, T)
-        err[s:e] = q[s:e] - q_ref[b, :e - s]
-        age[s:e] = np.arange(e - s)
-    return err, age
+    act, joints = model.actuator, model.joints
+    act.reset()
+    q, qd = q0, qd0
+    out = []
+    with cached_params():
+        for k in range(cmd.shape[1]):
+            out.append(q)
+            now = {key: v[:, k] for key, v in series.items()}
+            act.observe(cmd[:, k], ActuatorState(q=q, qd=qd, dt=h, inputs=now))
+            for _ in range(substeps):
+                q, qd = step(plant, act, joints, cmd[:, k], q, qd, h, now)
+    act.reset()
+    return torch.stack(out, 1)
+
+
+def _series(ep: Mapping[str, Any], T: int) -> dict[str, np.ndarray]:
+    out = {}
+    if ep.get("voltage") is not None:
+        out["voltage"] = np.asarray(ep["voltage"], dtype=np.float64).reshape(T, -1).mean(
+            -1, keepdims=True)
+    if ep.get("torque_enable") is not None:
+        out["torque_enable"] = np.asarray(ep["torque_enable"], bool).reshape(T, -1).all(
+            -1, keepdims=True).astype(np.float64)
+    return out
+
+
+def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model: Any,
+                            robot: Any, steps: int, substeps: int = 2
+                            ) -> list[dict[str, np.ndarray]]:
+    """:func:`reference_channels` of many episodes (dicts with ``t``, ``q``, ``qd``,
+    ``q_goal`` and optionally ``voltage``, ``torque_enable``), their segments simulated
+    together (one batch per set of known inputs)."""
+    if not (isinstance(steps, (int, np.integer)) and steps >= 2):
+        raise ConfigError(f"reference_steps={steps!r}; expected an integer >= 2 samples")
+    steps = int(steps)
+    system_model.actuator.reset()  # (the rollout resets it too) no graph in a deepcopy
+    model = (system_model if all(p.dtype == torch.float64 for p in system_model.parameters())
+             else copy.deepcopy(system_model).double())
+    results: list[dict[str, np.ndarray]] = []
+    rows: dict[tuple, list] = {}  # known-input keys -> [(episode, chain, start, idx, h)]
+    arrays = []
+    for e, ep in enumerate(episodes):
+        q = np.asarray(ep["q"], dtype=np.float64)
+        T, n = q.shape
+        a = {"q": q, "qd": np.asarray(ep["qd"], dtype=np.float64),
+             "q_goal": np.asarray(ep["q_goal"], dtype=np.float64), "series": _series(ep, T)}
+        arrays.append(a)
+        err = np.zeros((2, T, n))
+        age = np.full((2, T), -1, dtype=np.int64)
+        results.append({"err": err, "age": age})
+        if T < 2:
+            continue
+        dt = float(np.median(np.diff(np.asarray(ep["t"], dtype=np.float64))))
+        if not dt > 0:
+            raise ConfigError(f"reference channels need increasing sample times; episode {e} "
+                              f"has median spacing {dt!r} s")
+        key = tuple(sorted(a["series"]))
+        for chain, offset in enumerate((0, steps // 2)):
+            for s0 in range(offset, T, steps):
+                rows.setdefault(key, []).append((e, chain, s0, dt / substeps))
+    f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731
+    for key, group in rows.items():
+        sel = [np.minimum(s0 + np.arange(steps), len(arrays[e]["q"]) - 1)
+               for e, _, s0, _ in group]
+
+        def gather(get, group=group, sel=sel):  # (rows, steps, ...) of each row's samples
+            return f(np.stack([get(arrays[e])[ix] for (e, *_), ix in zip(group, sel)]))
+
+        q0 = f([arrays[e]["q"][s0] for e, _, s0, _ in group])
+        qd0 = f([arrays[e]["qd"][s0] for e, _, s0, _ in group])
+        series = {k: gather(lambda a, k=k: a["series"][k]) for k in key}
+        h = f([[hh] for *_, hh in group])
+        with torch.no_grad():
+            q_ref = _rollout(robot, model, q0, qd0, gather(lambda a: a["q_goal"]), series, h,
+                             substeps).numpy()
+        for b, (e, chain, s0, _) in enumerate(group):
+            q = arrays[e]["q"]
+            s1 = min(s0 + steps, len(q))
+            results[e]["err"][chain, s0:s1] = q[s0:s1] - q_ref[b, :s1 - s0]
+            results[e]["age"][chain, s0:s1] = np.arange(s1 - s0)
+    out = []
+    for r in results:
+        use_a = r["age"][0] >= r["age"][1]
+        err = np.where(use_a[:, None], r["err"][0], r["err"][1])
+        age = np.where(use_a, r["age"][0], r["age"][1]).clip(min=0) / float(steps)
+        out.append({"ref_error": err, "ref_age": np.repeat(age[:, None], err.shape[1], 1)})
+    return out
 
 
 def reference_channels(t: np.ndarray, q: np.ndarray, qd: np.ndarray, q_goal: np.ndarray,
@@ -74,35 +146,9 @@ def reference_channels(t: np.ndarray, q: np.ndarray, qd: np.ndarray, q_goal: np.
     (>= 2); voltage: (T,) or (T, k) supply voltage [V] and torque_enable: (T, n) bool, fed
     to the servo when given.
     """
-    if not (isinstance(steps, (int, np.integer)) and steps >= 2):
-        raise ConfigError(f"reference_steps={steps!r}; expected an integer >= 2 samples")
-    q = np.asarray(q, dtype=np.float64)
-    T, n = q.shape
-    if T < 2:
-        z = np.zeros((T, n))
-        return {"ref_error": z, "ref_age": z.copy()}
-    dt = float(np.median(np.diff(np.asarray(t, dtype=np.float64))))
-    if not dt > 0:
-        raise ConfigError(f"reference channels need increasing sample times; median spacing "
-                          f"{dt!r} s")
-    system_model.actuator.reset()  # (the rollout resets it too) no graph in a deepcopy
-    model = (system_model if all(p.dtype == torch.float64 for p in system_model.parameters())
-             else copy.deepcopy(system_model).double())
-    series = {}
-    if voltage is not None:
-        series["voltage"] = np.asarray(voltage, dtype=np.float64).reshape(T, -1).mean(
-            -1, keepdims=True)
-    if torque_enable is not None:
-        series["torque_enable"] = np.asarray(torque_enable, bool).all(
-            -1, keepdims=True).astype(np.float64)
-    args = (robot, model, q, np.asarray(qd, dtype=np.float64),
-            np.asarray(q_goal, dtype=np.float64), series, dt, int(steps))
-    err_a, age_a = _segments(*args, 0, substeps)
-    err_b, age_b = _segments(*args, int(steps) // 2, substeps)
-    use_a = age_a >= age_b
-    err = np.where(use_a[:, None], err_a, err_b)
-    age = np.where(use_a, age_a, age_b) / float(steps)
-    return {"ref_error": err, "ref_age": np.repeat(age[:, None], n, axis=1)}
+    ep = {"t": t, "q": q, "qd": qd, "q_goal": q_goal, "voltage": voltage,
+          "torque_enable": torque_enable}
+    return reference_channels_many([ep], system_model, robot, steps, substeps)[0]
 
 
-__all__ = ["REFERENCE_CHANNELS", "reference_channels"]
+__all__ = ["REFERENCE_CHANNELS", "reference_channels", "reference_channels_many"]
