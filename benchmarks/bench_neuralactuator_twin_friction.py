@@ -68,7 +68,7 @@ def run_arm(seed: int, arm: str) -> dict:
                              {"seed": seed, "minutes": MINUTES, "test_fraction": 0.25,
                               "ideal": ARMS[arm]},
                              est_steps=STEPS, parametric_friction=("coulomb_viscous",),
-                             baseline_iters=10)
+                             baseline_iters=10, reference_steps=0)  # (measured without them)
     out = {"seed": seed, "friction": arm, **figures(res)}
     write_json(ARMS_DIR / f"seed{seed}_{arm}.json", out)
     print(json.dumps(out, indent=1))

@@ -30,6 +30,8 @@ from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 
 MINUTES = 72.0
 EST_STEPS = 1500
+REFERENCE_STEPS = 0
+"""servo-reference channels: not measured on the OpenManipulator-X (its figures are without)"""
 
 
 def main() -> int:
@@ -38,7 +40,8 @@ def main() -> int:
     cfg = dataclasses.replace(
         cfg, out=twin.ROOT / "runs" / "bench_neuralactuator_twin_omx",
         data=dataclasses.replace(cfg.data, robot="omx", minutes=MINUTES),
-        experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS))
+        experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS,
+                                       reference_steps=REFERENCE_STEPS))
     res = run_twin_experiment(cfg, twin._progress())
     out = public(res)
     out["benchmark"] = twin.describe(cfg)
