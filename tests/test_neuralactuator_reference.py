@@ -164,6 +164,15 @@ def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(f
             p.mul_(1.5)
     c = estimate(other, tr)
     assert np.nanmax(np.abs(c["tau"] - a["tau"])) > 1e-6
+    # fine-tuning a loaded checkpoint keeps its servo (no servo argument needed)
+    from neuract.neuralactuator import fine_tune
+
+    tuned, rep = fine_tune(back, trajs[:1], setup.robot, TrainConfig(steps=2, batch=4,
+                                                                     horizon=4),
+                           site=setup.site)
+    assert rep["steps"] == 2
+    for k, v in tuned.servo_model.state_dict().items():
+        torch.testing.assert_close(v, sm.state_dict()[k].to(v.dtype))
 
 
 def test_experiment_reference_needs_the_physics_channels(fitted):
