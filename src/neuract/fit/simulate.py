@@ -104,16 +104,16 @@ def step(plant: Plant, actuator: Actuator, joints: JointParams, command: Tensor,
 
 
 def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, qd0: Tensor,
-             commands: Tensor, dt: float, substeps: int = 1,
+             commands: Tensor, dt: float | Tensor, substeps: int = 1,
              inputs: dict[str, Tensor] | None = None,
              input_series: dict[str, Tensor] | None = None) -> Rollout:
     """Roll out ``commands`` open loop from (q0, qd0).
 
     q0, qd0: (B, n) initial state [rad, rad/s]; commands: (B, T, n) one command per control
-    step of ``dt`` [s]; inputs: constant per-row known inputs, each (B, 1) or (B, n) (e.g.
-    firmware ``kp``); input_series: time-varying known inputs, each (B, T, 1) or (B, T, n)
-    (e.g. measured supply ``voltage``). Returns states at every control instant, (B, T, n);
-    state t is before command t is applied.
+    step of ``dt`` [s] (one value, or (B, 1): one per row); inputs: constant per-row known
+    inputs, each (B, 1) or (B, n) (e.g. firmware ``kp``); input_series: time-varying known
+    inputs, each (B, T, 1) or (B, T, n) (e.g. measured supply ``voltage``). Returns states
+    at every control instant, (B, T, n); state t is before command t is applied.
     """
     if commands.ndim != 3:
         raise SchemaError(f"commands must be (B, T, n_dof), got shape {tuple(commands.shape)}")
@@ -122,7 +122,10 @@ def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, 
             f"q0 {tuple(q0.shape)} / qd0 {tuple(qd0.shape)} must match commands[:, 0] "
             f"{tuple(commands[:, 0].shape)}"
         )
-    if substeps < 1 or dt <= 0:
+    if isinstance(dt, Tensor) and dt.shape != (commands.shape[0], 1):
+        raise SchemaError(f"a per-row dt must be (B, 1) = ({commands.shape[0]}, 1), got shape "
+                          f"{tuple(dt.shape)}")
+    if substeps < 1 or not bool((torch.as_tensor(dt) > 0).all()):
         raise ConfigError(f"need dt > 0 and substeps >= 1, got dt={dt}, substeps={substeps}")
     inputs = dict(inputs or {})
     series = input_series or {}

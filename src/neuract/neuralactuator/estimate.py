@@ -191,10 +191,12 @@ def _best_threshold(p: list, y: list, score) -> tuple[float, float]:
     return float(_GRID[k]), float(scores[k])
 
 
-def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24) -> float:
+def calibrate_gate(model: NeuralActuator, trajs, max_episodes: int = 24,
+                   raw: list | None = None) -> float:
     """The contact-probability threshold that maximises the gate F1 over (held-out
-    calibration) episodes' samples; 0.5 when they hold no contact or only contact."""
-    return _plain_gate_threshold(_raw_gate(model, trajs, max_episodes))
+    calibration) episodes' samples; 0.5 when they hold no contact or only contact.
+    raw: those episodes' :func:`gate_samples`, if computed already."""
+    return _plain_gate_threshold(_raw_gate(model, trajs, max_episodes) if raw is None else raw)
 
 
 def _plain_gate_threshold(raw: list) -> float:
@@ -206,6 +208,13 @@ def _plain_gate_threshold(raw: list) -> float:
 
 def _f1(fire: np.ndarray, y: np.ndarray) -> float:
     return 2 * float((fire & y).sum()) / max(float(fire.sum() + y.sum()), 1.0)
+
+
+def gate_samples(model: NeuralActuator, trajs, max_episodes: int = 24) -> list:
+    """What the gate calibrations read: (t, unfiltered contact probability, contact label)
+    of each valid sample, for up to ``max_episodes`` episodes with a contact label, evenly
+    spread. Compute it once to run several calibrations on the same episodes."""
+    return _raw_gate(model, trajs, max_episodes)
 
 
 def _raw_gate(model: NeuralActuator, trajs, max_episodes: int) -> list:
@@ -223,7 +232,7 @@ def _raw_gate(model: NeuralActuator, trajs, max_episodes: int) -> list:
 
 def select_gate_filter(model: NeuralActuator, trajs,
                        taus_s=(0.0, 0.05, 0.1, 0.2, 0.5), max_episodes: int = 24,
-                       hysteresis_steps: int | None = None
+                       hysteresis_steps: int | None = None, raw: list | None = None
                        ) -> tuple[float, float, float, dict]:
     """Choose the contact gate's causal filter on (held-out calibration) episodes: smoothing
     time constant, detection threshold and release threshold (hysteresis) with the best
@@ -234,13 +243,15 @@ def select_gate_filter(model: NeuralActuator, trajs,
     hysteresis keeps a detected contact through the steady part of a push, where the arm
     stands deflected and still; the event condition keeps it from buying that with a high
     detection threshold that misses short contacts.
+    raw: those episodes' :func:`gate_samples`, if computed already.
     Returns (tau_s, threshold, release, {tau_s: F1}); (0, 0.5, 0.5, {}) when the episodes
     hold no contact or only contact."""
     taus = [float(x) for x in taus_s]
     if not taus or not all(np.isfinite(x) and x >= 0 for x in taus):
         raise ConfigError(f"gate smoothing candidates {list(taus_s)}; expected time "
                           "constants >= 0 s")
-    raw = _raw_gate(model, trajs, max_episodes)
+    if raw is None:
+        raw = _raw_gate(model, trajs, max_episodes)
     if not raw:
         return 0.0, 0.5, 0.5, {}
     y = np.concatenate([c for _, _, c in raw])
@@ -416,5 +427,6 @@ def estimator(model: NeuralActuator, condition_tau_s: float | None = None):
 
 
 __all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator", "gate_filter",
+           "gate_samples",
            "hysteresis", "select_condition_smoothing", "select_gate_filter",
            "shift_threshold", "smooth_causal"]

@@ -34,30 +34,6 @@ from neuract.errors import ConfigError
 REFERENCE_CHANNELS = ("ref_error", "ref_age")
 
 
-def _rollout(plant, model, q0: torch.Tensor, qd0: torch.Tensor, cmd: torch.Tensor,
-             series: dict[str, torch.Tensor], h: torch.Tensor, substeps: int) -> torch.Tensor:
-    """:func:`neuract.fit.simulate.simulate` with one physics step h: (B, 1) [s] per row
-    (episodes differ slightly in their sample spacing); returns q (B, H, n), state k before
-    command k."""
-    from neuract.actuators.base import ActuatorState
-    from neuract.actuators.param import cached_params
-    from neuract.fit.simulate import step
-
-    act, joints = model.actuator, model.joints
-    act.reset()
-    q, qd = q0, qd0
-    out = []
-    with cached_params():
-        for k in range(cmd.shape[1]):
-            out.append(q)
-            now = {key: v[:, k] for key, v in series.items()}
-            act.observe(cmd[:, k], ActuatorState(q=q, qd=qd, dt=h, inputs=now))
-            for _ in range(substeps):
-                q, qd = step(plant, act, joints, cmd[:, k], q, qd, h, now)
-    act.reset()
-    return torch.stack(out, 1)
-
-
 def _series(ep: Mapping[str, Any], T: int) -> dict[str, np.ndarray]:
     out = {}
     if ep.get("voltage") is not None:
@@ -77,12 +53,14 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
     together (one batch per set of known inputs)."""
     if not (isinstance(steps, (int, np.integer)) and steps >= 2):
         raise ConfigError(f"reference_steps={steps!r}; expected an integer >= 2 samples")
+    from neuract.fit.simulate import simulate
+
     steps = int(steps)
     system_model.actuator.reset()  # (the rollout resets it too) no graph in a deepcopy
     model = (system_model if all(p.dtype == torch.float64 for p in system_model.parameters())
              else copy.deepcopy(system_model).double())
     results: list[dict[str, np.ndarray]] = []
-    rows: dict[tuple, list] = {}  # known-input keys -> [(episode, chain, start, idx, h)]
+    rows: dict[tuple, list] = {}  # known-input keys -> [(episode, chain, start, dt)]
     arrays = []
     for e, ep in enumerate(episodes):
         q = np.asarray(ep["q"], dtype=np.float64)
@@ -102,7 +80,7 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
         key = tuple(sorted(a["series"]))
         for chain, offset in enumerate((0, steps // 2)):
             for s0 in range(offset, T, steps):
-                rows.setdefault(key, []).append((e, chain, s0, dt / substeps))
+                rows.setdefault(key, []).append((e, chain, s0, dt))
     f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731
     for key, group in rows.items():
         sel = [np.minimum(s0 + np.arange(steps), len(arrays[e]["q"]) - 1)
@@ -114,10 +92,11 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
         q0 = f([arrays[e]["q"][s0] for e, _, s0, _ in group])
         qd0 = f([arrays[e]["qd"][s0] for e, _, s0, _ in group])
         series = {k: gather(lambda a, k=k: a["series"][k]) for k in key}
-        h = f([[hh] for *_, hh in group])
+        dts = f([[d] for *_, d in group])  # per row: episodes differ slightly in spacing
         with torch.no_grad():
-            q_ref = _rollout(robot, model, q0, qd0, gather(lambda a: a["q_goal"]), series, h,
-                             substeps).numpy()
+            q_ref = simulate(robot, model.actuator, model.joints, q0, qd0,
+                             gather(lambda a: a["q_goal"]), dts, substeps, {}, series).q.numpy()
+        model.actuator.reset()  # (drop the rollout's history)
         for b, (e, chain, s0, _) in enumerate(group):
             q = arrays[e]["q"]
             s1 = min(s0 + steps, len(q))

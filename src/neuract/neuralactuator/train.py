@@ -115,6 +115,7 @@ def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
         if servo is None:
             raise ConfigError("reference_steps > 0 needs the fitted servo model: "
                               "train_neuralactuator(..., servo=SystemModel)")
+        # the float32 copy the checkpoint stores, so training sees what estimate() computes
         ref = (servo_module(cfg, servo), cfg.physics_robot, cfg.reference_steps)
     return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s, ref)
 
@@ -162,7 +163,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     data = _flat(trajs, robot, cfg, site, servo)
     model = init if init is not None else init_model(cfg, data, train.seed)
     if cfg.servo:
-        if servo is not None:
+        if servo is not None and servo is not model.servo_model:
             model.set_servo(servo)
         if not model.servo_loaded:
             raise ConfigError("the init model's servo (prior or reference) was never fitted: "

@@ -314,7 +314,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         train_neuralactuator,
     )
     from neuract.neuralactuator.data import per_joint_condition
-    from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S
+    from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S, gate_samples
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -421,12 +421,14 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                     res["models"][name]["condition_tau_scores"] = scores
                     keys.append("condition_tau_s")
             if g_eps is not None and cfg.gate_tau_grid:
+                raw = gate_samples(model, g_eps)  # one pass of the model for both choices
                 (model.gate_tau_s, model.gate_threshold, model.gate_release,
                  res["models"][name]["gate_tau_scores"]) = select_gate_filter(
-                    model, g_eps, cfg.gate_tau_grid)
+                    model, g_eps, cfg.gate_tau_grid, raw=raw)
                 keys += ["gate_threshold", "gate_tau_s", "gate_release"]
                 # the plain threshold on the same episodes, scored beside the filter below
-                res["models"][name]["gate_plain_threshold"] = calibrate_gate(model, g_eps)
+                res["models"][name]["gate_plain_threshold"] = calibrate_gate(model, g_eps,
+                                                                             raw=raw)
             elif g_eps is not None:
                 model.gate_threshold = calibrate_gate(model, g_eps)
                 keys.append("gate_threshold")
