@@ -151,6 +151,17 @@ def _na_twin_seeds(d: dict) -> list[Row]:
     return rows
 
 
+def _na_twin_condition_seeds(d: dict) -> list[Row]:
+    st, seeds = d["stats"], d["seeds"]
+    v = st["NeuralActuator accuracy"]
+    peers = ", ".join(f"{name} {_f(st[f'{name} accuracy']['mean'])}"
+                      for name in ("SVM", "random forest") if f"{name} accuracy" in st)
+    return [(f"NeuralActuator twin (condition run), {len(seeds)} data seeds",
+             "condition accuracy, mean +- sd [estimator]",
+             f"{_f(v['mean'])} +- {_f(v['sd'], 2)}",
+             f">= 0.95; per seed {', '.join(_f(x) for x in v['values'])}; {peers}")]
+
+
 def _na_twin_friction(d: dict) -> list[Row]:
     seeds, runs = d["seeds"], d["runs"]
     area = "NeuralActuator twin, gear friction ablation"
@@ -224,6 +235,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "real_arms.json": _real_arms,
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
+    "neuralactuator_twin_condition_seeds.json": _na_twin_condition_seeds,
     "neuralactuator_twin_friction.json": _na_twin_friction,
     "gate_observability.json": _gate_observability,
     "neuralactuator_twin_sim_seeds.json": _na_twin_sim_seeds,
