@@ -173,6 +173,19 @@ def seeds_main(argv: list[str], default: list[int], run_seed, summarize,
     return summarize()
 
 
+def write_seeds_summary(stem: str, out: dict, title: str, intro: str, table: list) -> int:
+    """Write a per-seed benchmark's summary: ``results/<stem>.json`` (``out``, with its
+    ``seeds``) and ``results/<stem>.md`` (``title``, ``intro`` and ``table``: one row per
+    figure, a column per seed, then mean and sd); prints the Markdown."""
+    write_json(RESULTS / f"{stem}.json", out)
+    md = (f"# {title}\n\n{intro}\n\n"
+          + markdown_table(["figure"] + [f"seed {s}" for s in out["seeds"]] + ["mean", "sd"],
+                           table) + "\n")
+    write_text(RESULTS / f"{stem}.md", md)
+    print(md)
+    return 0
+
+
 def _progress():
     last = [""]
 

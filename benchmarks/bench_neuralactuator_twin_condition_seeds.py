@@ -28,11 +28,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.atomic import write_json  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
     episode_end_count,
-    markdown_table,
     public,
 )
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
@@ -92,20 +91,16 @@ def summarize() -> int:
            "note": f"seed {BENCH_SEED} = the twin benchmark's condition experiment "
                    "(neuralactuator_twin.json); other seeds: the same configuration on their "
                    "own twin data and split"}
-    write_json(RESULTS / "neuralactuator_twin_condition_seeds.json", out)
-    md = ("# Motor condition on the SO-101 twin, over data seeds\n\n"
-          "Each seed: its own 72 min of 'degraded'-task twin data (half of the episodes with "
-          "1-2 degraded motors), split by episode, the twin benchmark's condition "
-          "configuration (estimator mode, servo-reference channels; accuracy = the decision "
-          "'the episode has a degraded motor', every test sample). Seed "
-          f"{BENCH_SEED} is the twin benchmark's condition experiment itself. Reproduce: "
-          "`.venv/bin/python benchmarks/bench_neuralactuator_twin_condition_seeds.py "
-          "--seeds ...` then `--summarize`.\n\n"
-          + markdown_table(["figure"] + [f"seed {s}" for s in seeds] + ["mean", "sd"], table)
-          + "\n")
-    write_text(RESULTS / "neuralactuator_twin_condition_seeds.md", md)
-    print(md)
-    return 0
+    return twin.write_seeds_summary(
+        "neuralactuator_twin_condition_seeds", out,
+        "Motor condition on the SO-101 twin, over data seeds",
+        "Each seed: its own 72 min of 'degraded'-task twin data (half of the episodes with "
+        "1-2 degraded motors), split by episode, the twin benchmark's condition "
+        "configuration (estimator mode, servo-reference channels; accuracy = the decision "
+        "'the episode has a degraded motor', every test sample). Seed "
+        f"{BENCH_SEED} is the twin benchmark's condition experiment itself. Reproduce: "
+        "`.venv/bin/python benchmarks/bench_neuralactuator_twin_condition_seeds.py "
+        "--seeds ...` then `--summarize`.", table)
 
 
 def main(argv: list[str]) -> int:

@@ -28,8 +28,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.report import markdown_table  # noqa: E402
+from neuract.atomic import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -91,18 +90,13 @@ def summarize() -> int:
     out = {"seeds": seeds, "rows": rows, "stats": stats,
            "note": "seed 0 = the twin benchmark (neuralactuator_twin.json); other seeds: the "
                    "same estimator configuration on their own twin data and split"}
-    write_json(RESULTS / "neuralactuator_twin_seeds.json", out)
-    md = ("# NeuralActuator on the SO-101 twin, over data seeds\n\n"
-          "Each seed: its own 144 min of twin data, 5 % of each task's episodes held out "
-          f"({rows[0].get('n_test_episodes')} test episodes), the twin benchmark's "
-          "estimator-mode configuration (estimator mode for every figure here). Seed 0 is the "
-          "twin benchmark itself. Reproduce: `.venv/bin/python "
-          "benchmarks/bench_neuralactuator_twin_seeds.py --seeds ...` then `--summarize`.\n\n"
-          + markdown_table(["figure"] + [f"seed {s}" for s in seeds] + ["mean", "sd"], table)
-          + "\n")
-    write_text(RESULTS / "neuralactuator_twin_seeds.md", md)
-    print(md)
-    return 0
+    return twin.write_seeds_summary(
+        "neuralactuator_twin_seeds", out, "NeuralActuator on the SO-101 twin, over data seeds",
+        "Each seed: its own 144 min of twin data, 5 % of each task's episodes held out "
+        f"({rows[0].get('n_test_episodes')} test episodes), the twin benchmark's "
+        "estimator-mode configuration (estimator mode for every figure here). Seed 0 is the "
+        "twin benchmark itself. Reproduce: `.venv/bin/python "
+        "benchmarks/bench_neuralactuator_twin_seeds.py --seeds ...` then `--summarize`.", table)
 
 
 def main(argv: list[str]) -> int:
