@@ -12,7 +12,8 @@ training), ``rollout`` (differentiable arm rollouts, simulator / estimator mode,
 rollout-protocol adapter),
 ``train`` (pose-only torque through the simulator, supervised force / gate / condition, one
 schedule, fine-tuning), ``estimate`` (per-sample torque, force, gate and condition for a
-trajectory, condition threshold calibration).
+trajectory, condition threshold calibration), ``stream`` (the same estimates one telemetry
+sample at a time, for a running robot).
 """
 
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
@@ -42,6 +43,7 @@ from neuract.neuralactuator.model import (
     count_params,
 )
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
+from neuract.neuralactuator.stream import StreamingEstimator
 from neuract.neuralactuator.train import (
     TrainConfig,
     fine_tune,
@@ -76,6 +78,7 @@ __all__ = [
     "simulator",
     "sim_rollout",
     "est_rollout",
+    "StreamingEstimator",
     "estimate",
     "estimator",
     "calibrate_condition",

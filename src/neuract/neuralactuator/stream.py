@@ -1,0 +1,236 @@
+"""Estimator mode one telemetry sample at a time, for a running robot.
+
+:func:`neuract.neuralactuator.estimate.estimate` reads a whole recorded episode;
+:class:`StreamingEstimator` gives the same outputs sample by sample, keeping only what the
+causal features need: the last ``history`` feature rows, the context channels' moving averages
+and last direction of motion, the condition smoothing's running average and the contact gate
+filter's state. Each :meth:`StreamingEstimator.step` costs one forward pass of the model (plus
+the arm model's gravity and Jacobian when the model reads physics channels)::
+
+    est = StreamingEstimator(load_checkpoint("runs/demo/checkpoints/neuralactuator_estimator"))
+    for sample in telemetry:  # t [s], q, qd, q_goal, current or load, voltage, temperature
+        out = est.step(sample)
+        if out["valid"] and out["contact_prob"] >= 0.5:
+            ...
+
+Models that read the servo-reference channels (``reference_steps > 0``) are refused: those
+channels simulate the servo over segments of the episode, which is not built incrementally
+here; use :func:`~neuract.neuralactuator.estimate.estimate` on the recorded episode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from neuract.errors import ConfigError, SchemaError
+from neuract.neuralactuator.estimate import (
+    DEFAULT_CONDITION_TAU_S,
+    _threshold,
+    shift_threshold,
+)
+from neuract.neuralactuator.features import (
+    CONTEXT_CHANNELS,
+    EFFORT_CHANNELS,
+    MOVE_SPEED,
+    PHYSICS_CHANNELS,
+    assemble,
+    source_channels,
+)
+from neuract.neuralactuator.model import NeuralActuator
+
+
+class _CausalMean:
+    """:func:`~neuract.neuralactuator.estimate.smooth_causal` one sample at a time. That
+    function gives its first sample the weight of the interval to the second; the first
+    output is the first sample itself whatever that weight, so the average starts one sample
+    late, when the interval is known."""
+
+    def __init__(self, tau_s: float):
+        self.tau_s = tau_s
+        self.first: tuple[float, np.ndarray] | None = None
+        self.acc: np.ndarray | None = None
+        self.wsum = 0.0
+        self.t_prev = 0.0
+
+    def update(self, t: float, p: np.ndarray) -> np.ndarray:
+        if self.first is None:
+            self.first = (t, p)
+            return p.astype(np.float64)
+        if self.acc is None:  # the first sample's weight: the first interval
+            t0, p0 = self.first
+            a0 = 1.0 - math.exp(-max(t - t0, 0.0) / self.tau_s)
+            self.acc, self.wsum, self.t_prev = a0 * p0, a0, t0
+        a = 1.0 - math.exp(-max(t - self.t_prev, 0.0) / self.tau_s)
+        self.acc = self.acc + a * (p - self.acc)
+        self.wsum = self.wsum + a * (1.0 - self.wsum)
+        self.t_prev = t
+        return self.acc / max(self.wsum, 1e-300)
+
+
+class StreamingEstimator:
+    """Estimator-mode outputs of ``model`` for one telemetry sample at a time.
+
+    The thresholds and filters are :func:`~neuract.neuralactuator.estimate.estimate`'s, with
+    the same defaults (the checkpoint's calibrated values). :meth:`step` takes a mapping with
+    the sample's time ``t`` [s] and the model's source channels (each (n,) per joint, or one
+    value for a bus-wide channel such as ``voltage``), and returns ``tau`` (n,) [N m],
+    ``ee_force`` (3,) [N], ``contact_prob``, ``condition_prob_joint`` (n,),
+    ``condition_prob`` and ``valid`` (False, with NaN outputs, until ``history`` samples have
+    arrived). :meth:`reset` starts a new episode.
+    """
+
+    def __init__(self, model: NeuralActuator, condition_tau_s: float | None = None,
+                 condition_threshold: float | Sequence[float] | None = None,
+                 gate_threshold: float | None = None, gate_tau_s: float | None = None,
+                 gate_release: float | None = None):
+        cfg = model.cfg
+        if cfg.mode != "estimator":
+            raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
+                              f"{cfg.mode!r}")
+        if cfg.reference_steps:
+            raise ConfigError(f"this model reads the servo-reference channels "
+                              f"(reference_steps={cfg.reference_steps}), which are not computed "
+                              "sample by sample; run neuract.neuralactuator.estimate.estimate "
+                              "on the recorded episode instead")
+        self.model = model.eval()
+        n = cfg.n_joints
+        if condition_threshold is None:
+            condition_threshold = getattr(model, "condition_threshold", 0.5)
+        self.condition_threshold = _threshold(condition_threshold, n)
+        self.condition_tau_s = float(condition_tau_s if condition_tau_s is not None else
+                                     getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
+        own = gate_threshold is None  # the model's filter goes with the model's threshold
+        self.gate_threshold = float(getattr(model, "gate_threshold", 0.5) if own
+                                    else gate_threshold)
+        self.gate_tau_s = float(gate_tau_s if gate_tau_s is not None else
+                                getattr(model, "gate_tau_s", 0.0) if own else 0.0)
+        self.gate_release = float(gate_release if gate_release is not None else
+                                  getattr(model, "gate_release", self.gate_threshold) if own
+                                  else self.gate_threshold)
+        for name, v in (("gate_threshold", self.gate_threshold),
+                        ("gate_release", self.gate_release)):
+            if not 0 <= v <= 1:
+                raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
+        if self.gate_release > self.gate_threshold:
+            raise ConfigError(f"gate_release={self.gate_release!r} > gate_threshold="
+                              f"{self.gate_threshold!r}; a contact must end at or below the "
+                              "probability that starts it")
+        if not (math.isfinite(self.gate_tau_s) and self.gate_tau_s >= 0):
+            raise ConfigError(f"gate_tau_s={self.gate_tau_s!r}; expected a time constant >= 0 s")
+        if not (math.isfinite(self.condition_tau_s) and self.condition_tau_s > 0):
+            raise ConfigError(f"condition_tau_s={self.condition_tau_s!r}; expected a time "
+                              "constant > 0 s")
+        need = source_channels(cfg.channels)
+        self._ctx = [c for c in need if c in CONTEXT_CHANNELS]
+        self._phys = [c for c in need if c in PHYSICS_CHANNELS]
+        self.inputs = tuple(c for c in need if c not in CONTEXT_CHANNELS
+                            and c not in PHYSICS_CHANNELS)
+        """the channels :meth:`step` reads besides ``t``"""
+        self._effort = next((c for c in EFFORT_CHANNELS if c in self.inputs), None)
+        if self._ctx and (self._effort is None or "qd" not in self.inputs):
+            raise ConfigError("context channels need qd and an effort channel among the "
+                              "model's channels")
+        if self._phys and cfg.physics is None:
+            raise ConfigError(f"channels {self._phys} are computed from the arm model; the "
+                              "model has no physics robot")
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the episode so far (the next sample starts a new one)."""
+        self._rows: deque = deque(maxlen=self.model.cfg.history)
+        self._t_prev: float | None = None
+        self._slow: np.ndarray | None = None  # (2, n): effort and position-error averages
+        self._move = np.zeros(self.model.cfg.n_joints)
+        self._cond = _CausalMean(self.condition_tau_s)
+        self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
+        self._gate_on = False
+
+    def _read(self, sample: Mapping[str, Any]) -> tuple[float, dict[str, np.ndarray]]:
+        n = self.model.cfg.n_joints
+        try:
+            t = float(sample["t"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SchemaError("a streamed sample needs its time 't' [s] as a number") from exc
+        if not math.isfinite(t) or (self._t_prev is not None and t <= self._t_prev):
+            raise SchemaError(f"sample time t={t!r} must be finite and after the previous "
+                              f"sample's ({self._t_prev!r})")
+        out = {}
+        for c in self.inputs:
+            if c not in sample:
+                raise SchemaError(f"the streamed sample has no channel {c!r}, required by the "
+                                  f"model (channels read: {list(self.inputs)})")
+            v = np.asarray(sample[c], dtype=np.float64).reshape(-1)
+            if v.size == 1:
+                v = np.repeat(v, n)  # a bus-wide channel, e.g. voltage
+            if v.shape != (n,) or not np.isfinite(v).all():
+                raise SchemaError(f"channel {c!r} = {sample[c]!r}; expected {n} finite "
+                                  "values (or one for a bus-wide channel)")
+            out[c] = v
+        return t, out
+
+    def _features(self, t: float, parts: dict[str, np.ndarray]) -> None:
+        cfg = self.model.cfg
+        if self._phys:
+            from neuract.neuralactuator.physics import physics_channels
+
+            ph = physics_channels(parts["q"][None], *cfg.physics)
+            parts.update({k: ph[k][0] for k in self._phys})
+        if self._ctx:
+            qd = parts["qd"]
+            moving = np.abs(qd) > MOVE_SPEED
+            self._move = np.where(moving, np.sign(qd), self._move)
+            x = np.stack([parts[self._effort], parts["q_goal"] - parts["q"]])
+            if self._slow is None:
+                self._slow = x
+            else:
+                a = 1.0 - math.exp(-max(t - self._t_prev, 0.0) / float(cfg.context_s))
+                self._slow = self._slow + a * (x - self._slow)
+            parts.update({"move_dir": self._move, "effort_slow": self._slow[0],
+                          "pos_error_slow": self._slow[1]})
+        row = assemble({k: torch.tensor(v[None], dtype=torch.float32)
+                        for k, v in parts.items()}, cfg.channels)
+        self._rows.append(row[0])
+
+    @torch.no_grad()
+    def step(self, sample: Mapping[str, Any]) -> dict[str, Any]:
+        """The estimator's outputs for one more telemetry sample (see the class)."""
+        cfg = self.model.cfg
+        n = cfg.n_joints
+        t, parts = self._read(sample)
+        self._features(t, parts)
+        self._t_prev = t
+        if len(self._rows) < cfg.history:
+            return {"tau": np.full(n, np.nan), "ee_force": np.full(3, np.nan),
+                    "contact_prob": np.nan, "condition_prob_joint": np.full(n, np.nan),
+                    "condition_prob": np.nan, "valid": False}
+        x = torch.stack(tuple(self._rows))[None]
+        tau, force, gate, cond = self.model(x)
+        p_cond = torch.softmax(cond[0], -1)[..., 1:].sum(-1).double().numpy()
+        cj = shift_threshold(self._cond.update(t, p_cond), self.condition_threshold)
+        return {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),
+                "contact_prob": self._gate_decision(t, float(torch.sigmoid(gate[0]))),
+                "condition_prob_joint": cj, "condition_prob": float(np.max(cj)),
+                "valid": True}
+
+    def _gate_decision(self, t: float, p: float) -> float:
+        """:func:`~neuract.neuralactuator.estimate.gate_filter`, one sample at a time."""
+        if self._gate is not None:
+            p = float(self._gate.update(t, np.float64(p)))
+        on, off = self.gate_threshold, self.gate_release
+        if off >= on:
+            return float(shift_threshold(np.float64(p), on))
+        # hysteresis: a contact starts at p >= on and lasts until p < off (NaN: below)
+        if p >= on:
+            self._gate_on = True
+        elif not p >= off:
+            self._gate_on = False
+        return float(shift_threshold(np.float64(p), off if self._gate_on else on))
+
+
+__all__ = ["StreamingEstimator"]
