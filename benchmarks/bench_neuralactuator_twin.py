@@ -242,7 +242,7 @@ def render(out: dict) -> str:
                "from the main run's test split, where only "
                f"{100 * (main_pm.get('degraded_share') or 0):.1f} % of motor-samples are "
                "degraded; this separate run, half of whose episodes have degraded motors, "
-               "tests it.) " + cond["benchmark"] + "\n\n"
+               "tests it.) " + cond["benchmark"] + _reference_text(cond) + "\n\n"
                + markdown_table(["model (estimator mode)", "accuracy (episode has a degraded "
                                  "motor)", "balanced accuracy", "AUC",
                                  "right at the end of the episode"], rows)
@@ -250,6 +250,13 @@ def render(out: dict) -> str:
                f"{pm.get('n_samples')} samples x {pm.get('n_motors')} motors (degraded share "
                f"{_f3(pm.get('degraded_share'))}).\n")
     return md
+
+
+def _reference_text(run: dict) -> str:
+    """The servo the estimator's reference channels compare with, if it reads them."""
+    ref = ((run.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("reference")
+    return (f" The estimator reads the servo-reference channels, built on {ref} (the best "
+            "parametric servo on the training episodes)." if ref else "")
 
 
 def _plain_text(out: dict) -> str:
