@@ -181,3 +181,54 @@ def test_experiment_reference_needs_the_physics_channels(fitted):
     trajs, setup, _ = fitted
     with pytest.raises(ConfigError, match="physics=True"):
         run_experiment(setup, trajs[:1], trajs[1:], ExperimentConfig(reference_steps=20))
+
+
+def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted):
+    from neuract.neuralactuator import NeuralActuator, estimate
+    from neuract.neuralactuator.stream import StreamingEstimator, _ReferenceStream
+
+    trajs, setup, sm = fitted
+    a = _arrays(trajs[0])
+    dt = float(np.median(np.diff(a["t"])))
+    ref = _channels(a, sm, setup.robot64)
+    rs = _ReferenceStream(sm, "so101", STEPS, dt)
+    v = a["voltage"].reshape(len(a["t"]), -1).mean(-1, keepdims=True)
+    got = [rs.update(a["q"][k], a["qd"][k], a["q_goal"][k], {"voltage": v[k]})
+           for k in range(len(a["t"]))]
+    for key in ("ref_error", "ref_age"):
+        np.testing.assert_allclose(np.stack([g[key] for g in got]), ref[key], rtol=0,
+                                   atol=1e-9, err_msg=key)
+    # a servo with state beyond the last frame (command delay line, goal slew, I term): a
+    # restarting chain forgets its own state and keeps the other chain's
+    from neuract.fit.identify import build_model
+
+    stateful = build_model(ActuatorConfig(type="sts3215", friction="stribeck",
+                                          control_dt=0.016, delay=0.05, goal_slew=2.0, ki=0.5),
+                           JOINTS, 6, dtype=torch.float64)
+    ref = _channels(a, stateful, setup.robot64)
+    rs = _ReferenceStream(stateful, "so101", STEPS, dt)
+    got = [rs.update(a["q"][k], a["qd"][k], a["q_goal"][k], {"voltage": v[k]})
+           for k in range(len(a["t"]))]
+    np.testing.assert_allclose(np.stack([g["ref_error"] for g in got]), ref["ref_error"],
+                               rtol=0, atol=1e-9)
+    # the whole estimator, streamed, on a model that reads the channels
+    cfg = NeuralActuatorConfig(n_joints=6, effort="load", reference_steps=STEPS,
+                               servo=servo_json(ACT, JOINTS), physics_robot="so101",
+                               physics_site="gripperframe", **TINY)
+    torch.manual_seed(0)
+    model = NeuralActuator(cfg)
+    with pytest.raises(ConfigError, match="no fitted values"):
+        StreamingEstimator(model, reference_dt=dt)
+    model.set_servo(sm)
+    with pytest.raises(ConfigError, match="reference_dt"):
+        StreamingEstimator(model)
+    est = StreamingEstimator(model, reference_dt=dt)
+    tr = trajs[0].slice(0, 300)
+    off = estimate(model, tr)
+    cols = {c: np.asarray(tr[c], dtype=np.float64) for c in est.inputs}
+    outs = [est.step({"t": a["t"][k], **{c: x[k] for c, x in cols.items()}})
+            for k in range(len(tr))]
+    ok = off["valid"]
+    for key in ("tau", "ee_force", "contact_prob", "condition_prob_joint"):
+        np.testing.assert_allclose(np.array([o[key] for o in outs])[ok], off[key][ok],
+                                   rtol=1e-4, atol=1e-5, err_msg=key)

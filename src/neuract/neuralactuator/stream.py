@@ -13,9 +13,11 @@ the arm model's gravity and Jacobian when the model reads physics channels)::
         if out["valid"] and out["contact_prob"] >= 0.5:
             ...
 
-Models that read the servo-reference channels (``reference_steps > 0``) are refused: those
-channels simulate the servo over segments of the episode, which is not built incrementally
-here; use :func:`~neuract.neuralactuator.estimate.estimate` on the recorded episode.
+Models that read the servo-reference channels (``reference_steps > 0``) need
+``reference_dt``, the control step their servo is simulated on: the telemetry's sample
+period. The two chains of open-loop segments then advance one step per sample, each restarting
+from the measured state where its next segment starts. (Offline, ``estimate`` simulates on the
+episode's median sample spacing; the outputs agree when ``reference_dt`` is that spacing.)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from neuract.neuralactuator.features import (
     source_channels,
 )
 from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.reference import REFERENCE_CHANNELS
 
 
 class _CausalMean:
@@ -73,6 +76,68 @@ class _CausalMean:
         return self.acc / max(self.wsum, 1e-300)
 
 
+class _ReferenceStream:
+    """The servo-reference channels (:mod:`neuract.neuralactuator.reference`) one sample at
+    a time: the two chains' servo states advance one control step ``dt`` per sample, and a
+    chain restarts from the measured state where its next segment starts. ``dt`` is the
+    control step the servo is simulated on (the offline channels use the episode's median
+    sample spacing)."""
+
+    def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
+                 substeps: int = 2):
+        import copy
+
+        from neuract.neuralactuator.physics import arm_model
+
+        if not (math.isfinite(dt) and dt > 0):
+            raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")
+        self.model = (system_model if all(p.dtype == torch.float64
+                                           for p in system_model.parameters())
+                      else copy.deepcopy(system_model).double())
+        self.robot = arm_model(str(robot))
+        self.steps, self.dt, self.substeps = int(steps), float(dt), int(substeps)
+        self.reset()
+
+    def reset(self) -> None:
+        self.i = 0
+        self.q = self.qd = None
+        self.age = np.full(2, -1, dtype=np.int64)
+        self.model.actuator.reset()
+
+    def update(self, q: np.ndarray, qd: np.ndarray, q_goal: np.ndarray,
+               series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from neuract.actuators.base import ActuatorState
+        from neuract.actuators.param import cached_params
+        from neuract.fit.simulate import step
+
+        f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731
+        if self.q is None:
+            self.q, self.qd = f(np.stack([q, q])), f(np.stack([qd, qd]))
+        for chain, offset in enumerate((0, self.steps // 2)):
+            if self.i >= offset and (self.i - offset) % self.steps == 0:  # a segment starts
+                self.q[chain], self.qd[chain] = f(q), f(qd)
+                self.age[chain] = 0
+                if self.model.actuator.history is not None:
+                    self.model.actuator.reset([chain])
+        use = 0 if self.age[0] >= self.age[1] else 1
+        err = q - self.q[use].numpy()
+        age = max(int(self.age[use]), 0) / float(self.steps)
+        # advance both chains by one control step on the sample's commands and inputs
+        h = self.dt / self.substeps
+        cmd = f(np.stack([q_goal, q_goal]))
+        now = {k: f(np.stack([v, v])) for k, v in series.items()}
+        act = self.model.actuator
+        with torch.no_grad(), cached_params():
+            act.observe(cmd, ActuatorState(q=self.q, qd=self.qd, dt=h, inputs=now))
+            for _ in range(self.substeps):
+                self.q, self.qd = step(self.robot, act, self.model.joints, cmd, self.q,
+                                       self.qd, h, now)
+        self.age[self.age >= 0] += 1
+        self.i += 1
+        n = len(q)
+        return {"ref_error": err, "ref_age": np.full(n, age)}
+
+
 class StreamingEstimator:
     """Estimator-mode outputs of ``model`` for one telemetry sample at a time.
 
@@ -82,22 +147,30 @@ class StreamingEstimator:
     value for a bus-wide channel such as ``voltage``), and returns ``tau`` (n,) [N m],
     ``ee_force`` (3,) [N], ``contact_prob``, ``condition_prob_joint`` (n,),
     ``condition_prob`` and ``valid`` (False, with NaN outputs, until ``history`` samples have
-    arrived). :meth:`reset` starts a new episode.
+    arrived). :meth:`reset` starts a new episode. reference_dt: the sample period [s] the
+    servo-reference channels are simulated on (required for models that read them).
     """
 
     def __init__(self, model: NeuralActuator, condition_tau_s: float | None = None,
                  condition_threshold: float | Sequence[float] | None = None,
                  gate_threshold: float | None = None, gate_tau_s: float | None = None,
-                 gate_release: float | None = None):
+                 gate_release: float | None = None, reference_dt: float | None = None):
         cfg = model.cfg
         if cfg.mode != "estimator":
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
+        self._ref = None
         if cfg.reference_steps:
-            raise ConfigError(f"this model reads the servo-reference channels "
-                              f"(reference_steps={cfg.reference_steps}), which are not computed "
-                              "sample by sample; run neuract.neuralactuator.estimate.estimate "
-                              "on the recorded episode instead")
+            if reference_dt is None:
+                raise ConfigError(f"this model reads the servo-reference channels "
+                                  f"(reference_steps={cfg.reference_steps}), whose servo is "
+                                  "simulated on a fixed control step: give reference_dt, the "
+                                  "telemetry's sample period [s]")
+            if not getattr(model, "servo_loaded", False):
+                raise ConfigError("the model's reference servo holds no fitted values (load "
+                                  "the checkpoint, or set_servo)")
+            servo, robot, steps = model.reference
+            self._ref = _ReferenceStream(servo, robot, steps, float(reference_dt))
         self.model = model.eval()
         n = cfg.n_joints
         if condition_threshold is None:
@@ -129,8 +202,10 @@ class StreamingEstimator:
         need = source_channels(cfg.channels)
         self._ctx = [c for c in need if c in CONTEXT_CHANNELS]
         self._phys = [c for c in need if c in PHYSICS_CHANNELS]
-        self.inputs = tuple(c for c in need if c not in CONTEXT_CHANNELS
-                            and c not in PHYSICS_CHANNELS)
+        computed = (*CONTEXT_CHANNELS, *PHYSICS_CHANNELS, *REFERENCE_CHANNELS)
+        self.inputs = tuple(c for c in need if c not in computed)
+        if self._ref is not None:  # the reference servo reads these too
+            self.inputs += tuple(c for c in ("q", "qd", "q_goal") if c not in self.inputs)
         """the channels :meth:`step` reads besides ``t``"""
         self._effort = next((c for c in EFFORT_CHANNELS if c in self.inputs), None)
         if self._ctx and (self._effort is None or "qd" not in self.inputs):
@@ -150,6 +225,8 @@ class StreamingEstimator:
         self._cond = _CausalMean(self.condition_tau_s)
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
+        if self._ref is not None:
+            self._ref.reset()
 
     def _read(self, sample: Mapping[str, Any]) -> tuple[float, dict[str, np.ndarray]]:
         n = self.model.cfg.n_joints
@@ -174,8 +251,17 @@ class StreamingEstimator:
             out[c] = v
         return t, out
 
-    def _features(self, t: float, parts: dict[str, np.ndarray]) -> None:
+    def _features(self, t: float, parts: dict[str, np.ndarray],
+                  sample: Mapping[str, Any]) -> None:
         cfg = self.model.cfg
+        if self._ref is not None:  # the supply voltage and torque enable as the servo reads them
+            series = {}
+            if "voltage" in sample:
+                series["voltage"] = np.array([np.asarray(sample["voltage"], np.float64).mean()])
+            if "torque_enable" in sample:
+                series["torque_enable"] = np.asarray(
+                    [float(np.asarray(sample["torque_enable"], bool).all())])
+            parts.update(self._ref.update(parts["q"], parts["qd"], parts["q_goal"], series))
         if self._phys:
             from neuract.neuralactuator.physics import physics_channels
 
@@ -203,7 +289,7 @@ class StreamingEstimator:
         cfg = self.model.cfg
         n = cfg.n_joints
         t, parts = self._read(sample)
-        self._features(t, parts)
+        self._features(t, parts, sample)
         self._t_prev = t
         if len(self._rows) < cfg.history:
             return {"tau": np.full(n, np.nan), "ee_force": np.full(3, np.nan),
