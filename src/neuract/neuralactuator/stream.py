@@ -203,10 +203,10 @@ class StreamingEstimator:
         self._ctx = [c for c in need if c in CONTEXT_CHANNELS]
         self._phys = [c for c in need if c in PHYSICS_CHANNELS]
         computed = (*CONTEXT_CHANNELS, *PHYSICS_CHANNELS, *REFERENCE_CHANNELS)
-        self.inputs = tuple(c for c in need if c not in computed)
-        if self._ref is not None:  # the reference servo reads these too
-            self.inputs += tuple(c for c in ("q", "qd", "q_goal") if c not in self.inputs)
-        """the channels :meth:`step` reads besides ``t``"""
+        # the channels step() reads besides t (the reference servo also reads q, qd, q_goal)
+        extra = ("q", "qd", "q_goal") if self._ref is not None else ()
+        self.inputs = tuple(c for c in need if c not in computed) + tuple(
+            c for c in extra if c not in need)
         self._effort = next((c for c in EFFORT_CHANNELS if c in self.inputs), None)
         if self._ctx and (self._effort is None or "qd" not in self.inputs):
             raise ConfigError("context channels need qd and an effort channel among the "
