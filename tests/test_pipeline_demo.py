@@ -229,6 +229,14 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
     assert not valid[:7].any() and valid[7:].all()
     summary = json.loads((tmp_path / "est" / "summary.json").read_text())
     assert summary["mode"] == "estimator" and len(summary["episodes"]) == 2
+    # --stream: the same outputs, one sample at a time
+    assert main(["estimate", "--checkpoint", str(tmp_path / "ckpt"), "--data", str(ds),
+                 "--out", str(tmp_path / "est_s"), "--stream", "--quiet"]) == 0
+    streamed = pq.read_table(tmp_path / "est_s" / files[0].name).to_pydict()
+    assert streamed.keys() == tab.keys()
+    for col in ("tau.gripper", "ee_force.z", "contact_prob", "degraded_prob.elbow_flex"):
+        np.testing.assert_allclose(np.asarray(streamed[col], float)[valid],
+                                   np.asarray(tab[col], float)[valid], rtol=1e-4, atol=1e-5)
     # a simulator-mode checkpoint is refused
     sim, _ = train_neuralactuator(trajs[:2], load_robot("so101", dtype=torch.float32),
                                   na_config(setup, "simulator", TINY_SIZE, 6),

@@ -319,4 +319,22 @@ class StreamingEstimator:
         return float(shift_threshold(np.float64(p), off if self._gate_on else on))
 
 
-__all__ = ["StreamingEstimator"]
+def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+    """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
+    outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s (kwargs: the
+    estimator's thresholds and filters; the servo-reference channels, if the model reads them,
+    are simulated on the episode's median sample spacing, as ``estimate`` does)."""
+    t = np.asarray(traj["t"], dtype=np.float64)
+    if model.cfg.reference_steps and "reference_dt" not in kwargs and len(t) > 1:
+        kwargs["reference_dt"] = float(np.median(np.diff(t)))
+    est = StreamingEstimator(model, **kwargs)
+    names = [c for c in (*est.inputs, "torque_enable")
+             if c in traj and (c != "torque_enable" or est._ref is not None)]
+    cols = {c: np.asarray(traj[c]) for c in names}
+    outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
+    keys = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob",
+            "valid")
+    return {k: np.array([o[k] for o in outs]) for k in keys}
+
+
+__all__ = ["StreamingEstimator", "stream_trajectory"]

@@ -170,6 +170,10 @@ class EstimateConfig:
     condition_tau_s: float | None = None
     """time constant of the causal smoothing of the condition output [s] (default: the one
     chosen with the checkpoint's calibration, else 5 s)"""
+    stream: bool = False
+    """feed each episode to the estimator one sample at a time, as on a running robot
+    (``neuract.neuralactuator.StreamingEstimator``; the same outputs as the default
+    whole-episode pass)"""
     quiet: bool = False
 
 
@@ -267,7 +271,12 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
     for tr in trajs:
-        est = estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
+        if cfg.stream:
+            from neuract.neuralactuator.stream import stream_trajectory
+
+            est = stream_trajectory(model, tr, condition_tau_s=cfg.condition_tau_s)
+        else:
+            est = estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
         name = tr.meta.name.replace("/", "__") or "episode"
         path = out_dir / f"{name}.parquet"
         with atomic_path(path) as tmp:
