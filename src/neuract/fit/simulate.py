@@ -103,6 +103,18 @@ def step(plant: Plant, actuator: Actuator, joints: JointParams, command: Tensor,
     return q + dt * qd_new, qd_new
 
 
+def control_step(plant: Plant, actuator: Actuator, joints: JointParams, command: Tensor,
+                 q: Tensor, qd: Tensor, h: float | Tensor, inputs: dict[str, Tensor],
+                 substeps: int = 1) -> tuple[Tensor, Tensor]:
+    """One control step: the actuator observes (command, state), then ``substeps`` physics
+    steps of ``h`` [s] each; returns the new (q, qd). What :func:`simulate` does per command
+    (call it inside :func:`neuract.actuators.param.cached_params` in a loop)."""
+    actuator.observe(command, ActuatorState(q=q, qd=qd, dt=h, inputs=inputs))
+    for _ in range(substeps):
+        q, qd = step(plant, actuator, joints, command, q, qd, h, inputs)
+    return q, qd
+
+
 def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, qd0: Tensor,
              commands: Tensor, dt: float | Tensor, substeps: int = 1,
              inputs: dict[str, Tensor] | None = None,
@@ -137,9 +149,7 @@ def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, 
         for t in range(commands.shape[1]):
             qs.append(q)
             qds.append(qd)
-            cmd = commands[:, t]
             now = {**inputs, **{k: v[:, t] for k, v in series.items()}}
-            actuator.observe(cmd, ActuatorState(q=q, qd=qd, dt=h, inputs=now))
-            for _ in range(substeps):
-                q, qd = step(plant, actuator, joints, cmd, q, qd, h, now)
+            q, qd = control_step(plant, actuator, joints, commands[:, t], q, qd, h, now,
+                                 substeps)
     return Rollout(torch.stack(qs, 1), torch.stack(qds, 1))

@@ -58,21 +58,9 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     threshold the shift depends on the gate's state, so other cut-offs on it are not
     decisions of any threshold.
     """
-    if condition_threshold is None:
-        condition_threshold = getattr(model, "condition_threshold", 0.5)
-    condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
-    if condition_tau_s is None:
-        condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
-    # the model's gate filter goes with the model's threshold: a caller that sets the
-    # threshold gets a plain threshold unless it sets the filter too
-    own = gate_threshold is None
-    if own:
-        gate_threshold = float(getattr(model, "gate_threshold", 0.5))
-    if gate_tau_s is None:
-        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0)) if own else 0.0
-    if gate_release is None:
-        gate_release = (float(getattr(model, "gate_release", gate_threshold)) if own
-                        else gate_threshold)
+    (condition_tau_s, condition_threshold, gate_threshold, gate_tau_s,
+     gate_release) = resolve_filters(model, condition_tau_s, condition_threshold,
+                                     gate_threshold, gate_tau_s, gate_release)
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
     cfg = model.cfg
@@ -101,6 +89,44 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
             "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
             "valid": valid}
+
+
+def resolve_filters(model: NeuralActuator, condition_tau_s: float | None = None,
+                    condition_threshold: float | Sequence[float] | None = None,
+                    gate_threshold: float | None = None, gate_tau_s: float | None = None,
+                    gate_release: float | None = None) -> tuple:
+    """(condition_tau_s, condition_threshold, gate_threshold, gate_tau_s, gate_release) of
+    :func:`estimate`: each argument left None takes the model's calibrated value (see
+    there), the gate's filter only together with the model's own gate threshold."""
+    if condition_threshold is None:
+        condition_threshold = getattr(model, "condition_threshold", 0.5)
+    condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
+    if condition_tau_s is None:
+        condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
+    # the model's gate filter goes with the model's threshold: a caller that sets the
+    # threshold gets a plain threshold unless it sets the filter too
+    own = gate_threshold is None
+    if own:
+        gate_threshold = float(getattr(model, "gate_threshold", 0.5))
+    if gate_tau_s is None:
+        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0)) if own else 0.0
+    if gate_release is None:
+        gate_release = (float(getattr(model, "gate_release", gate_threshold)) if own
+                        else gate_threshold)
+    return condition_tau_s, condition_threshold, gate_threshold, gate_tau_s, gate_release
+
+
+def check_gate_filter(tau_s: float, threshold: float, release: float) -> None:
+    """Refuse a gate filter (see :func:`gate_filter`) with a negative time constant,
+    thresholds outside [0, 1] or a release above the detection threshold."""
+    if not (np.isfinite(tau_s) and tau_s >= 0):
+        raise ConfigError(f"gate_tau_s={tau_s!r}; expected a time constant >= 0 s")
+    for name, v in (("gate_threshold", threshold), ("gate_release", release)):
+        if not 0 <= v <= 1:
+            raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
+    if release > threshold:
+        raise ConfigError(f"gate_release={release!r} > gate_threshold={threshold!r}; a contact "
+                          "must end at or below the probability that starts it")
 
 
 def _threshold(th, n: int) -> float | np.ndarray:
@@ -152,14 +178,7 @@ def gate_filter(p: np.ndarray, t: np.ndarray, tau_s: float, threshold: float,
     that the decision is ``>= 0.5`` at every sample: by ``release`` while a contact lasts, by
     ``threshold`` otherwise."""
     release = threshold if release is None else release
-    if not (np.isfinite(tau_s) and tau_s >= 0):
-        raise ConfigError(f"gate_tau_s={tau_s!r}; expected a time constant >= 0 s")
-    for name, v in (("gate_threshold", threshold), ("gate_release", release)):
-        if not 0 <= v <= 1:
-            raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
-    if release > threshold:
-        raise ConfigError(f"gate_release={release!r} > gate_threshold={threshold!r}; a contact "
-                          "must end at or below the probability that starts it")
+    check_gate_filter(tau_s, threshold, release)
     p = np.asarray(p, dtype=np.float64)
     if tau_s > 0:
         p = smooth_causal(p, t, tau_s)

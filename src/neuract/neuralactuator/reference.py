@@ -34,7 +34,24 @@ from neuract.errors import ConfigError
 REFERENCE_CHANNELS = ("ref_error", "ref_age")
 
 
-def _series(ep: Mapping[str, Any], T: int) -> dict[str, np.ndarray]:
+def chain_offsets(steps: int) -> tuple[int, int]:
+    """The first segment start [samples] of each of the two chains."""
+    return 0, steps // 2
+
+
+def float64_servo(system_model: Any) -> Any:
+    """``system_model`` if it is float64 already, else a float64 copy (what the reference
+    servo is simulated in); its actuator's rollout state is reset first (no autograd graph
+    goes into a deep copy)."""
+    system_model.actuator.reset()
+    if all(p.dtype == torch.float64 for p in system_model.parameters()):
+        return system_model
+    return copy.deepcopy(system_model).double()
+
+
+def servo_series(ep: Mapping[str, Any], T: int) -> dict[str, np.ndarray]:
+    """The servo's known input series of ``T`` samples, each (T, 1): the mean supply
+    ``voltage`` and whether every motor's torque is enabled, where ``ep`` has them."""
     out = {}
     if ep.get("voltage") is not None:
         out["voltage"] = np.asarray(ep["voltage"], dtype=np.float64).reshape(T, -1).mean(
@@ -56,9 +73,7 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
     from neuract.fit.simulate import simulate
 
     steps = int(steps)
-    system_model.actuator.reset()  # (the rollout resets it too) no graph in a deepcopy
-    model = (system_model if all(p.dtype == torch.float64 for p in system_model.parameters())
-             else copy.deepcopy(system_model).double())
+    model = float64_servo(system_model)
     results: list[dict[str, np.ndarray]] = []
     rows: dict[tuple, list] = {}  # known-input keys -> [(episode, chain, start, dt)]
     arrays = []
@@ -66,7 +81,7 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
         q = np.asarray(ep["q"], dtype=np.float64)
         T, n = q.shape
         a = {"q": q, "qd": np.asarray(ep["qd"], dtype=np.float64),
-             "q_goal": np.asarray(ep["q_goal"], dtype=np.float64), "series": _series(ep, T)}
+             "q_goal": np.asarray(ep["q_goal"], dtype=np.float64), "series": servo_series(ep, T)}
         arrays.append(a)
         err = np.zeros((2, T, n))
         age = np.full((2, T), -1, dtype=np.int64)
@@ -78,7 +93,7 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
             raise ConfigError(f"reference channels need increasing sample times; episode {e} "
                               f"has median spacing {dt!r} s")
         key = tuple(sorted(a["series"]))
-        for chain, offset in enumerate((0, steps // 2)):
+        for chain, offset in enumerate(chain_offsets(steps)):
             for s0 in range(offset, T, steps):
                 rows.setdefault(key, []).append((e, chain, s0, dt))
     f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731

@@ -32,8 +32,8 @@ import torch
 
 from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator.estimate import (
-    DEFAULT_CONDITION_TAU_S,
-    _threshold,
+    check_gate_filter,
+    resolve_filters,
     shift_threshold,
 )
 from neuract.neuralactuator.features import (
@@ -45,7 +45,12 @@ from neuract.neuralactuator.features import (
     source_channels,
 )
 from neuract.neuralactuator.model import NeuralActuator
-from neuract.neuralactuator.reference import REFERENCE_CHANNELS
+from neuract.neuralactuator.reference import (
+    REFERENCE_CHANNELS,
+    chain_offsets,
+    float64_servo,
+    servo_series,
+)
 
 
 class _CausalMean:
@@ -85,15 +90,14 @@ class _ReferenceStream:
 
     def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
                  substeps: int = 2):
-        import copy
-
+        from neuract.actuators.param import cached_params
+        from neuract.fit.simulate import control_step
         from neuract.neuralactuator.physics import arm_model
 
         if not (math.isfinite(dt) and dt > 0):
             raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")
-        self.model = (system_model if all(p.dtype == torch.float64
-                                           for p in system_model.parameters())
-                      else copy.deepcopy(system_model).double())
+        self._cached_params, self._control_step = cached_params, control_step
+        self.model = float64_servo(system_model)
         self.robot = arm_model(str(robot))
         self.steps, self.dt, self.substeps = int(steps), float(dt), int(substeps)
         self.reset()
@@ -106,14 +110,10 @@ class _ReferenceStream:
 
     def update(self, q: np.ndarray, qd: np.ndarray, q_goal: np.ndarray,
                series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from neuract.actuators.base import ActuatorState
-        from neuract.actuators.param import cached_params
-        from neuract.fit.simulate import step
-
         f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731
         if self.q is None:
             self.q, self.qd = f(np.stack([q, q])), f(np.stack([qd, qd]))
-        for chain, offset in enumerate((0, self.steps // 2)):
+        for chain, offset in enumerate(chain_offsets(self.steps)):
             if self.i >= offset and (self.i - offset) % self.steps == 0:  # a segment starts
                 self.q[chain], self.qd[chain] = f(q), f(qd)
                 self.age[chain] = 0
@@ -126,12 +126,10 @@ class _ReferenceStream:
         h = self.dt / self.substeps
         cmd = f(np.stack([q_goal, q_goal]))
         now = {k: f(np.stack([v, v])) for k, v in series.items()}
-        act = self.model.actuator
-        with torch.no_grad(), cached_params():
-            act.observe(cmd, ActuatorState(q=self.q, qd=self.qd, dt=h, inputs=now))
-            for _ in range(self.substeps):
-                self.q, self.qd = step(self.robot, act, self.model.joints, cmd, self.q,
-                                       self.qd, h, now)
+        with torch.no_grad(), self._cached_params():
+            self.q, self.qd = self._control_step(self.robot, self.model.actuator,
+                                                 self.model.joints, cmd, self.q, self.qd, h,
+                                                 now, self.substeps)
         self.age[self.age >= 0] += 1
         self.i += 1
         n = len(q)
@@ -172,30 +170,10 @@ class StreamingEstimator:
             servo, robot, steps = model.reference
             self._ref = _ReferenceStream(servo, robot, steps, float(reference_dt))
         self.model = model.eval()
-        n = cfg.n_joints
-        if condition_threshold is None:
-            condition_threshold = getattr(model, "condition_threshold", 0.5)
-        self.condition_threshold = _threshold(condition_threshold, n)
-        self.condition_tau_s = float(condition_tau_s if condition_tau_s is not None else
-                                     getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
-        own = gate_threshold is None  # the model's filter goes with the model's threshold
-        self.gate_threshold = float(getattr(model, "gate_threshold", 0.5) if own
-                                    else gate_threshold)
-        self.gate_tau_s = float(gate_tau_s if gate_tau_s is not None else
-                                getattr(model, "gate_tau_s", 0.0) if own else 0.0)
-        self.gate_release = float(gate_release if gate_release is not None else
-                                  getattr(model, "gate_release", self.gate_threshold) if own
-                                  else self.gate_threshold)
-        for name, v in (("gate_threshold", self.gate_threshold),
-                        ("gate_release", self.gate_release)):
-            if not 0 <= v <= 1:
-                raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
-        if self.gate_release > self.gate_threshold:
-            raise ConfigError(f"gate_release={self.gate_release!r} > gate_threshold="
-                              f"{self.gate_threshold!r}; a contact must end at or below the "
-                              "probability that starts it")
-        if not (math.isfinite(self.gate_tau_s) and self.gate_tau_s >= 0):
-            raise ConfigError(f"gate_tau_s={self.gate_tau_s!r}; expected a time constant >= 0 s")
+        (self.condition_tau_s, self.condition_threshold, self.gate_threshold, self.gate_tau_s,
+         self.gate_release) = resolve_filters(model, condition_tau_s, condition_threshold,
+                                              gate_threshold, gate_tau_s, gate_release)
+        check_gate_filter(self.gate_tau_s, self.gate_threshold, self.gate_release)
         if not (math.isfinite(self.condition_tau_s) and self.condition_tau_s > 0):
             raise ConfigError(f"condition_tau_s={self.condition_tau_s!r}; expected a time "
                               "constant > 0 s")
@@ -255,12 +233,7 @@ class StreamingEstimator:
                   sample: Mapping[str, Any]) -> None:
         cfg = self.model.cfg
         if self._ref is not None:  # the supply voltage and torque enable as the servo reads them
-            series = {}
-            if "voltage" in sample:
-                series["voltage"] = np.array([np.asarray(sample["voltage"], np.float64).mean()])
-            if "torque_enable" in sample:
-                series["torque_enable"] = np.asarray(
-                    [float(np.asarray(sample["torque_enable"], bool).all())])
+            series = {k: v[0] for k, v in servo_series(sample, 1).items()}
             parts.update(self._ref.update(parts["q"], parts["qd"], parts["q_goal"], series))
         if self._phys:
             from neuract.neuralactuator.physics import physics_channels
@@ -329,7 +302,7 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
         kwargs["reference_dt"] = float(np.median(np.diff(t)))
     est = StreamingEstimator(model, **kwargs)
     names = [c for c in (*est.inputs, "torque_enable")
-             if c in traj and (c != "torque_enable" or est._ref is not None)]
+             if c in traj and (c != "torque_enable" or model.cfg.reference_steps)]
     cols = {c: np.asarray(traj[c]) for c in names}
     outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
     keys = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob",
