@@ -27,6 +27,15 @@ before it first moves: where the gear friction holds a resting joint depends on 
 of the position error). They let an 8-step window see what happened seconds earlier without
 more tokens.
 
+Estimator mode can also read *identification channels* (:data:`IDENT_CHANNELS`): a running
+least-squares identification of each motor over the whole past of the episode. The effort is
+regressed on the joint's gravity torque, ``tanh(qd / MOVE_SPEED)`` (friction), ``qd``
+(damping) and a constant (:func:`ident_channels`); the channels are the four coefficients, the
+fit's RMS residual, the mean absolute position error while the joint moves and while it rests,
+and the mean absolute effort. A worn motor (more friction, a weaker torque constant, more
+backlash) shifts these episode-long statistics, which a window of a few samples sees only
+through noise. They need the physics channels' arm model.
+
 Estimator mode can also read *reference channels* (:data:`REFERENCE_CHANNELS`, see
 :mod:`neuract.neuralactuator.reference`): the measured position against a fitted parametric
 servo driven open loop by the commands from a recent measured state, and how long that
@@ -50,27 +59,33 @@ DERIVED = ("pos_error",)
 PHYSICS_CHANNELS = ("tau_gravity", "jac_x", "jac_y", "jac_z")
 CONTEXT_CHANNELS = ("move_dir", "effort_slow", "pos_error_slow")
 REFERENCE_CHANNELS = ("ref_error", "ref_age")
+IDENT_CHANNELS = ("id_gain", "id_friction", "id_damping", "id_offset", "id_resid",
+                  "id_err_move", "id_err_still", "id_effort")
+IDENT_RIDGE = 1.0
+"""ridge term of the running identification's normal equations (about one sample's weight:
+keeps the first samples' coefficients finite while a regressor has not varied yet)"""
 MOVE_SPEED = 0.05
 """joint speed [rad/s] above which ``move_dir`` takes the sign of the velocity"""
 
 
 def channels_for(mode: str, effort: str = "current", sim_temperature: bool = False,
-                 physics: bool = False, context: bool = False, reference: bool = False
-                 ) -> tuple:
+                 physics: bool = False, context: bool = False, reference: bool = False,
+                 ident: bool = False) -> tuple:
     """Per-joint channel names, in model order, for a mode.
 
     mode: ``"simulator"`` or ``"estimator"``; effort: ``"current"`` or ``"load"`` (estimator
     mode only); sim_temperature: simulator mode also reads a simulated ``temperature``;
     physics: estimator mode also reads :data:`PHYSICS_CHANNELS`; context: estimator mode also
     reads :data:`CONTEXT_CHANNELS`; reference: estimator mode also reads
-    :data:`REFERENCE_CHANNELS`.
+    :data:`REFERENCE_CHANNELS`; ident: estimator mode also reads :data:`IDENT_CHANNELS` (needs
+    ``physics``).
     """
     if mode not in MODES:
         raise ConfigError(f"mode={mode!r} is not a NeuralActuator mode; accepted: {list(MODES)}")
     if mode == "simulator":
-        if context or reference:
-            raise ConfigError("context and reference channels read measured telemetry: "
-                              "estimator mode only")
+        if context or reference or ident:
+            raise ConfigError("context, reference and identification channels read measured "
+                              "telemetry: estimator mode only")
         extra = ("temperature",) if sim_temperature else ()
         return ("q_goal", "q", "qd", "pos_error", *extra)
     if effort not in EFFORT_CHANNELS:
@@ -79,8 +94,11 @@ def channels_for(mode: str, effort: str = "current", sim_temperature: bool = Fal
     if sim_temperature:
         raise ConfigError("sim_temperature=True applies to simulator mode only; estimator mode "
                           "always reads the measured temperature")
+    if ident and not physics:
+        raise ConfigError("identification channels regress the effort on the arm model's "
+                          "gravity torque: they need the physics channels")
     extra = ((PHYSICS_CHANNELS if physics else ()) + (CONTEXT_CHANNELS if context else ())
-             + (REFERENCE_CHANNELS if reference else ()))
+             + (REFERENCE_CHANNELS if reference else ()) + (IDENT_CHANNELS if ident else ()))
     return ("q_goal", "q", "qd", effort, "voltage", "temperature", "pos_error", *extra)
 
 
@@ -155,6 +173,47 @@ def context_channels(t: np.ndarray, qd: np.ndarray, effort: np.ndarray, pos_erro
     return {"move_dir": move, "effort_slow": e_slow, "pos_error_slow": p_slow}
 
 
+def ident_regressors(tau_gravity: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """The running identification's regressors (..., n, 4): gravity torque,
+    ``tanh(qd / MOVE_SPEED)``, ``qd`` and 1, from tau_gravity, qd: (..., n)."""
+    return np.stack([tau_gravity, np.tanh(qd / MOVE_SPEED), qd, np.ones_like(qd)], axis=-1)
+
+
+def ident_solve(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np.ndarray
+                ) -> np.ndarray:
+    """The coefficients (4) and RMS residual of the ridge fit from running sums: sxx
+    (..., 4, 4), sxy (..., 4), syy (...), count (...) samples; returns (..., 5)."""
+    a = sxx + IDENT_RIDGE * np.eye(4)
+    b = np.linalg.solve(a, sxy[..., None])[..., 0]
+    rss = syy - 2.0 * np.einsum("...i,...i", b, sxy) + np.einsum("...i,...ij,...j", b, sxx, b)
+    resid = np.sqrt(np.maximum(rss, 0.0) / np.maximum(count, 1.0))
+    return np.concatenate([b, resid[..., None]], axis=-1)
+
+
+def ident_channels(tau_gravity: np.ndarray, qd: np.ndarray, effort: np.ndarray,
+                   pos_error: np.ndarray, move_speed: float = MOVE_SPEED
+                   ) -> dict[str, np.ndarray]:
+    """:data:`IDENT_CHANNELS` (each (T, n)) from tau_gravity, qd, effort, pos_error: (T, n).
+    Causal: sample k is the identification over samples 0..k (running sums; a
+    :class:`~neuract.neuralactuator.stream.StreamingEstimator` keeps the same sums)."""
+    T = len(qd)
+    X = ident_regressors(tau_gravity, qd)  # (T, n, 4)
+    sxx = np.cumsum(X[..., :, None] * X[..., None, :], axis=0)
+    sxy = np.cumsum(X * effort[..., None], axis=0)
+    syy = np.cumsum(effort * effort, axis=0)
+    k = np.arange(1, T + 1, dtype=np.float64)[:, None] * np.ones_like(qd)
+    fit = ident_solve(sxx, sxy, syy, k)
+    moving = np.abs(qd) > move_speed
+    ae = np.abs(pos_error)
+    n_move = np.cumsum(moving, axis=0)
+    err_move = np.cumsum(ae * moving, axis=0) / np.maximum(n_move, 1)
+    err_still = np.cumsum(ae * ~moving, axis=0) / np.maximum(k - n_move, 1)
+    out = {name: fit[..., i] for i, name in enumerate(IDENT_CHANNELS[:5])}
+    out.update({"id_err_move": err_move, "id_err_still": err_still,
+                "id_effort": np.cumsum(np.abs(effort), axis=0) / k})
+    return out
+
+
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
                         physics: tuple[str, str] | None = None, context_s: float = 0.0,
                         reference: tuple[Any, str, int] | Mapping | None = None) -> dict:
@@ -169,7 +228,11 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
     need = source_channels(channels)
     ctx = [c for c in need if c in CONTEXT_CHANNELS]
     ref = [c for c in need if c in REFERENCE_CHANNELS]
-    need = [c for c in need if c not in CONTEXT_CHANNELS and c not in REFERENCE_CHANNELS]
+    ident = [c for c in need if c in IDENT_CHANNELS]
+    need = [c for c in need if c not in CONTEXT_CHANNELS and c not in REFERENCE_CHANNELS
+            and c not in IDENT_CHANNELS]
+    if ident and "tau_gravity" not in need:
+        need.append("tau_gravity")
     missing = [c for c in need if c in PHYSICS_CHANNELS and c not in traj]
     out = {c: _channel(traj, c, n_joints) for c in need if c not in missing}
     if missing:
@@ -193,6 +256,13 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         pe = out["q_goal"] - out["q"]
         c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
         out.update({k: c[k] for k in ctx})
+    if ident:
+        effort = next((c for c in EFFORT_CHANNELS if c in out), None)
+        if effort is None or "qd" not in out:
+            raise SchemaError(f"identification channels need qd and an effort channel "
+                              f"{list(EFFORT_CHANNELS)} among the model's channels")
+        c = ident_channels(out["tau_gravity"], out["qd"], out[effort], out["q_goal"] - out["q"])
+        out.update({k: c[k] for k in ident})
     if ref:
         if reference is None:
             raise SchemaError(f"channels {ref} compare the telemetry with a fitted servo; give "
@@ -260,7 +330,9 @@ __all__ = [
     "PHYSICS_CHANNELS",
     "CONTEXT_CHANNELS",
     "REFERENCE_CHANNELS",
+    "IDENT_CHANNELS",
     "context_channels",
+    "ident_channels",
     "channels_for",
     "source_channels",
     "assemble",

@@ -50,6 +50,10 @@ class NeuralActuatorConfig:
     """estimator mode: time constant [s] of the context channels (direction of each joint's
     last motion, slow averages of effort and position error; see
     :mod:`neuract.neuralactuator.features`); 0: none"""
+    ident: bool = False
+    """estimator mode: also read the identification channels (a running least-squares
+    identification of each motor over the episode so far; see
+    :mod:`neuract.neuralactuator.features`); needs ``physics_robot``"""
     history: int = 8
     """time steps per window (tokens)"""
     d_model: int = 96
@@ -85,7 +89,7 @@ class NeuralActuatorConfig:
     def channels(self) -> tuple:
         return channels_for(self.mode, self.effort, self.sim_temperature,
                             physics=bool(self.physics_robot), context=bool(self.context_s),
-                            reference=bool(self.reference_steps))
+                            reference=bool(self.reference_steps), ident=bool(self.ident))
 
     @property
     def physics(self) -> tuple[str, str] | None:
@@ -101,7 +105,10 @@ class NeuralActuatorConfig:
         return self.n_joints + 3 + 1 + self.n_joints * self.n_conditions
 
     def validate(self) -> NeuralActuatorConfig:
-        self.channels  # noqa: B018  (validates mode/effort)
+        if not isinstance(self.ident, bool):
+            raise ConfigError(f"NeuralActuatorConfig.ident={self.ident!r}; expected true or "
+                              "false")
+        self.channels  # noqa: B018  (validates mode/effort/ident)
         if self.physics_robot and (self.mode != "estimator" or not self.physics_site):
             raise ConfigError(f"physics_robot={self.physics_robot!r} needs mode='estimator' "
                               f"and a physics_site (got mode={self.mode!r}, physics_site="

@@ -39,9 +39,12 @@ from neuract.neuralactuator.estimate import (
 from neuract.neuralactuator.features import (
     CONTEXT_CHANNELS,
     EFFORT_CHANNELS,
+    IDENT_CHANNELS,
     MOVE_SPEED,
     PHYSICS_CHANNELS,
     assemble,
+    ident_regressors,
+    ident_solve,
     source_channels,
 )
 from neuract.neuralactuator.model import NeuralActuator
@@ -180,15 +183,16 @@ class StreamingEstimator:
         need = source_channels(cfg.channels)
         self._ctx = [c for c in need if c in CONTEXT_CHANNELS]
         self._phys = [c for c in need if c in PHYSICS_CHANNELS]
-        computed = (*CONTEXT_CHANNELS, *PHYSICS_CHANNELS, *REFERENCE_CHANNELS)
+        self._ident = any(c in IDENT_CHANNELS for c in need)
+        computed = (*CONTEXT_CHANNELS, *PHYSICS_CHANNELS, *REFERENCE_CHANNELS, *IDENT_CHANNELS)
         # the channels step() reads besides t (the reference servo also reads q, qd, q_goal)
         extra = ("q", "qd", "q_goal") if self._ref is not None else ()
         self.inputs = tuple(c for c in need if c not in computed) + tuple(
             c for c in extra if c not in need)
         self._effort = next((c for c in EFFORT_CHANNELS if c in self.inputs), None)
-        if self._ctx and (self._effort is None or "qd" not in self.inputs):
-            raise ConfigError("context channels need qd and an effort channel among the "
-                              "model's channels")
+        if (self._ctx or self._ident) and (self._effort is None or "qd" not in self.inputs):
+            raise ConfigError("context and identification channels need qd and an effort "
+                              "channel among the model's channels")
         if self._phys and cfg.physics is None:
             raise ConfigError(f"channels {self._phys} are computed from the arm model; the "
                               "model has no physics robot")
@@ -199,7 +203,12 @@ class StreamingEstimator:
         self._rows: deque = deque(maxlen=self.model.cfg.history)
         self._t_prev: float | None = None
         self._slow: np.ndarray | None = None  # (2, n): effort and position-error averages
-        self._move = np.zeros(self.model.cfg.n_joints)
+        n = self.model.cfg.n_joints
+        self._move = np.zeros(n)
+        # running sums of the identification channels (features.ident_channels)
+        self._id = {"sxx": np.zeros((n, 4, 4)), "sxy": np.zeros((n, 4)), "syy": np.zeros(n),
+                    "k": 0.0, "n_move": np.zeros(n), "err_move": np.zeros(n),
+                    "err_still": np.zeros(n), "effort": np.zeros(n)}
         self._cond = _CausalMean(self.condition_tau_s)
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
@@ -252,9 +261,34 @@ class StreamingEstimator:
                 self._slow = self._slow + a * (x - self._slow)
             parts.update({"move_dir": self._move, "effort_slow": self._slow[0],
                           "pos_error_slow": self._slow[1]})
+        if self._ident:
+            parts.update(self._ident_update(parts))
         row = assemble({k: torch.tensor(v[None], dtype=torch.float32)
                         for k, v in parts.items()}, cfg.channels)
         self._rows.append(row[0])
+
+    def _ident_update(self, parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """:func:`~neuract.neuralactuator.features.ident_channels`, one sample at a time."""
+        s = self._id
+        qd, effort = parts["qd"], parts[self._effort]
+        x = ident_regressors(parts["tau_gravity"], qd)  # (n, 4)
+        s["sxx"] = s["sxx"] + x[:, :, None] * x[:, None, :]
+        s["sxy"] = s["sxy"] + x * effort[:, None]
+        s["syy"] = s["syy"] + effort * effort
+        s["k"] += 1.0
+        k = np.full_like(qd, s["k"])
+        fit = ident_solve(s["sxx"], s["sxy"], s["syy"], k)
+        moving = np.abs(qd) > MOVE_SPEED
+        ae = np.abs(parts["q_goal"] - parts["q"])
+        s["n_move"] = s["n_move"] + moving
+        s["err_move"] = s["err_move"] + ae * moving
+        s["err_still"] = s["err_still"] + ae * ~moving
+        s["effort"] = s["effort"] + np.abs(effort)
+        out = {name: fit[:, i] for i, name in enumerate(IDENT_CHANNELS[:5])}
+        out.update({"id_err_move": s["err_move"] / np.maximum(s["n_move"], 1),
+                    "id_err_still": s["err_still"] / np.maximum(k - s["n_move"], 1),
+                    "id_effort": s["effort"] / k})
+        return out
 
     @torch.no_grad()
     def step(self, sample: Mapping[str, Any]) -> dict[str, Any]:

@@ -101,6 +101,10 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads context channels with this time constant [s]
     (direction of each joint's last motion, slow effort and position-error averages;
     :mod:`neuract.neuralactuator.features`); 0: none"""
+    ident: bool = False
+    """NeuralActuator estimator also reads identification channels (a running least-squares
+    identification of each motor over the episode so far; needs ``physics``;
+    :mod:`neuract.neuralactuator.features`)"""
     reference_steps: int = 0
     """NeuralActuator estimator also reads servo-reference channels with segments of this many
     samples (the measured position against the best parametric servo of this run driven open
@@ -149,7 +153,7 @@ def so101_setup() -> RobotSetup:
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
-              reference_steps: int = 0):
+              reference_steps: int = 0, ident: bool = False):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -166,7 +170,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 kd_init=1.0,
                                 prior="servo" if servo and mode == "simulator" else "pd",
                                 servo=servo,
-                                reference_steps=reference_steps if mode == "estimator" else 0)
+                                reference_steps=reference_steps if mode == "estimator" else 0,
+                                ident=ident and mode == "estimator")
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -349,6 +354,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
                           "the arm model: set physics=True")
+    if cfg.ident and not cfg.physics:
+        raise ConfigError("ExperimentConfig.ident=True regresses the effort on the arm model's "
+                          "gravity torque: set physics=True")
     need_servo = ((cfg.sim_prior == "servo" and cfg.sim_steps > 0
                    and not (pretrained and "simulator" in pretrained))
                   or (cfg.reference_steps > 0 and cfg.est_steps > 0
@@ -380,7 +388,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
-                         cfg.reference_steps)
+                         cfg.reference_steps, cfg.ident)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,

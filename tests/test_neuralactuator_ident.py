@@ -1,0 +1,127 @@
+"""Identification channels of estimator-mode NeuralActuator: a running least-squares
+identification of each motor over the episode so far, offline and streamed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neuract.errors import ConfigError
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate, windows
+from neuract.neuralactuator.features import (
+    IDENT_CHANNELS,
+    IDENT_RIDGE,
+    MOVE_SPEED,
+    channels_for,
+    ident_channels,
+)
+from neuract.neuralactuator.physics import physics_channels
+from neuract.neuralactuator.stream import StreamingEstimator, stream_trajectory
+
+TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
+
+
+def signals(T=300, n=3, seed=0):
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=(T, n))
+    qd = rng.normal(scale=1.0, size=(T, n))
+    qd[: T // 3, 0] = 0.0  # joint 0 rests first
+    pe = rng.normal(scale=0.01, size=(T, n))
+    return g, qd, pe, rng
+
+
+def test_coefficients_are_the_ridge_fit_over_the_past():
+    g, qd, pe, rng = signals()
+    true = np.array([0.3, 0.05, 0.1, -0.02])
+    X = np.stack([g, np.tanh(qd / MOVE_SPEED), qd, np.ones_like(g)], -1)
+    effort = X @ true + rng.normal(scale=0.01, size=g.shape)
+    c = ident_channels(g, qd, effort, pe)
+    for k in (0, 5, 120, 299):  # reference: the normal equations written out per prefix
+        for j in range(3):
+            A, y = X[: k + 1, j], effort[: k + 1, j]
+            b = np.linalg.solve(A.T @ A + IDENT_RIDGE * np.eye(4), A.T @ y)
+            got = [c[name][k, j] for name in IDENT_CHANNELS[:4]]
+            np.testing.assert_allclose(got, b, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(c["id_resid"][k, j], np.sqrt(np.mean((y - A @ b) ** 2)),
+                                       rtol=1e-7, atol=1e-12)
+            mov = np.abs(qd[: k + 1, j]) > MOVE_SPEED
+            ae = np.abs(pe[: k + 1, j])
+            np.testing.assert_allclose(c["id_err_move"][k, j], ae[mov].mean() if mov.any() else 0)
+            np.testing.assert_allclose(c["id_err_still"][k, j],
+                                       ae[~mov].mean() if (~mov).any() else 0)
+            np.testing.assert_allclose(c["id_effort"][k, j], np.abs(y).mean())
+    # over the whole episode the fit finds the coefficients the effort was made with
+    np.testing.assert_allclose([c[name][-1] for name in IDENT_CHANNELS[:4]],
+                               np.repeat(true[:, None], 3, 1), atol=0.02)
+
+
+def test_channels_are_causal():
+    g, qd, pe, rng = signals()
+    effort = rng.normal(size=g.shape)
+    c = ident_channels(g, qd, effort, pe)
+    g2, qd2, e2, pe2 = g.copy(), qd.copy(), effort.copy(), pe.copy()
+    for a in (g2, qd2, e2, pe2):
+        a[150:] = rng.normal(size=a[150:].shape)
+    c2 = ident_channels(g2, qd2, e2, pe2)
+    for name in IDENT_CHANNELS:
+        np.testing.assert_array_equal(c[name][:150], c2[name][:150], err_msg=name)
+        assert not np.allclose(c[name][150:], c2[name][150:]), name
+
+
+def test_config_needs_physics_and_estimator_mode():
+    assert channels_for("estimator", "load", physics=True, ident=True)[-8:] == IDENT_CHANNELS
+    with pytest.raises(ConfigError, match="physics"):
+        channels_for("estimator", "load", ident=True)
+    with pytest.raises(ConfigError, match="estimator mode only"):
+        channels_for("simulator", ident=True)
+    with pytest.raises(ConfigError, match="ident"):
+        NeuralActuatorConfig(n_joints=6, effort="load", physics_robot="so101",
+                             physics_site="gripperframe", ident=1).validate()
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    return generate(GenerateConfig(robot="so101", tasks=("degraded",), minutes=0.2, units=1,
+                                   seed=4, sim=SimConfig(episode_s=6.0)))
+
+
+def test_streamed_estimator_equals_estimate_with_ident(episodes):
+    cfg = NeuralActuatorConfig(n_joints=6, effort="load", physics_robot="so101",
+                               physics_site="gripperframe", context_s=0.5, ident=True,
+                               **TINY).validate()
+    assert cfg.n_features == 6 * (7 + 4 + 3 + 8)
+    torch.manual_seed(0)
+    m = NeuralActuator(cfg).eval()
+    with torch.no_grad():  # outputs that move with the inputs
+        m.head.weight.mul_(30.0)
+    est = StreamingEstimator(m)
+    assert set(est.inputs) == {"q_goal", "q", "qd", "load", "voltage", "temperature"}
+    keys = ("tau", "ee_force", "contact_prob", "condition_prob_joint")
+    for tr in episodes[:2]:  # one estimator, reset: the running sums restart with the episode
+        est.reset()
+        ref = estimate(m, tr)
+        outs = [est.step({"t": float(np.asarray(tr["t"])[k]),
+                          **{c: np.asarray(tr[c])[k] for c in est.inputs}})
+                for k in range(len(tr))]
+        v = ref["valid"]
+        for k in keys:
+            got = np.array([o[k] for o in outs])
+            np.testing.assert_allclose(got[v], ref[k][v], rtol=1e-4, atol=1e-5, err_msg=k)
+    got = stream_trajectory(m, episodes[1])
+    for k in keys:
+        np.testing.assert_allclose(got[k][v], ref[k][v], rtol=1e-4, atol=1e-5, err_msg=k)
+    # the model's windows carry the channels, per joint, as ident_channels computes them
+    tr = episodes[0]
+    x = windows(tr, cfg.channels, 6, cfg.history, physics=cfg.physics, context_s=cfg.context_s)
+    last = x[:, -1].reshape(len(x), 6, len(cfg.channels)).double().numpy()
+    q = np.asarray(tr["q"], dtype=np.float64)
+    g = physics_channels(q, "so101", "gripperframe")["tau_gravity"]
+    want = ident_channels(g, np.asarray(tr["qd"]), np.asarray(tr["load"]),
+                          np.asarray(tr["q_goal"]) - q)
+    for name in IDENT_CHANNELS:
+        np.testing.assert_allclose(last[:, :, cfg.channels.index(name)],
+                                   want[name][cfg.history - 1:], rtol=1e-5, atol=1e-6)
