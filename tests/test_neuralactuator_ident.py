@@ -125,3 +125,55 @@ def test_streamed_estimator_equals_estimate_with_ident(episodes):
     for name in IDENT_CHANNELS:
         np.testing.assert_allclose(last[:, :, cfg.channels.index(name)],
                                    want[name][cfg.history - 1:], rtol=1e-5, atol=1e-6)
+
+
+MOTOR = dict(n_joints=6, effort="load", physics_robot="so101", physics_site="gripperframe",
+             context_s=0.5, ident=True, condition_head="motor", **TINY)
+
+
+def test_motor_condition_head_judges_each_motor_by_its_own_channels():
+    cfg = NeuralActuatorConfig(**MOTOR).validate()
+    torch.manual_seed(1)
+    m = NeuralActuator(cfg).eval()
+    C = len(cfg.channels)
+    x = torch.randn(2, cfg.history, cfg.n_features)
+    y = x.clone()
+    y[:, -1, 2 * C:3 * C] += 1.0  # joint 2's channels of the last sample
+    z = x.clone()
+    z[:, :-1] += 1.0  # earlier samples: the motor head reads the last one only
+    with torch.no_grad():
+        cx, cy, cz = m(x)[3], m(y)[3], m(z)[3]
+    changed = (cx - cy).abs().amax((0, 2)) > 1e-6
+    assert changed.tolist() == [False, False, True, False, False, False]
+    torch.testing.assert_close(cx, cz, rtol=0, atol=0)
+    # the same channels on two joints get different logits through the joint one-hot
+    w = x.clone()
+    w[:, -1, 0:C] = w[:, -1, C:2 * C]
+    with torch.no_grad():
+        cw = m(w)[3]
+    assert not torch.allclose(cw[:, 0], cw[:, 1])
+    with pytest.raises(ConfigError, match="condition_head"):
+        NeuralActuatorConfig(**{**MOTOR, "condition_head": "mlp"}).validate()
+
+
+def test_motor_head_flops_checkpoint_and_fused_refusal(tmp_path):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from neuract.neuralactuator import load_checkpoint, save_checkpoint
+    from neuract.neuralactuator.fused import FusedNeuralActuator
+    from neuract.neuralactuator.model import count_flops
+
+    cfg = NeuralActuatorConfig(**MOTOR).validate()
+    m = NeuralActuator(cfg).eval()
+    x = torch.randn(3, cfg.history, cfg.n_features)
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        m(x)
+    assert fc.get_total_flops() == 3 * count_flops(cfg)
+    save_checkpoint(m, tmp_path / "ck")
+    back = load_checkpoint(tmp_path / "ck")
+    assert back.cfg == cfg
+    with torch.no_grad():
+        for u, v in zip(m(x), back(x)):
+            torch.testing.assert_close(u, v, rtol=0, atol=0)
+    with pytest.raises(ConfigError, match="condition_head='motor'"):
+        FusedNeuralActuator(m)

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from neuract.errors import ConfigError
 from neuract.neuralactuator.model import NeuralActuator
 
 
@@ -37,6 +38,10 @@ class FusedNeuralActuator(nn.Module):
     def __init__(self, model: NeuralActuator):
         super().__init__()
         cfg = model.cfg
+        if cfg.condition_head != "trunk":
+            raise ConfigError(f"FusedNeuralActuator folds the trunk condition head only; this "
+                              f"model has condition_head={cfg.condition_head!r} (run the "
+                              "model itself)")
         self.cfg = cfg
         self.J, self.T, self.K = cfg.n_joints, cfg.history, cfg.n_conditions
         self.d, self.H = cfg.d_model, cfg.n_heads

@@ -66,6 +66,13 @@ class NeuralActuatorConfig:
     """width of the head trunk reading the flattened encoder output"""
     n_conditions: int = 2
     """condition classes per motor (0 = normal, 1 = degraded, ...)"""
+    condition_head: str = "trunk"
+    """where the condition logits come from: ``trunk`` (the output head over the Transformer's
+    trunk, with the other heads) or ``motor`` (a small MLP shared by the motors, reading each
+    motor's own normalised channels of the last sample and a one-hot of its joint: the same
+    weights judge every motor, from what that motor reports; most useful with :attr:`ident`)"""
+    d_motor: int = 64
+    """hidden width of the ``motor`` condition head"""
     tau_max: tuple[float, ...] = (3.0,)
     """per-joint torque limit [N m]; one value is broadcast to every joint"""
     prior: str = "pd"
@@ -117,8 +124,11 @@ class NeuralActuatorConfig:
                 and self.context_s >= 0):
             raise ConfigError(f"NeuralActuatorConfig.context_s={self.context_s!r}; expected a "
                               "time constant >= 0 s (0: no context channels)")
+        if self.condition_head not in CONDITION_HEADS:
+            raise ConfigError(f"NeuralActuatorConfig.condition_head={self.condition_head!r}; "
+                              f"accepted: {list(CONDITION_HEADS)}")
         for name in ("n_joints", "history", "d_model", "n_layers", "n_heads", "d_ff",
-                     "d_trunk", "n_conditions"):
+                     "d_trunk", "n_conditions", "d_motor"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(f"NeuralActuatorConfig.{name}={v!r}; expected an integer >= 1")
@@ -160,6 +170,7 @@ class NeuralActuatorConfig:
 
 
 PRIORS = ("pd", "servo", "none")
+CONDITION_HEADS = ("trunk", "motor")
 
 
 def servo_configs(servo: str):
@@ -269,6 +280,14 @@ class NeuralActuator(nn.Module):
         with torch.no_grad():  # start as the physical prior: small residual, zero force
             self.head.weight.mul_(0.1)
             self.head.bias.zero_()
+        self.cond_motor = None
+        if cfg.condition_head == "motor":
+            self.register_buffer("joint_onehot", torch.eye(J), persistent=False)
+            self.cond_motor = nn.Sequential(
+                nn.Linear(C + J, cfg.d_motor), nn.GELU() if cfg.activation == "gelu" else
+                nn.ReLU(), nn.Linear(cfg.d_motor, cfg.d_motor), nn.GELU()
+                if cfg.activation == "gelu" else nn.ReLU(), nn.Linear(cfg.d_motor,
+                                                                       cfg.n_conditions))
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
@@ -328,13 +347,19 @@ class NeuralActuator(nn.Module):
         gate_logit (B,), condition_logits (B, J, K)) from raw x: (B, T, F)."""
         cfg = self.cfg
         J = cfg.n_joints
-        h = self.inp((x - self.x_mean) / self.x_std) + self.pos
+        xn = (x - self.x_mean) / self.x_std
+        h = self.inp(xn) + self.pos
         for layer in self.layers:
             h = layer(h)
         z = self.act(self.trunk(self.ln_f(h).flatten(1)))
         out = self.head(z)
         force = out[:, J:J + 3] * self.force_scale
-        return out[:, :J], force, out[:, J + 3], out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
+        if self.cond_motor is not None:  # each motor's own last-sample channels, shared MLP
+            own = xn[:, -1].reshape(x.shape[0], J, -1)
+            cond = self.cond_motor(torch.cat([own, self.joint_onehot.expand(len(x), J, J)], -1))
+        else:
+            cond = out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
+        return out[:, :J], force, out[:, J + 3], cond
 
     def forward(self, x: torch.Tensor):
         res, force, gate, cond = self.heads(x)
@@ -372,6 +397,9 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     per_layer = T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * f
     macs += cfg.n_layers * per_layer
     macs += T * d * cfg.d_trunk + cfg.d_trunk * cfg.n_outputs
+    if cfg.condition_head == "motor":
+        C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
+        macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
     return 2 * macs
 
 

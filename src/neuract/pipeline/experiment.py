@@ -105,6 +105,9 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads identification channels (a running least-squares
     identification of each motor over the episode so far; needs ``physics``;
     :mod:`neuract.neuralactuator.features`)"""
+    condition_head: str = "trunk"
+    """NeuralActuator estimator's condition head: ``trunk`` or ``motor`` (a small MLP shared by
+    the motors over each motor's own last-sample channels; :class:`NeuralActuatorConfig`)"""
     reference_steps: int = 0
     """NeuralActuator estimator also reads servo-reference channels with segments of this many
     samples (the measured position against the best parametric servo of this run driven open
@@ -153,7 +156,7 @@ def so101_setup() -> RobotSetup:
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
-              reference_steps: int = 0, ident: bool = False):
+              reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk"):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -171,7 +174,9 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 prior="servo" if servo and mode == "simulator" else "pd",
                                 servo=servo,
                                 reference_steps=reference_steps if mode == "estimator" else 0,
-                                ident=ident and mode == "estimator")
+                                ident=ident and mode == "estimator",
+                                condition_head=condition_head if mode == "estimator"
+                                else "trunk")
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -388,7 +393,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
-                         cfg.reference_steps, cfg.ident)
+                         cfg.reference_steps, cfg.ident, cfg.condition_head)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
