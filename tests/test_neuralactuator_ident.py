@@ -156,6 +156,23 @@ def test_motor_condition_head_judges_each_motor_by_its_own_channels():
         NeuralActuatorConfig(**{**MOTOR, "condition_head": "mlp"}).validate()
 
 
+def test_both_heads_add_the_motor_and_trunk_logits():
+    cfg = NeuralActuatorConfig(**{**MOTOR, "condition_head": "both"}).validate()
+    torch.manual_seed(2)
+    m = NeuralActuator(cfg).eval()
+    with torch.no_grad():
+        m.head.weight.mul_(30.0)  # trunk logits of a visible size
+    x = torch.randn(3, cfg.history, cfg.n_features)
+    with torch.no_grad():
+        cond = m(x)[3]
+        m.cfg = NeuralActuatorConfig(**MOTOR).validate()  # the same weights, motor head only
+        motor = m(x)[3]
+        m.cond_motor = None  # no motor head: the trunk's logits
+        trunk = m(x)[3]
+    torch.testing.assert_close(cond, motor + trunk, rtol=1e-5, atol=1e-6)
+    assert (trunk.abs() > 1e-3).any() and (motor.abs() > 1e-3).any()
+
+
 def test_motor_head_flops_checkpoint_and_fused_refusal(tmp_path):
     from torch.utils.flop_counter import FlopCounterMode
 

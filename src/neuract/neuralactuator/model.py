@@ -70,7 +70,8 @@ class NeuralActuatorConfig:
     """where the condition logits come from: ``trunk`` (the output head over the Transformer's
     trunk, with the other heads) or ``motor`` (a small MLP shared by the motors, reading each
     motor's own normalised channels of the last sample and a one-hot of its joint: the same
-    weights judge every motor, from what that motor reports; most useful with :attr:`ident`)"""
+    weights judge every motor, from what that motor reports; most useful with :attr:`ident`)
+    or ``both`` (the two heads' logits added)"""
     d_motor: int = 64
     """hidden width of the ``motor`` condition head"""
     tau_max: tuple[float, ...] = (3.0,)
@@ -170,7 +171,7 @@ class NeuralActuatorConfig:
 
 
 PRIORS = ("pd", "servo", "none")
-CONDITION_HEADS = ("trunk", "motor")
+CONDITION_HEADS = ("trunk", "motor", "both")
 
 
 def servo_configs(servo: str):
@@ -281,7 +282,7 @@ class NeuralActuator(nn.Module):
             self.head.weight.mul_(0.1)
             self.head.bias.zero_()
         self.cond_motor = None
-        if cfg.condition_head == "motor":
+        if cfg.condition_head in ("motor", "both"):
             self.register_buffer("joint_onehot", torch.eye(J), persistent=False)
             self.cond_motor = nn.Sequential(
                 nn.Linear(C + J, cfg.d_motor), nn.GELU() if cfg.activation == "gelu" else
@@ -357,6 +358,8 @@ class NeuralActuator(nn.Module):
         if self.cond_motor is not None:  # each motor's own last-sample channels, shared MLP
             own = xn[:, -1].reshape(x.shape[0], J, -1)
             cond = self.cond_motor(torch.cat([own, self.joint_onehot.expand(len(x), J, J)], -1))
+            if cfg.condition_head == "both":  # plus the trunk's logits (the window's evidence)
+                cond = cond + out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
         else:
             cond = out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
         return out[:, :J], force, out[:, J + 3], cond
@@ -397,7 +400,7 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     per_layer = T * d * 3 * d + 2 * T * T * d + T * d * d + 2 * T * d * f
     macs += cfg.n_layers * per_layer
     macs += T * d * cfg.d_trunk + cfg.d_trunk * cfg.n_outputs
-    if cfg.condition_head == "motor":
+    if cfg.condition_head in ("motor", "both"):
         C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
         macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
     return 2 * macs

@@ -106,8 +106,9 @@ class ExperimentConfig:
     identification of each motor over the episode so far; needs ``physics``;
     :mod:`neuract.neuralactuator.features`)"""
     condition_head: str = "trunk"
-    """NeuralActuator estimator's condition head: ``trunk`` or ``motor`` (a small MLP shared by
-    the motors over each motor's own last-sample channels; :class:`NeuralActuatorConfig`)"""
+    """NeuralActuator estimator's condition head: ``trunk``, ``motor`` (a small MLP shared by
+    the motors over each motor's own last-sample channels) or ``both`` (their logits added;
+    :class:`NeuralActuatorConfig`)"""
     reference_steps: int = 0
     """NeuralActuator estimator also reads servo-reference channels with segments of this many
     samples (the measured position against the best parametric servo of this run driven open
