@@ -3,9 +3,11 @@
 :func:`neuract.neuralactuator.estimate.estimate` reads a whole recorded episode;
 :class:`StreamingEstimator` gives the same outputs sample by sample, keeping only what the
 causal features need: the last ``history`` feature rows, the context channels' moving averages
-and last direction of motion, the condition smoothing's running average and the contact gate
-filter's state. Each :meth:`StreamingEstimator.step` costs one forward pass of the model (plus
-the arm model's gravity and Jacobian when the model reads physics channels)::
+and last direction of motion, the identification channels' running sums (since the last
+:meth:`StreamingEstimator.reset`: call it where an episode starts), the condition smoothing's
+running average and the contact gate filter's state. Each :meth:`StreamingEstimator.step`
+costs one forward pass of the model (plus the arm model's gravity and Jacobian when the model
+reads physics channels)::
 
     est = StreamingEstimator(load_checkpoint("runs/demo/checkpoints/neuralactuator_estimator"))
     for sample in telemetry:  # t [s], q, qd, q_goal, current or load, voltage, temperature
