@@ -284,11 +284,10 @@ class NeuralActuator(nn.Module):
         self.cond_motor = None
         if cfg.condition_head in ("motor", "both"):
             self.register_buffer("joint_onehot", torch.eye(J), persistent=False)
-            self.cond_motor = nn.Sequential(
-                nn.Linear(C + J, cfg.d_motor), nn.GELU() if cfg.activation == "gelu" else
-                nn.ReLU(), nn.Linear(cfg.d_motor, cfg.d_motor), nn.GELU()
-                if cfg.activation == "gelu" else nn.ReLU(), nn.Linear(cfg.d_motor,
-                                                                       cfg.n_conditions))
+            act = nn.GELU if cfg.activation == "gelu" else nn.ReLU
+            h = cfg.d_motor
+            self.cond_motor = nn.Sequential(nn.Linear(C + J, h), act(), nn.Linear(h, h), act(),
+                                            nn.Linear(h, cfg.n_conditions))
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
