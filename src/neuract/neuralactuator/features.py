@@ -179,39 +179,41 @@ def ident_regressors(tau_gravity: np.ndarray, qd: np.ndarray) -> np.ndarray:
     return np.stack([tau_gravity, np.tanh(qd / MOVE_SPEED), qd, np.ones_like(qd)], axis=-1)
 
 
-def ident_solve(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np.ndarray
-                ) -> np.ndarray:
-    """The coefficients (4) and RMS residual of the ridge fit from running sums: sxx
-    (..., 4, 4), sxy (..., 4), syy (...), count (...) samples; returns (..., 5)."""
-    a = sxx + IDENT_RIDGE * np.eye(4)
-    b = np.linalg.solve(a, sxy[..., None])[..., 0]
+def ident_from_sums(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np.ndarray,
+                    n_move: np.ndarray, err_move: np.ndarray, err_still: np.ndarray,
+                    effort: np.ndarray) -> dict[str, np.ndarray]:
+    """:data:`IDENT_CHANNELS` from the running sums over the samples so far (each (...)
+    unless noted): sxx (..., 4, 4), sxy (..., 4) and syy of the regressors and the effort,
+    ``count`` samples, ``n_move`` of them moving, and the sums of the absolute position error
+    while moving / resting and of the absolute effort. The ridge fit's coefficients and RMS
+    residual, and the three means."""
+    b = np.linalg.solve(sxx + IDENT_RIDGE * np.eye(4), sxy[..., None])[..., 0]
     rss = syy - 2.0 * np.einsum("...i,...i", b, sxy) + np.einsum("...i,...ij,...j", b, sxx, b)
-    resid = np.sqrt(np.maximum(rss, 0.0) / np.maximum(count, 1.0))
-    return np.concatenate([b, resid[..., None]], axis=-1)
+    out = {name: b[..., i] for i, name in enumerate(IDENT_CHANNELS[:4])}
+    out.update({"id_resid": np.sqrt(np.maximum(rss, 0.0) / np.maximum(count, 1.0)),
+                "id_err_move": err_move / np.maximum(n_move, 1),
+                "id_err_still": err_still / np.maximum(count - n_move, 1),
+                "id_effort": effort / count})
+    return out
 
 
 def ident_channels(tau_gravity: np.ndarray, qd: np.ndarray, effort: np.ndarray,
                    pos_error: np.ndarray, move_speed: float = MOVE_SPEED
                    ) -> dict[str, np.ndarray]:
     """:data:`IDENT_CHANNELS` (each (T, n)) from tau_gravity, qd, effort, pos_error: (T, n).
-    Causal: sample k is the identification over samples 0..k (running sums; a
-    :class:`~neuract.neuralactuator.stream.StreamingEstimator` keeps the same sums)."""
-    T = len(qd)
+    Causal: sample k is the identification over samples 0..k (running sums through
+    :func:`ident_from_sums`; a :class:`~neuract.neuralactuator.stream.StreamingEstimator`
+    keeps the same sums)."""
     X = ident_regressors(tau_gravity, qd)  # (T, n, 4)
-    sxx = np.cumsum(X[..., :, None] * X[..., None, :], axis=0)
-    sxy = np.cumsum(X * effort[..., None], axis=0)
-    syy = np.cumsum(effort * effort, axis=0)
-    k = np.arange(1, T + 1, dtype=np.float64)[:, None] * np.ones_like(qd)
-    fit = ident_solve(sxx, sxy, syy, k)
     moving = np.abs(qd) > move_speed
     ae = np.abs(pos_error)
-    n_move = np.cumsum(moving, axis=0)
-    err_move = np.cumsum(ae * moving, axis=0) / np.maximum(n_move, 1)
-    err_still = np.cumsum(ae * ~moving, axis=0) / np.maximum(k - n_move, 1)
-    out = {name: fit[..., i] for i, name in enumerate(IDENT_CHANNELS[:5])}
-    out.update({"id_err_move": err_move, "id_err_still": err_still,
-                "id_effort": np.cumsum(np.abs(effort), axis=0) / k})
-    return out
+    count = np.arange(1, len(qd) + 1, dtype=np.float64)[:, None] * np.ones_like(qd)
+    return ident_from_sums(np.cumsum(X[..., :, None] * X[..., None, :], axis=0),
+                           np.cumsum(X * effort[..., None], axis=0),
+                           np.cumsum(effort * effort, axis=0), count,
+                           np.cumsum(moving, axis=0), np.cumsum(ae * moving, axis=0),
+                           np.cumsum(ae * ~moving, axis=0),
+                           np.cumsum(np.abs(effort), axis=0))
 
 
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
@@ -248,19 +250,16 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         if not context_s:
             raise SchemaError(f"channels {ctx} are computed from the telemetry's past; give "
                               "their time constant (NeuralActuatorConfig.context_s)")
-        effort = next((c for c in EFFORT_CHANNELS if c in out), None)
-        if effort is None or "qd" not in out:
-            raise SchemaError(f"context channels need qd and an effort channel "
-                              f"{list(EFFORT_CHANNELS)} among the model's channels")
+    effort = next((c for c in EFFORT_CHANNELS if c in out), None)
+    if (ctx or ident) and (effort is None or "qd" not in out):
+        raise SchemaError(f"{'context' if ctx else 'identification'} channels need qd and an "
+                          f"effort channel {list(EFFORT_CHANNELS)} among the model's channels")
+    if ctx:
         t = np.asarray(traj["t"], dtype=np.float64)
         pe = out["q_goal"] - out["q"]
         c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
         out.update({k: c[k] for k in ctx})
     if ident:
-        effort = next((c for c in EFFORT_CHANNELS if c in out), None)
-        if effort is None or "qd" not in out:
-            raise SchemaError(f"identification channels need qd and an effort channel "
-                              f"{list(EFFORT_CHANNELS)} among the model's channels")
         c = ident_channels(out["tau_gravity"], out["qd"], out[effort], out["q_goal"] - out["q"])
         out.update({k: c[k] for k in ident})
     if ref:

@@ -45,8 +45,8 @@ from neuract.neuralactuator.features import (
     MOVE_SPEED,
     PHYSICS_CHANNELS,
     assemble,
+    ident_from_sums,
     ident_regressors,
-    ident_solve,
     source_channels,
 )
 from neuract.neuralactuator.model import NeuralActuator
@@ -209,7 +209,7 @@ class StreamingEstimator:
         self._move = np.zeros(n)
         # running sums of the identification channels (features.ident_channels)
         self._id = {"sxx": np.zeros((n, 4, 4)), "sxy": np.zeros((n, 4)), "syy": np.zeros(n),
-                    "k": 0.0, "n_move": np.zeros(n), "err_move": np.zeros(n),
+                    "count": np.zeros(n), "n_move": np.zeros(n), "err_move": np.zeros(n),
                     "err_still": np.zeros(n), "effort": np.zeros(n)}
         self._cond = _CausalMean(self.condition_tau_s)
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
@@ -270,27 +270,19 @@ class StreamingEstimator:
         self._rows.append(row[0])
 
     def _ident_update(self, parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """:func:`~neuract.neuralactuator.features.ident_channels`, one sample at a time."""
+        """:func:`~neuract.neuralactuator.features.ident_channels`, one sample at a time: the
+        same running sums, one more term each."""
         s = self._id
         qd, effort = parts["qd"], parts[self._effort]
         x = ident_regressors(parts["tau_gravity"], qd)  # (n, 4)
-        s["sxx"] = s["sxx"] + x[:, :, None] * x[:, None, :]
-        s["sxy"] = s["sxy"] + x * effort[:, None]
-        s["syy"] = s["syy"] + effort * effort
-        s["k"] += 1.0
-        k = np.full_like(qd, s["k"])
-        fit = ident_solve(s["sxx"], s["sxy"], s["syy"], k)
         moving = np.abs(qd) > MOVE_SPEED
         ae = np.abs(parts["q_goal"] - parts["q"])
-        s["n_move"] = s["n_move"] + moving
-        s["err_move"] = s["err_move"] + ae * moving
-        s["err_still"] = s["err_still"] + ae * ~moving
-        s["effort"] = s["effort"] + np.abs(effort)
-        out = {name: fit[:, i] for i, name in enumerate(IDENT_CHANNELS[:5])}
-        out.update({"id_err_move": s["err_move"] / np.maximum(s["n_move"], 1),
-                    "id_err_still": s["err_still"] / np.maximum(k - s["n_move"], 1),
-                    "id_effort": s["effort"] / k})
-        return out
+        for key, term in (("sxx", x[:, :, None] * x[:, None, :]), ("sxy", x * effort[:, None]),
+                          ("syy", effort * effort), ("count", 1.0), ("n_move", moving),
+                          ("err_move", ae * moving), ("err_still", ae * ~moving),
+                          ("effort", np.abs(effort))):
+            s[key] = s[key] + term
+        return ident_from_sums(**s)
 
     @torch.no_grad()
     def step(self, sample: Mapping[str, Any]) -> dict[str, Any]:
