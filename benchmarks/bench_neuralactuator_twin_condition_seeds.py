@@ -4,7 +4,8 @@ figure whose test split holds only about 37 episodes.
 Each seed generates its own 72 min of 'degraded'-task twin data
 (``bench_neuralactuator_twin.condition_config()`` with ``TwinDataConfig(seed=s)``) and runs
 the same experiment: the parametric servo fit the reference channels build on,
-NeuralActuator in estimator mode, the threshold / SVM / random-forest baselines. Seed 1 is the
+NeuralActuator in estimator mode, the threshold / SVM / random-forest baselines and the random
+forest on the identification channels. Seed 1 is the
 condition experiment of the twin benchmark itself: its figures are read from
 ``neuralactuator_twin.json``, not recomputed.
 
@@ -41,7 +42,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 SEEDS_DIR = RESULTS / "twin_condition_seeds"
 BENCH_SEED = twin.condition_config().data.seed
 MODELS = (("NeuralActuator", "NeuralActuator"), ("condition svm", "SVM"),
-          ("condition random_forest", "random forest"), ("condition threshold", "threshold"))
+          ("condition random_forest", "random forest"),
+          ("condition random_forest (identification channels)",
+           "random forest (identification channels)"), ("condition threshold", "threshold"))
 
 
 def figures(res: dict) -> dict:

@@ -194,3 +194,55 @@ def test_motor_head_flops_checkpoint_and_fused_refusal(tmp_path):
             torch.testing.assert_close(u, v, rtol=0, atol=0)
     with pytest.raises(ConfigError, match="condition_head='motor'"):
         FusedNeuralActuator(m)
+
+
+def _friction_episode(degraded: bool, seed: int, T: int = 600):
+    """SO-101 episode whose load is gravity + friction + noise; a degraded shoulder has
+    three times the friction."""
+    from neuract.data import Trajectory, TrajectoryMeta
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(T) * 0.016
+    phase = rng.uniform(0, 2 * np.pi, 6)
+    q = 0.4 * np.sin(2 * np.pi * 0.4 * t[:, None] + phase)
+    qd = np.gradient(q, t, axis=0)
+    g = physics_channels(q, "so101", "gripperframe")["tau_gravity"]
+    fric = np.full(6, 0.05)
+    if degraded:
+        fric[1] *= 3.0
+    load = 0.3 * g + fric * np.tanh(qd / MOVE_SPEED) + rng.normal(0, 0.01, (T, 6))
+    names = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll",
+             "gripper")
+    return Trajectory({"t": t, "q": q, "qd": qd, "q_goal": q + 0.01, "load": load,
+                       "condition": np.full(T, int(degraded), np.int8)},
+                      TrajectoryMeta(robot="so101", joint_names=names, name=f"f{seed}"))
+
+
+def test_ident_random_forest_baseline_reads_the_channels_causally():
+    from neuract.errors import SchemaError
+    from neuract.eval import evaluate_estimator
+    from neuract.pipeline.baselines import ident_condition_baseline
+
+    phys = ("so101", "gripperframe")
+    train = [_friction_episode(bool(i % 2), i) for i in range(12)]
+    test = [_friction_episode(bool(i % 2), 50 + i) for i in range(4)]
+    est, clf = ident_condition_baseline(train, phys, "load", stride=8, skip=7)
+    assert clf.model_.n_features_in_ == 6 * len(IDENT_CHANNELS)
+    out = est(test[1])
+    assert not out["valid"][:7].any() and out["valid"][7:].all()
+    assert np.isnan(out["condition_prob"][:7]).all()
+    # causal: a changed future leaves the past's probabilities as they were
+    tr = test[1]
+    later = tr.slice(0, 300)
+    np.testing.assert_array_equal(est(later)["condition_prob"][7:],
+                                  out["condition_prob"][7:300])
+    # the identification converges within the episode: every sample right after the first
+    # 1.6 s, and every episode at its end
+    rec = evaluate_estimator(est, test, "rf ident")
+    assert rec["condition"]["episode_end"]["accuracy"] == 1.0
+    assert rec["condition"]["accuracy"] > 0.95
+    late = np.concatenate([np.argmax(est(tr)["condition_prob"][100:], 1)
+                           == np.asarray(tr["condition"])[100:] for tr in test])
+    assert late.mean() > 0.99
+    with pytest.raises(SchemaError, match="both classes"):
+        ident_condition_baseline(train[::2], phys, "load")

@@ -16,7 +16,10 @@ Estimator mode (``est(traj) -> dict``, :func:`neuract.eval.evaluate_estimator`):
   least squares against inverse dynamics of the measured motion (positions only);
 * :func:`system_torque_estimator` -- a fitted actuator's torque at the measured state;
 * :func:`condition_baseline` -- threshold / SVM / random-forest classifiers on windowed
-  features, each sample taking the latest window that ends at or before it (causal).
+  features, each sample taking the latest window that ends at or before it (causal);
+* :func:`ident_condition_baseline` -- a random forest on the identification channels
+  (:data:`neuract.neuralactuator.features.IDENT_CHANNELS`, a running least-squares fit of each
+  motor over the episode so far), the peer of a NeuralActuator that reads them.
 
 Force baselines (momentum observer, model-based residual through J^T) are
 :func:`neuract.estimate.force_estimator`, given a torque from one of the estimators above.
@@ -254,6 +257,52 @@ def condition_baseline(name: str, train_trajs: Sequence[Any], window: int = 64,
     return condition_estimator(clf, window=window, stride=1, stats=stats), clf
 
 
+def ident_condition_baseline(train_trajs: Sequence[Any], physics: tuple[str, str],
+                             effort: str, stride: int = 16, skip: int = 7,
+                             **kwargs: Any):
+    """A random forest on the identification channels, one row per sample.
+
+    Each sample's features are every joint's :data:`~neuract.neuralactuator.features.
+    IDENT_CHANNELS` (computed causally from the episode so far, as a NeuralActuator reading
+    them sees them; physics: the arm model's (robot name or path, end-effector site) for the
+    gravity regressor; effort: ``"current"`` or ``"load"``) and its label the episode's
+    ``condition`` at that sample. Training rows are every ``stride``-th sample; the first
+    ``skip`` samples of an episode are neither trained on nor scored (a NeuralActuator with an
+    8-sample history scores from its 8th sample). Returns ``(est, clf)``: ``est(traj) ->
+    {"condition_prob" (T, K), "valid" (T,)}``; ``kwargs`` go to the random forest."""
+    from neuract.estimate import make_condition_baseline
+    from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
+
+    if stride < 1 or skip < 0:
+        raise ConfigError(f"ident_condition_baseline: stride={stride!r} (>= 1) and "
+                          f"skip={skip!r} (>= 0)")
+    channels = ("q_goal", "q", "qd", effort, *IDENT_CHANNELS)
+
+    def features(tr) -> np.ndarray:
+        n = len(tr.meta.joint_names)
+        parts = trajectory_channels(tr, channels, n, physics=physics)
+        return np.concatenate([parts[c] for c in IDENT_CHANNELS], axis=1)  # (T, 8 n)
+
+    if not all("condition" in tr for tr in train_trajs):
+        raise SchemaError("condition baselines need a 'condition' channel in every trajectory")
+    X = [features(tr)[skip::stride] for tr in train_trajs]
+    y = [np.asarray(tr["condition"], dtype=np.int64)[skip::stride] for tr in train_trajs]
+    y_all = np.concatenate(y)
+    if len(np.unique(y_all)) < 2:
+        raise SchemaError("condition baselines need both classes in the training samples")
+    clf = make_condition_baseline("random_forest", **kwargs).fit(np.concatenate(X), y_all)
+
+    def est(traj) -> dict[str, np.ndarray]:
+        f = features(traj)
+        valid = np.arange(len(f)) >= skip
+        out = np.full((len(f), int(clf.classes_.max()) + 1), np.nan)
+        if valid.any():
+            out[valid] = clf.predict_proba(f[valid])
+        return {"condition_prob": out, "valid": valid}
+
+    return est, clf
+
+
 def check_same_joints(trajs: Sequence[Any], robot) -> None:
     for tr in trajs:
         if tuple(tr.meta.joint_names) != tuple(robot.joint_names):
@@ -264,6 +313,7 @@ def check_same_joints(trajs: Sequence[Any], robot) -> None:
 __all__ = [
     "check_same_joints",
     "condition_baseline",
+    "ident_condition_baseline",
     "fit_actuator",
     "fit_joints",
     "fit_linear_kt",

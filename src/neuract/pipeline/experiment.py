@@ -516,6 +516,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             est, _ = timed(f"fit_cond_{name}", bl.condition_baseline, name, train)
             progress(f"fit condition baseline {name}", 1, 1)
             ests[f"condition {name}"] = est
+        if cfg.ident:  # the peer that reads the same identification channels
+            progress("fit condition baseline random_forest (identification channels)", 0, 1)
+            est, _ = timed("fit_cond_random_forest_ident", bl.ident_condition_baseline, train,
+                           (setup.model_path or setup.name, setup.site), setup.effort)
+            progress("fit condition baseline random_forest (identification channels)", 1, 1)
+            ests["condition random_forest (identification channels)"] = est
     cache: dict[str, dict[str, dict]] = {}
     for i, (name, est) in enumerate(ests.items()):
         progress("estimation (estimator mode)", i, len(ests))
