@@ -15,6 +15,7 @@ from neuract.neuralactuator.features import (
     MOVE_SPEED,
     channels_for,
     ident_channels,
+    ident_decay,
 )
 from neuract.neuralactuator.physics import physics_channels
 from neuract.neuralactuator.stream import StreamingEstimator, stream_trajectory
@@ -56,6 +57,41 @@ def test_coefficients_are_the_ridge_fit_over_the_past():
                                np.repeat(true[:, None], 3, 1), atol=0.02)
 
 
+def test_memory_weighs_recent_samples_and_tracks_a_change():
+    g, qd, pe, rng = signals(T=600)
+    X = np.stack([g, np.tanh(qd / MOVE_SPEED), qd, np.ones_like(g)], -1)
+    fric = np.where(np.arange(600)[:, None] < 300, 0.05, 0.15)  # the motor wears at 300
+    effort = (X[..., 0] * 0.3 + X[..., 1] * fric + X[..., 2] * 0.1
+              + rng.normal(scale=0.01, size=g.shape))
+    m = 60
+    c = ident_channels(g, qd, effort, pe, memory=m)
+    lam = ident_decay(m)
+    assert lam == 1 - 1 / 60 and ident_decay(0) == 1.0
+    for k in (0, 7, 250, 599):  # reference: the weighted normal equations per prefix
+        w = lam ** (k - np.arange(k + 1))
+        for j in range(3):
+            A, y = X[: k + 1, j], effort[: k + 1, j]
+            b = np.linalg.solve(A.T @ (w[:, None] * A) + IDENT_RIDGE * np.eye(4),
+                                A.T @ (w * y))
+            np.testing.assert_allclose([c[name][k, j] for name in IDENT_CHANNELS[:4]], b,
+                                       rtol=1e-7, atol=1e-10)
+            r = y - A @ b
+            np.testing.assert_allclose(c["id_resid"][k, j], np.sqrt(w @ r**2 / w.sum()),
+                                       rtol=1e-6, atol=1e-10)
+            mov = np.abs(qd[: k + 1, j]) > MOVE_SPEED
+            ae = np.abs(pe[: k + 1, j])
+            if mov.any():
+                np.testing.assert_allclose(c["id_err_move"][k, j],
+                                           (w * ae * mov).sum() / (w * mov).sum(), rtol=1e-7)
+            np.testing.assert_allclose(c["id_effort"][k, j], w @ np.abs(y) / w.sum(),
+                                       rtol=1e-7)
+    # 300 samples after the change the forgetting fit has the new friction; the whole-episode
+    # fit is still between the two
+    np.testing.assert_allclose(c["id_friction"][-1], 0.15, atol=0.01)
+    whole = ident_channels(g, qd, effort, pe)["id_friction"][-1]
+    assert (np.abs(whole - 0.1) < 0.03).all() and (0.15 - whole > 0.025).all()
+
+
 def test_channels_are_causal():
     g, qd, pe, rng = signals()
     effort = rng.normal(size=g.shape)
@@ -78,6 +114,12 @@ def test_config_needs_physics_and_estimator_mode():
     with pytest.raises(ConfigError, match="ident"):
         NeuralActuatorConfig(n_joints=6, effort="load", physics_robot="so101",
                              physics_site="gripperframe", ident=1).validate()
+    phys = dict(n_joints=6, effort="load", physics_robot="so101", physics_site="gripperframe")
+    for bad in (1, -5, 2.5, True):
+        with pytest.raises(ConfigError, match="ident_memory"):
+            NeuralActuatorConfig(**phys, ident=True, ident_memory=bad).validate()
+    with pytest.raises(ConfigError, match="set ident=True"):
+        NeuralActuatorConfig(**phys, ident_memory=100).validate()
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +131,11 @@ def episodes():
                                    seed=4, sim=SimConfig(episode_s=6.0)))
 
 
-def test_streamed_estimator_equals_estimate_with_ident(episodes):
+@pytest.mark.parametrize("memory", [0, 50])
+def test_streamed_estimator_equals_estimate_with_ident(episodes, memory):
     cfg = NeuralActuatorConfig(n_joints=6, effort="load", physics_robot="so101",
                                physics_site="gripperframe", context_s=0.5, ident=True,
-                               **TINY).validate()
+                               ident_memory=memory, **TINY).validate()
     assert cfg.n_features == 6 * (7 + 4 + 3 + 8)
     torch.manual_seed(0)
     m = NeuralActuator(cfg).eval()
@@ -116,15 +159,22 @@ def test_streamed_estimator_equals_estimate_with_ident(episodes):
         np.testing.assert_allclose(got[k][v], ref[k][v], rtol=1e-4, atol=1e-5, err_msg=k)
     # the model's windows carry the channels, per joint, as ident_channels computes them
     tr = episodes[0]
-    x = windows(tr, cfg.channels, 6, cfg.history, physics=cfg.physics, context_s=cfg.context_s)
+    x = windows(tr, cfg.channels, 6, cfg.history, physics=cfg.physics, context_s=cfg.context_s,
+                ident_memory=memory)
     last = x[:, -1].reshape(len(x), 6, len(cfg.channels)).double().numpy()
     q = np.asarray(tr["q"], dtype=np.float64)
     g = physics_channels(q, "so101", "gripperframe")["tau_gravity"]
     want = ident_channels(g, np.asarray(tr["qd"]), np.asarray(tr["load"]),
-                          np.asarray(tr["q_goal"]) - q)
+                          np.asarray(tr["q_goal"]) - q, memory=memory)
     for name in IDENT_CHANNELS:
         np.testing.assert_allclose(last[:, :, cfg.channels.index(name)],
                                    want[name][cfg.history - 1:], rtol=1e-5, atol=1e-6)
+    # and training reads them with the same memory
+    from neuract.neuralactuator.train import _flat
+    from neuract.robot import load_robot
+
+    tok = _flat([tr], load_robot("so101"), cfg, "gripperframe").tok_est
+    np.testing.assert_array_equal(tok[cfg.history - 1:].numpy(), x[:, -1].numpy())
 
 
 MOTOR = dict(n_joints=6, effort="load", physics_robot="so101", physics_site="gripperframe",

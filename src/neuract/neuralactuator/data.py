@@ -99,12 +99,12 @@ class FlatData:
 
 def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequence[str] | None,
             sim_channels: Sequence[str] | None, physics: tuple[str, str] | None = None,
-            context_s: float = 0.0, reference: tuple[Any, str, int] | None = None
-            ) -> FlatData:
+            context_s: float = 0.0, reference: tuple[Any, str, int] | None = None,
+            ident_memory: int = 0) -> FlatData:
     """Flatten trajectories (all of one robot) into :class:`FlatData` (float32); physics:
     (robot, site) computing the estimator's physics channels, context_s: time constant of its
     context channels, reference: (servo, robot, steps) of its reference channels, if it
-    reads them."""
+    reads them; ident_memory: its identification channels' memory [samples]."""
     if not trajs:
         raise SchemaError("no trajectories to train on")
     n = len(trajs[0].meta.joint_names)
@@ -127,7 +127,8 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         for key, chans in (("tok_est", est_channels), ("tok_sim", sim_channels)):
             if chans is not None:
                 parts = trajectory_channels(tr, chans, n, physics, context_s,
-                                            refs[i] if key == "tok_est" else None)
+                                            refs[i] if key == "tok_est" else None,
+                                            ident_memory)
                 cols[key].append(assemble({k: torch.tensor(v, dtype=torch.float32)
                                            for k, v in parts.items()}, chans))
         cols["q"].append(q)

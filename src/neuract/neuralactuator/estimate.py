@@ -66,7 +66,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
     x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s,
-                reference=model.reference)
+                reference=model.reference, ident_memory=cfg.ident_memory)
     taus, forces, gates, conds = [], [], [], []
     for s in range(0, x.shape[0], chunk):
         tau, force, gate, cond = model(x[s:s + chunk])

@@ -32,7 +32,8 @@ least-squares identification of each motor over the whole past of the episode. T
 regressed on the joint's gravity torque, ``tanh(qd / MOVE_SPEED)`` (friction), ``qd``
 (damping) and a constant (:func:`ident_channels`); the channels are the four coefficients, the
 fit's RMS residual, the mean absolute position error while the joint moves and while it rests,
-and the mean absolute effort. A worn motor (more friction, a weaker torque constant, more
+and the mean absolute effort (with ``ident_memory``, recent samples weigh more: exponential
+forgetting). A worn motor (more friction, a weaker torque constant, more
 backlash) shifts these episode-long statistics, which a window of a few samples sees only
 through noise. They need the physics channels' arm model.
 
@@ -197,28 +198,45 @@ def ident_from_sums(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np
     return out
 
 
+def ident_decay(memory: int) -> float:
+    """The identification's forgetting factor: ``1 - 1 / memory`` (1 for memory 0: no
+    forgetting)."""
+    return 1.0 - 1.0 / memory if memory else 1.0
+
+
+def _running_sum(x: np.ndarray, decay: float) -> np.ndarray:
+    """``y[k] = decay * y[k - 1] + x[k]`` along axis 0 (``y[-1] = 0``)."""
+    x = np.asarray(x, dtype=np.float64)
+    if decay == 1.0:
+        return np.cumsum(x, axis=0)
+    from scipy.signal import lfilter
+
+    return lfilter([1.0], [1.0, -decay], x, axis=0)
+
+
 def ident_channels(tau_gravity: np.ndarray, qd: np.ndarray, effort: np.ndarray,
-                   pos_error: np.ndarray, move_speed: float = MOVE_SPEED
+                   pos_error: np.ndarray, move_speed: float = MOVE_SPEED, memory: int = 0
                    ) -> dict[str, np.ndarray]:
     """:data:`IDENT_CHANNELS` (each (T, n)) from tau_gravity, qd, effort, pos_error: (T, n).
     Causal: sample k is the identification over samples 0..k (running sums through
     :func:`ident_from_sums`; a :class:`~neuract.neuralactuator.stream.StreamingEstimator`
-    keeps the same sums)."""
+    keeps the same sums). memory > 0: sample i weighs ``ident_decay(memory) ** (k - i)`` in
+    them (exponential forgetting); 0: every sample weighs 1."""
     X = ident_regressors(tau_gravity, qd)  # (T, n, 4)
     moving = np.abs(qd) > move_speed
     ae = np.abs(pos_error)
-    count = np.arange(1, len(qd) + 1, dtype=np.float64)[:, None] * np.ones_like(qd)
-    return ident_from_sums(np.cumsum(X[..., :, None] * X[..., None, :], axis=0),
-                           np.cumsum(X * effort[..., None], axis=0),
-                           np.cumsum(effort * effort, axis=0), count,
-                           np.cumsum(moving, axis=0), np.cumsum(ae * moving, axis=0),
-                           np.cumsum(ae * ~moving, axis=0),
-                           np.cumsum(np.abs(effort), axis=0))
+    d = ident_decay(memory)
+    return ident_from_sums(_running_sum(X[..., :, None] * X[..., None, :], d),
+                           _running_sum(X * effort[..., None], d),
+                           _running_sum(effort * effort, d), _running_sum(np.ones_like(qd), d),
+                           _running_sum(moving, d), _running_sum(ae * moving, d),
+                           _running_sum(ae * ~moving, d), _running_sum(np.abs(effort), d))
 
 
 def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
                         physics: tuple[str, str] | None = None, context_s: float = 0.0,
-                        reference: tuple[Any, str, int] | Mapping | None = None) -> dict:
+                        reference: tuple[Any, str, int] | Mapping | None = None,
+                        ident_memory: int = 0) -> dict:
     """Read the source channels a model needs from a Trajectory (or any name -> (T, J) map).
 
     physics: (robot name or path, end-effector site) to compute :data:`PHYSICS_CHANNELS` the
@@ -226,7 +244,9 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
     :data:`CONTEXT_CHANNELS` (computed from the measured ``t``, ``qd``, effort and
     ``pos_error``); reference: (fitted servo SystemModel, robot name or path, segment
     length [samples]) of the :data:`REFERENCE_CHANNELS` (computed from
-    :func:`reference_inputs`), or those channels computed already."""
+    :func:`reference_inputs`), or those channels computed already; ident_memory: the
+    :data:`IDENT_CHANNELS`' memory [samples] (0: the whole episode; see
+    :func:`ident_channels`)."""
     need = source_channels(channels)
     ctx = [c for c in need if c in CONTEXT_CHANNELS]
     ref = [c for c in need if c in REFERENCE_CHANNELS]
@@ -260,7 +280,8 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         c = context_channels(t, out["qd"], out[effort], pe, float(context_s))
         out.update({k: c[k] for k in ctx})
     if ident:
-        c = ident_channels(out["tau_gravity"], out["qd"], out[effort], out["q_goal"] - out["q"])
+        c = ident_channels(out["tau_gravity"], out["qd"], out[effort], out["q_goal"] - out["q"],
+                           memory=ident_memory)
         out.update({k: c[k] for k in ident})
     if ref:
         if reference is None:
@@ -293,14 +314,16 @@ def reference_inputs(traj: Any, n_joints: int) -> dict[str, Any]:
 def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
             stride: int = 1, dtype: torch.dtype = torch.float32,
             physics: tuple[str, str] | None = None, context_s: float = 0.0,
-            reference: tuple[Any, str, int] | None = None) -> torch.Tensor:
+            reference: tuple[Any, str, int] | None = None,
+            ident_memory: int = 0) -> torch.Tensor:
     """All history windows of a trajectory.
 
     Returns x: (N, history, n_joints * len(channels)); window i covers steps
     ``[i*stride, i*stride + history)`` and its prediction refers to the last step.
-    physics, context_s, reference: see :func:`trajectory_channels`.
+    physics, context_s, reference, ident_memory: see :func:`trajectory_channels`.
     """
-    parts = trajectory_channels(traj, channels, n_joints, physics, context_s, reference)
+    parts = trajectory_channels(traj, channels, n_joints, physics, context_s, reference,
+                                ident_memory)
     T = next(iter(parts.values())).shape[0]
     if T < history:
         raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
@@ -332,6 +355,7 @@ __all__ = [
     "IDENT_CHANNELS",
     "context_channels",
     "ident_channels",
+    "ident_decay",
     "channels_for",
     "source_channels",
     "assemble",

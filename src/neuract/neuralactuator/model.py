@@ -54,6 +54,11 @@ class NeuralActuatorConfig:
     """estimator mode: also read the identification channels (a running least-squares
     identification of each motor over the episode so far; see
     :mod:`neuract.neuralactuator.features`); needs ``physics_robot``"""
+    ident_memory: int = 0
+    """memory [samples] of the identification channels: each sample's weight in their running
+    sums decays by ``1 - 1 / ident_memory`` per later sample (recursive least squares with a
+    forgetting factor; for a robot that runs long without a reset); 0: every sample since the
+    episode start (or :meth:`StreamingEstimator.reset`) weighs the same"""
     history: int = 8
     """time steps per window (tokens)"""
     d_model: int = 96
@@ -117,6 +122,13 @@ class NeuralActuatorConfig:
             raise ConfigError(f"NeuralActuatorConfig.ident={self.ident!r}; expected true or "
                               "false")
         self.channels  # noqa: B018  (validates mode/effort/ident)
+        m = self.ident_memory
+        if isinstance(m, bool) or not isinstance(m, int) or m < 0 or m == 1:
+            raise ConfigError(f"NeuralActuatorConfig.ident_memory={m!r}; expected 0 (the whole "
+                              "episode) or an integer >= 2 samples")
+        if m and not self.ident:
+            raise ConfigError(f"NeuralActuatorConfig.ident_memory={m} applies to the "
+                              "identification channels: set ident=True")
         if self.physics_robot and (self.mode != "estimator" or not self.physics_site):
             raise ConfigError(f"physics_robot={self.physics_robot!r} needs mode='estimator' "
                               f"and a physics_site (got mode={self.mode!r}, physics_site="

@@ -45,6 +45,7 @@ from neuract.neuralactuator.features import (
     MOVE_SPEED,
     PHYSICS_CHANNELS,
     assemble,
+    ident_decay,
     ident_from_sums,
     ident_regressors,
     source_channels,
@@ -271,8 +272,9 @@ class StreamingEstimator:
 
     def _ident_update(self, parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """:func:`~neuract.neuralactuator.features.ident_channels`, one sample at a time: the
-        same running sums, one more term each."""
+        same running sums (decayed by the forgetting factor), one more term each."""
         s = self._id
+        d = ident_decay(self.model.cfg.ident_memory)
         qd, effort = parts["qd"], parts[self._effort]
         x = ident_regressors(parts["tau_gravity"], qd)  # (n, 4)
         moving = np.abs(qd) > MOVE_SPEED
@@ -281,7 +283,7 @@ class StreamingEstimator:
                           ("syy", effort * effort), ("count", 1.0), ("n_move", moving),
                           ("err_move", ae * moving), ("err_still", ae * ~moving),
                           ("effort", np.abs(effort))):
-            s[key] = s[key] + term
+            s[key] = d * s[key] + term
         return ident_from_sums(**s)
 
     @torch.no_grad()

@@ -117,7 +117,8 @@ def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
                               "train_neuralactuator(..., servo=SystemModel)")
         # the float32 copy the checkpoint stores, so training sees what estimate() computes
         ref = (servo_module(cfg, servo), cfg.physics_robot, cfg.reference_steps)
-    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s, ref)
+    return flatten(trajs, robot, site, est, sim, cfg.physics, cfg.context_s, ref,
+                   cfg.ident_memory)
 
 
 def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> NeuralActuator:

@@ -105,6 +105,9 @@ class ExperimentConfig:
     """NeuralActuator estimator also reads identification channels (a running least-squares
     identification of each motor over the episode so far; needs ``physics``;
     :mod:`neuract.neuralactuator.features`)"""
+    ident_memory: int = 0
+    """memory [samples] of those identification channels (exponential forgetting;
+    ``NeuralActuatorConfig.ident_memory``); 0: the whole episode"""
     condition_head: str = "trunk"
     """NeuralActuator estimator's condition head: ``trunk``, ``motor`` (a small MLP shared by
     the motors over each motor's own last-sample channels) or ``both`` (their logits added;
@@ -157,7 +160,8 @@ def so101_setup() -> RobotSetup:
 
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
-              reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk"):
+              reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk",
+              ident_memory: int = 0):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -176,6 +180,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 servo=servo,
                                 reference_steps=reference_steps if mode == "estimator" else 0,
                                 ident=ident and mode == "estimator",
+                                ident_memory=ident_memory if ident and mode == "estimator"
+                                else 0,
                                 condition_head=condition_head if mode == "estimator"
                                 else "trunk")
 
@@ -360,6 +366,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
                           "the arm model: set physics=True")
+    if cfg.ident_memory and not cfg.ident:
+        raise ConfigError(f"ExperimentConfig.ident_memory={cfg.ident_memory} applies to the "
+                          "identification channels: set ident=True")
     if cfg.ident and not cfg.physics:
         raise ConfigError("ExperimentConfig.ident=True regresses the effort on the arm model's "
                           "gravity torque: set physics=True")
@@ -394,7 +403,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
-                         cfg.reference_steps, cfg.ident, cfg.condition_head)
+                         cfg.reference_steps, cfg.ident, cfg.condition_head,
+                         cfg.ident_memory)
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
