@@ -99,8 +99,11 @@ def summarize() -> int:
         "Motor condition on the SO-101 twin, over data seeds",
         "Each seed: its own 72 min of 'degraded'-task twin data (half of the episodes with "
         "1-2 degraded motors), split by episode, the twin benchmark's condition "
-        "configuration (estimator mode, servo-reference channels; accuracy = the decision "
-        "'the episode has a degraded motor', every test sample). Seed "
+        "configuration (estimator mode, servo-reference and identification channels, both "
+        "condition heads; accuracy = the decision 'the episode has a degraded motor', every "
+        "test sample; the random forest on the identification channels reads the same "
+        "running identification as the NeuralActuator, the SVM and the other random forest "
+        "1 s windowed statistics). Seed "
         f"{BENCH_SEED} is the twin benchmark's condition experiment itself. Reproduce: "
         "`.venv/bin/python benchmarks/bench_neuralactuator_twin_condition_seeds.py "
         "--seeds ...` then `--summarize`.", table)

@@ -155,7 +155,9 @@ def _na_twin_condition_seeds(d: dict) -> list[Row]:
     st, seeds = d["stats"], d["seeds"]
     v = st["NeuralActuator accuracy"]
     peers = ", ".join(f"{name} {_f(st[f'{name} accuracy']['mean'])}"
-                      for name in ("SVM", "random forest") if f"{name} accuracy" in st)
+                      for name in ("SVM", "random forest",
+                                   "random forest (identification channels)")
+                      if f"{name} accuracy" in st)
     return [(f"NeuralActuator twin (condition run), {len(seeds)} data seeds",
              "condition accuracy, mean +- sd [estimator]",
              f"{_f(v['mean'])} +- {_f(v['sd'], 2)}",
