@@ -296,3 +296,13 @@ def test_ident_random_forest_baseline_reads_the_channels_causally():
     assert late.mean() > 0.99
     with pytest.raises(SchemaError, match="both classes"):
         ident_condition_baseline(train[::2], phys, "load")
+
+
+def test_experiment_refuses_a_bad_ident_memory_before_any_fit(episodes):
+    from neuract.pipeline.experiment import ExperimentConfig, run_experiment, so101_setup
+
+    setup = so101_setup()
+    for kw, match in (({"ident": True, "physics": True, "ident_memory": -3}, "integer >= 2"),
+                      ({"ident_memory": 100}, "set ident=True")):
+        with pytest.raises(ConfigError, match=match):
+            run_experiment(setup, episodes[:1], episodes[1:], ExperimentConfig(**kw))

@@ -366,6 +366,10 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
                           "the arm model: set physics=True")
+    m = cfg.ident_memory
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0 or m == 1:
+        raise ConfigError(f"ExperimentConfig.ident_memory={m!r}; expected 0 (the whole "
+                          "episode) or an integer >= 2 samples")
     if cfg.ident_memory and not cfg.ident:
         raise ConfigError(f"ExperimentConfig.ident_memory={cfg.ident_memory} applies to the "
                           "identification channels: set ident=True")
