@@ -85,6 +85,17 @@ def test_memory_weighs_recent_samples_and_tracks_a_change():
                                            (w * ae * mov).sum() / (w * mov).sum(), rtol=1e-7)
             np.testing.assert_allclose(c["id_effort"][k, j], w @ np.abs(y) / w.sum(),
                                        rtol=1e-7)
+    # a joint that moved, then rests for many memories: its mean error while moving stays the
+    # (weighted) mean, not a sum decaying towards zero; likewise the resting mean of a joint
+    # that keeps moving
+    qd2 = np.zeros_like(qd)
+    qd2[:100, 0] = 1.0
+    qd2[:, 1] = 1.0
+    c2 = ident_channels(g, qd2, effort, np.full_like(pe, 0.05), memory=m)
+    np.testing.assert_allclose(c2["id_err_move"][[150, 599], 0], 0.05, rtol=1e-9)
+    np.testing.assert_allclose(c2["id_err_still"][[150, 599], 0], 0.05, rtol=1e-9)
+    np.testing.assert_allclose(c2["id_err_move"][599, 1], 0.05, rtol=1e-9)
+    assert c2["id_err_still"][599, 1] == 0.0
     # 300 samples after the change the forgetting fit has the new friction; the whole-episode
     # fit is still between the two
     np.testing.assert_allclose(c["id_friction"][-1], 0.15, atol=0.01)

@@ -180,6 +180,14 @@ def ident_regressors(tau_gravity: np.ndarray, qd: np.ndarray) -> np.ndarray:
     return np.stack([tau_gravity, np.tanh(qd / MOVE_SPEED), qd, np.ones_like(qd)], axis=-1)
 
 
+def _mean(total: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """total / weight where some weight was summed, else 0 (a weight decayed by forgetting
+    stays a weight: it is never floored at one sample)."""
+    total, weight = np.asarray(total, dtype=np.float64), np.asarray(weight, dtype=np.float64)
+    return np.divide(total, weight, out=np.zeros(np.broadcast(total, weight).shape),
+                     where=weight > 0)
+
+
 def ident_from_sums(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np.ndarray,
                     n_move: np.ndarray, err_move: np.ndarray, err_still: np.ndarray,
                     effort: np.ndarray) -> dict[str, np.ndarray]:
@@ -192,8 +200,8 @@ def ident_from_sums(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np
     rss = syy - 2.0 * np.einsum("...i,...i", b, sxy) + np.einsum("...i,...ij,...j", b, sxx, b)
     out = {name: b[..., i] for i, name in enumerate(IDENT_CHANNELS[:4])}
     out.update({"id_resid": np.sqrt(np.maximum(rss, 0.0) / np.maximum(count, 1.0)),
-                "id_err_move": err_move / np.maximum(n_move, 1),
-                "id_err_still": err_still / np.maximum(count - n_move, 1),
+                "id_err_move": _mean(err_move, n_move),
+                "id_err_still": _mean(err_still, count - n_move),
                 "id_effort": effort / count})
     return out
 

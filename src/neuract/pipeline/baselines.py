@@ -259,7 +259,7 @@ def condition_baseline(name: str, train_trajs: Sequence[Any], window: int = 64,
 
 def ident_condition_baseline(train_trajs: Sequence[Any], physics: tuple[str, str],
                              effort: str, stride: int = 16, skip: int = 7,
-                             **kwargs: Any):
+                             ident_memory: int = 0, **kwargs: Any):
     """A random forest on the identification channels, one row per sample.
 
     Each sample's features are every joint's :data:`~neuract.neuralactuator.features.
@@ -268,7 +268,8 @@ def ident_condition_baseline(train_trajs: Sequence[Any], physics: tuple[str, str
     gravity regressor; effort: ``"current"`` or ``"load"``) and its label the episode's
     ``condition`` at that sample. Training rows are every ``stride``-th sample; the first
     ``skip`` samples of an episode are neither trained on nor scored (a NeuralActuator with an
-    8-sample history scores from its 8th sample). Returns ``(est, clf)``: ``est(traj) ->
+    8-sample history scores from its 8th sample: give ``history - 1``); ident_memory: the
+    channels' memory [samples], as the NeuralActuator's. Returns ``(est, clf)``: ``est(traj) ->
     {"condition_prob" (T, K), "valid" (T,)}``; ``kwargs`` go to the random forest."""
     from neuract.estimate import make_condition_baseline
     from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
@@ -280,7 +281,8 @@ def ident_condition_baseline(train_trajs: Sequence[Any], physics: tuple[str, str
 
     def features(tr) -> np.ndarray:
         n = len(tr.meta.joint_names)
-        parts = trajectory_channels(tr, channels, n, physics=physics)
+        parts = trajectory_channels(tr, channels, n, physics=physics,
+                                    ident_memory=ident_memory)
         return np.concatenate([parts[c] for c in IDENT_CHANNELS], axis=1)  # (T, 8 n)
 
     if not all("condition" in tr for tr in train_trajs):

@@ -533,7 +533,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         if cfg.ident:  # the peer that reads the same identification channels
             progress("fit condition baseline random_forest (identification channels)", 0, 1)
             est, _ = timed("fit_cond_random_forest_ident", bl.ident_condition_baseline, train,
-                           (setup.model_path or setup.name, setup.site), setup.effort)
+                           (setup.model_path or setup.name, setup.site), setup.effort,
+                           skip=cfg.size.history - 1, ident_memory=cfg.ident_memory)
             progress("fit condition baseline random_forest (identification channels)", 1, 1)
             ests["condition random_forest (identification channels)"] = est
     cache: dict[str, dict[str, dict]] = {}
