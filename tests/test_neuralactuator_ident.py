@@ -234,11 +234,10 @@ def test_both_heads_add_the_motor_and_trunk_logits():
     assert (trunk.abs() > 1e-3).any() and (motor.abs() > 1e-3).any()
 
 
-def test_motor_head_flops_checkpoint_and_fused_refusal(tmp_path):
+def test_motor_head_flops_and_checkpoint(tmp_path):
     from torch.utils.flop_counter import FlopCounterMode
 
     from neuract.neuralactuator import load_checkpoint, save_checkpoint
-    from neuract.neuralactuator.fused import FusedNeuralActuator
     from neuract.neuralactuator.model import count_flops
 
     cfg = NeuralActuatorConfig(**MOTOR).validate()
@@ -253,8 +252,45 @@ def test_motor_head_flops_checkpoint_and_fused_refusal(tmp_path):
     with torch.no_grad():
         for u, v in zip(m(x), back(x)):
             torch.testing.assert_close(u, v, rtol=0, atol=0)
-    with pytest.raises(ConfigError, match="condition_head='motor'"):
-        FusedNeuralActuator(m)
+
+
+
+@pytest.mark.parametrize("head", ["motor", "both"])
+def test_fused_and_onnx_paths_fold_the_motor_head(tmp_path, head):
+    from neuract.neuralactuator.fused import FusedNeuralActuator
+
+    cfg = NeuralActuatorConfig(**{**MOTOR, "condition_head": head}).validate()
+    torch.manual_seed(3)
+    m = NeuralActuator(cfg).eval()
+    C = len(cfg.channels)
+    with torch.no_grad():  # per-joint statistics that differ, and logits of a visible size
+        m.x_mean.copy_(torch.randn(cfg.n_features))
+        m.x_std.copy_(0.5 + torch.rand(cfg.n_features))
+        m.cond_motor[0].weight.mul_(5.0)
+        m.head.weight.mul_(30.0)
+    x = m.x_mean + m.x_std * torch.randn(5, cfg.history, cfg.n_features)
+    fused = FusedNeuralActuator(m)
+    with torch.no_grad():
+        want, got = m(x), fused(x)
+    assert want[3].abs().amax() > 0.5
+    for u, v in zip(want, got):
+        torch.testing.assert_close(v, u, rtol=1e-4, atol=1e-5)
+    # a joint's raw channels move only that joint's motor-head logits
+    y = x.clone()
+    y[:, -1, 2 * C:3 * C] += 1.0
+    with torch.no_grad():
+        d = (fused(y)[3] - got[3]).abs().amax((0, 2))
+    if head == "motor":
+        assert (d > 1e-6).tolist() == [False, False, True, False, False, False]
+    pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
+
+    from neuract.neuralactuator.export import export_onnx
+
+    path = export_onnx(m, tmp_path / "m.onnx")
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    outs = sess.run(None, {"x": x.numpy()})
+    np.testing.assert_allclose(outs[3], want[3].numpy(), rtol=1e-4, atol=1e-4)
 
 
 def _friction_episode(degraded: bool, seed: int, T: int = 600):

@@ -7,7 +7,9 @@ float rounding) with fewer, larger operations:
 * LayerNorm scales/shifts are folded into the following projection, the attention scale into
   the query weights, the force scale and ``1 / tau_max`` into the output head;
 * the PD servo prior is one small matrix product on the raw last-step features;
-* activations stay 2-D ``(B * T, d)``; all heads come out of one matrix product.
+* activations stay 2-D ``(B * T, d)``; all heads come out of one matrix product;
+* a motor condition head (``condition_head="motor"`` / ``"both"``) has the feature
+  normalisation and the joint one-hot folded into one first-layer map and bias per joint.
 
 It is what ``export.py`` writes to ONNX and what the ``torch-fused`` benchmark backend runs
 (optionally frozen with TorchScript).
@@ -19,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neuract.errors import ConfigError
 from neuract.neuralactuator.model import NeuralActuator
 
 
@@ -38,10 +39,6 @@ class FusedNeuralActuator(nn.Module):
     def __init__(self, model: NeuralActuator):
         super().__init__()
         cfg = model.cfg
-        if cfg.condition_head != "trunk":
-            raise ConfigError(f"FusedNeuralActuator folds the trunk condition head only; this "
-                              f"model has condition_head={cfg.condition_head!r} (run the "
-                              "model itself)")
         self.cfg = cfg
         self.J, self.T, self.K = cfg.n_joints, cfg.history, cfg.n_conditions
         self.d, self.H = cfg.d_model, cfg.n_heads
@@ -90,6 +87,21 @@ class FusedNeuralActuator(nn.Module):
                 P[m.idx_qd, ar] = -m.log_kd.exp() / m.tau_max
             self.w_prior = nn.Parameter(P, requires_grad=False)
             self.tau_max = nn.Parameter(m.tau_max.clone(), requires_grad=False)
+            # motor condition head: its first layer reads each joint's normalised last-sample
+            # channels and the joint's one-hot; both fold into one (C, h) map and bias per
+            # joint applied to the raw channels
+            self.motor = m.cond_motor is not None
+            if self.motor:
+                C = len(cfg.channels)
+                l1, l2, l3 = m.cond_motor[0], m.cond_motor[2], m.cond_motor[4]
+                wc, wo = l1.weight[:, :C], l1.weight[:, C:]  # (h, C), (h, J)
+                mean, std = m.x_mean.reshape(J, C), m.x_std.reshape(J, C)
+                wj = wc[None] / std[:, None, :]  # (J, h, C)
+                bj = l1.bias[None] + wo.t() - (wj @ mean[:, :, None])[..., 0]  # (J, h)
+                for name, t in (("w_m1", wj.transpose(1, 2)), ("b_m1", bj),
+                                ("w_m2", l2.weight.t()), ("b_m2", l2.bias),
+                                ("w_m3", l3.weight.t()), ("b_m3", l3.bias)):
+                    setattr(self, name, nn.Parameter(t.contiguous(), requires_grad=False))
 
     def forward(self, x: torch.Tensor):
         T, d, H, J = self.T, self.d, self.H, self.J
@@ -110,6 +122,14 @@ class FusedNeuralActuator(nn.Module):
         out = torch.addmm(self.b_head, z, self.w_head)
         pre = out[:, :J] + torch.matmul(x.reshape(-1, T * self.Fdim), self.w_prior)
         tau = self.tau_max * torch.tanh(pre)
-        return tau, out[:, J:J + 3], out[:, J + 3], out[:, J + 4:].reshape(-1, J, self.K)
+        cond = out[:, J + 4:].reshape(-1, J, self.K)
+        if self.motor:
+            hm = self.cfg.d_motor
+            own = x[:, -1].reshape(-1, J, 1, self.Fdim // J)  # each joint's raw channels
+            z = act(torch.matmul(own, self.w_m1).reshape(-1, J, hm) + self.b_m1)
+            z = act(torch.addmm(self.b_m2, z.reshape(-1, hm), self.w_m2))
+            mc = torch.addmm(self.b_m3, z, self.w_m3).reshape(-1, J, self.K)
+            cond = mc + cond if self.cfg.condition_head == "both" else mc
+        return tau, out[:, J:J + 3], out[:, J + 3], cond
 
 __all__ = ["FusedNeuralActuator"]
