@@ -64,7 +64,8 @@ def test_options_autotune_only_small_batches():
 @pytest.mark.parametrize("shapes", [((2, 4, 8, 24), (2, 4, 24, 8)),  # q @ k^T
                                     ((2, 4, 8, 8), (2, 4, 8, 24)),  # att @ v
                                     ((3, 8, 42), (42, 96)),  # x @ w_in
-                                    ((3, 336), (336, 6))])  # flat x @ w_prior
+                                    ((3, 336), (336, 6)),  # flat x @ w_prior
+                                    ((3, 6, 1, 22), (6, 22, 64))])  # motor head, per joint
 def test_matmul_rewrite_equals_matmul(shapes):
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randn(s, generator=g, dtype=torch.float64) for s in shapes)
@@ -80,9 +81,10 @@ def test_loading_a_missing_directory_names_it(tmp_path):
 
 @needs_cxx
 @pytest.mark.slow  # two AOTInductor compiles, ~20-40 s on 2 cores
-@pytest.mark.parametrize("mode", ["estimator", "simulator"])
-def test_packages_equal_the_eager_model_at_each_batch_size(tmp_path, mode):
-    cfg = NeuralActuatorConfig(**TINY, mode=mode, tau_max=(1.5, 2.5))
+@pytest.mark.parametrize("mode,head", [("estimator", "trunk"), ("simulator", "trunk"),
+                                       ("estimator", "both")])
+def test_packages_equal_the_eager_model_at_each_batch_size(tmp_path, mode, head):
+    cfg = NeuralActuatorConfig(**TINY, mode=mode, tau_max=(1.5, 2.5), condition_head=head)
     model = trained_like(cfg)
     # a FusedNeuralActuator is accepted as well as the model it folds
     src = FusedNeuralActuator(model) if mode == "simulator" else model
