@@ -206,6 +206,14 @@ def ident_from_sums(sxx: np.ndarray, sxy: np.ndarray, syy: np.ndarray, count: np
     return out
 
 
+def check_ident_memory(memory: Any, field: str) -> None:
+    """Raise a ConfigError naming ``field`` unless ``memory`` is 0 (the whole episode) or an
+    integer >= 2 samples."""
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 0 or memory == 1:
+        raise ConfigError(f"{field}={memory!r}; expected 0 (the whole episode) or an integer "
+                          ">= 2 samples")
+
+
 def ident_decay(memory: int) -> float:
     """The identification's forgetting factor: ``1 - 1 / memory`` (1 for memory 0: no
     forgetting)."""
@@ -364,6 +372,7 @@ __all__ = [
     "context_channels",
     "ident_channels",
     "ident_decay",
+    "check_ident_memory",
     "channels_for",
     "source_channels",
     "assemble",

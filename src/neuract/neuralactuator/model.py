@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator.features import channels_for
+from neuract.neuralactuator.features import channels_for, check_ident_memory
 
 
 @dataclass
@@ -122,13 +122,10 @@ class NeuralActuatorConfig:
             raise ConfigError(f"NeuralActuatorConfig.ident={self.ident!r}; expected true or "
                               "false")
         self.channels  # noqa: B018  (validates mode/effort/ident)
-        m = self.ident_memory
-        if isinstance(m, bool) or not isinstance(m, int) or m < 0 or m == 1:
-            raise ConfigError(f"NeuralActuatorConfig.ident_memory={m!r}; expected 0 (the whole "
-                              "episode) or an integer >= 2 samples")
-        if m and not self.ident:
-            raise ConfigError(f"NeuralActuatorConfig.ident_memory={m} applies to the "
-                              "identification channels: set ident=True")
+        check_ident_memory(self.ident_memory, "NeuralActuatorConfig.ident_memory")
+        if self.ident_memory and not self.ident:
+            raise ConfigError(f"NeuralActuatorConfig.ident_memory={self.ident_memory} applies "
+                              "to the identification channels: set ident=True")
         if self.physics_robot and (self.mode != "estimator" or not self.physics_site):
             raise ConfigError(f"physics_robot={self.physics_robot!r} needs mode='estimator' "
                               f"and a physics_site (got mode={self.mode!r}, physics_site="

@@ -332,6 +332,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     )
     from neuract.neuralactuator.data import per_joint_condition
     from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S, gate_samples
+    from neuract.neuralactuator.features import check_ident_memory
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -366,10 +367,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
                           "the arm model: set physics=True")
-    m = cfg.ident_memory
-    if isinstance(m, bool) or not isinstance(m, int) or m < 0 or m == 1:
-        raise ConfigError(f"ExperimentConfig.ident_memory={m!r}; expected 0 (the whole "
-                          "episode) or an integer >= 2 samples")
+    check_ident_memory(cfg.ident_memory, "ExperimentConfig.ident_memory")
     if cfg.ident_memory and not cfg.ident:
         raise ConfigError(f"ExperimentConfig.ident_memory={cfg.ident_memory} applies to the "
                           "identification channels: set ident=True")
