@@ -93,6 +93,10 @@ class TrainConfig:
         if not (math.isfinite(self.force_huber_delta) and self.force_huber_delta > 0):
             raise ConfigError(f"TrainConfig.force_huber_delta = {self.force_huber_delta}; "
                               "expected a transition > 0 N")
+        for k in ("force_weight", "gate_weight", "condition_weight"):
+            w = getattr(self, k)
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+                raise ConfigError(f"TrainConfig.{k} = {w!r}; expected a finite loss weight >= 0")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")

@@ -67,6 +67,9 @@ class ExperimentConfig:
     lr: float = 1e-3
     force_huber_delta: float = 1.0
     """NeuralActuator force loss transition [N] (small: close to the absolute error)"""
+    gate_weight: float = 0.5
+    """NeuralActuator contact-gate loss weight (binary cross-entropy;
+    ``TrainConfig.gate_weight``)"""
     aux_batch: int = 0
     """NeuralActuator estimator mode: extra windows per step for the labelled heads only
     (force, gate, condition; no simulation; see ``TrainConfig.aux_batch``)"""
@@ -363,6 +366,10 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
+    if not (isinstance(cfg.gate_weight, (int, float)) and math.isfinite(cfg.gate_weight)
+            and cfg.gate_weight >= 0):
+        raise ConfigError(f"ExperimentConfig.gate_weight={cfg.gate_weight!r}; expected a finite "
+                          "loss weight >= 0")
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
@@ -410,6 +417,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
+                         gate_weight=cfg.gate_weight,
                          checkpoint=str(_train_state(out_dir, mode)) if out_dir else "",
                          checkpoint_every=cfg.checkpoint_every)
         stage = f"NeuralActuator ({mode} mode, pose-only)"
