@@ -86,13 +86,40 @@ def time_calls(fn, x, n: int, warmup: int) -> np.ndarray:
     return out
 
 
-def build_backends(tmp: Path) -> tuple[dict, dict]:
-    cfg = NeuralActuatorConfig()
-    g = torch.Generator().manual_seed(0)
+def twin_estimator_config() -> NeuralActuatorConfig:
+    """The twin benchmark's estimator (``bench_neuralactuator_twin.config()``): physics,
+    context, servo-reference and identification channels, both condition heads. The servo
+    JSON only feeds the reference channels (computed before the network), so an unfitted
+    STS3215 servo stands in for the fitted one: the network is the same."""
+    from bench_neuralactuator_twin import config as twin_config
+    from neuract.actuators import ActuatorConfig
+    from neuract.fit.simulate import JointParamsConfig
+    from neuract.neuralactuator.model import servo_json
+    from neuract.pipeline.experiment import na_config, so101_setup
+
+    e = twin_config().experiment
+    setup = so101_setup()
+    servo = servo_json(ActuatorConfig(type=setup.servo, friction="stribeck"),
+                       JointParamsConfig())
+    return na_config(setup, "estimator", e.size, setup.robot.n_dof, e.physics, e.context_s,
+                     servo, e.reference_steps, e.ident, e.condition_head, e.ident_memory)
+
+
+def _random_model(cfg: NeuralActuatorConfig, g: torch.Generator) -> NeuralActuator:
     model = NeuralActuator(cfg)
     model.set_stats(torch.randn(cfg.n_features, generator=g),
                     torch.rand(cfg.n_features, generator=g) + 0.5)
-    model.eval()
+    return model.eval()
+
+
+def _max_diff(ref, out) -> float:
+    return max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(ref, out))
+
+
+def build_backends(tmp: Path) -> tuple[dict, dict]:
+    cfg = NeuralActuatorConfig()
+    g = torch.Generator().manual_seed(0)
+    model = _random_model(cfg, g)
     x1 = torch.randn(1, cfg.history, cfg.n_features, generator=g)
     fused = FusedNeuralActuator(model).eval()
     with torch.inference_mode(), warnings.catch_warnings():
@@ -107,6 +134,14 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         aot_note = {"compile_s": aot.compile_seconds(),
                     "inductor_options": {int(B): e["options"]
                                          for B, e in aot.meta["batch_sizes"].items()}}
+
+    # the twin benchmark's estimator: wider input (more channels per joint), both condition
+    # heads; its own input shape, so its own ONNX file and AOT packages
+    tcfg = twin_estimator_config()
+    tmodel = _random_model(tcfg, g)
+    tonnx = OnnxActuator(export_onnx(tmodel, tmp / "twin_estimator.onnx"), threads=1)
+    taot = (compile_aot(FusedNeuralActuator(tmodel).eval(), (1, 32), tmp / "aot_twin")
+            if aot is not None else None)
 
     naive = NaiveEncoder(cfg.n_features, cfg.n_outputs).eval()
     with warnings.catch_warnings():  # grad enabled: no fused fast path, exportable ops
@@ -125,6 +160,10 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         **({"torch-aot-inductor": ("torch", {B: aot.runner(B) for B in (1, 32)})}
            if aot is not None else {}),
         "onnxruntime": ("numpy", onnx_model.run),
+        "twin-estimator torch-eager": ("torch", tmodel),
+        **({"twin-estimator torch-aot-inductor": ("torch", {B: taot.runner(B) for B in (1, 32)})}
+           if taot is not None else {}),
+        "twin-estimator onnxruntime": ("numpy", tonnx.run),
         "naive-encoder torch-eager": ("torch", naive),
         "naive-encoder onnxruntime": ("numpy", lambda x: naive_sess.run(None, {"x": x})),
     }
@@ -141,6 +180,12 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
             diffs["torch-aot-inductor"] = max(
                 float((a - b).abs().max()) for xx in (xb, xb[:1])
                 for a, b in zip(model(xx), aot.runner(len(xx))(xx)))
+        xt = torch.randn(32, tcfg.history, tcfg.n_features, generator=g)
+        tref = tmodel(xt)
+        diffs["twin-estimator onnxruntime"] = _max_diff(tref, tonnx.run(xt.numpy()))
+        if taot is not None:
+            diffs["twin-estimator torch-aot-inductor"] = max(
+                _max_diff(tmodel(xx), taot.runner(len(xx))(xx)) for xx in (xt, xt[:1]))
     sim_cfg = cfg.replace(mode="simulator")
     info = {
         "config": cfg,
@@ -149,6 +194,9 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         "n_channels": len(cfg.channels),
         "sim_n_params": count_params(NeuralActuator(sim_cfg)),
         "sim_flops_per_sample": count_flops(sim_cfg),
+        "twin_estimator": {"config": dataclasses.asdict(tcfg), "n_params": count_params(tmodel),
+                           "flops_per_sample": count_flops(tcfg),
+                           "n_channels": len(tcfg.channels)},
         "naive_n_params": count_params(naive),
         "naive_flops_per_sample": naive_flops(cfg.n_features, cfg.n_outputs),
         "max_abs_diff_vs_torch_eager": diffs,
@@ -165,13 +213,17 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
         cfg = info["config"]
         g = torch.Generator().manual_seed(1)
         inputs = {B: torch.randn(B, cfg.history, cfg.n_features, generator=g) for B in (1, 32)}
+        tf = info["twin_estimator"]["config"]
+        tn = tf["n_joints"] * info["twin_estimator"]["n_channels"]
+        t_inputs = {B: torch.randn(B, tf["history"], tn, generator=g) for B in (1, 32)}
         samples = {name: {1: [], 32: []} for name in backends}
         started = time.time()
         with torch.inference_mode():
             for r in range(rounds):
                 for name, (kind, fn) in backends.items():
                     for B, n in ((1, calls_b1), (32, calls_b32)):
-                        x = inputs[B] if kind == "torch" else inputs[B].numpy()
+                        x = (t_inputs if name.startswith("twin") else inputs)[B]
+                        x = x if kind == "torch" else x.numpy()
                         f = fn[B] if isinstance(fn, dict) else fn
                         samples[name][B].append(time_calls(f, x, n, warmup=max(10, n // 10)))
                 print(f"round {r + 1}/{rounds} done ({time.time() - started:.0f} s)", flush=True)
@@ -249,6 +301,8 @@ def markdown(res: dict) -> str:
         f"Calibration model (naive encoder): {m['naive_n_params'] / 1e6:.2f} M "
         f"parameters, {m['naive_flops_per_sample'] / 1e6:.1f} M FLOPs per sample.",
         "",
+        twin_markdown(m.get("twin_estimator")),
+        "",
         f"CPU: {mach['cpu']}, {mach['logical_cpus']} logical CPUs, **1 thread**. "
         f"The machine is **shared** with other engineers: load average "
         f"{mach['loadavg_1_5_15_before'][0]:.1f} before / "
@@ -320,6 +374,22 @@ def markdown(res: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def twin_markdown(t) -> str:
+    if not t:
+        return "(This run did not time the twin benchmark's estimator.)"
+    c = t["config"]
+    return (f"`twin-estimator` rows: the twin benchmark's estimator "
+            f"(`bench_neuralactuator_twin.config()`, random weights), "
+            f"{t['n_params'] / 1e6:.3f} M parameters, {t['flops_per_sample'] / 1e6:.2f} M FLOPs "
+            f"per sample, {c['n_joints']} joints x {t['n_channels']} channels x "
+            f"{c['history']} steps of input (physics, context, servo-reference and "
+            f"identification channels), condition head `{c['condition_head']}`. The speed "
+            "targets are the default model's; these rows show what the benchmark's larger "
+            "configuration costs. The times are the network's forward pass only: the "
+            "channels the stream computes before it (arm model, running identification, "
+            "servo reference) are not included.")
 
 
 def aot_markdown(note) -> str:
