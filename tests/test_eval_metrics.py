@@ -92,6 +92,37 @@ def test_gate_hand_counted_events_and_latency():
     assert tot["n_events"] == 4 and tot["n_detected"] == 3
 
 
+def test_gate_errors_at_label_changes_hand_counted():
+    """A gate late by two samples at onset and at release: every error lies within 0.1 s of
+    a label change, so the F1 away from the changes is 1; counts add over trajectories."""
+    t = np.arange(20) * 0.05
+    c = np.zeros(20, bool)
+    c[5:12] = True  # label changes at 0.225 s and 0.575 s
+    p = np.zeros(20)
+    p[7:14] = 1.0
+    r = M.gate_metrics(p, c, t)
+    assert r["f1"] == pytest.approx(10 / 14)
+    lc = r["label_changes"]
+    assert lc["bands_s"] == list(M.GATE_CHANGE_BANDS_S)
+    assert lc["false_alarm_share_near"] == [1.0, 1.0, 1.0]
+    assert lc["miss_share_near"] == [1.0, 1.0, 1.0]
+    # 0.1 s: contact samples 7, 8, 9 are farther (all fired); 0.25 s: none is left
+    assert lc["f1_away"] == [1.0, None, None]
+    # a false alarm far from any change counts away from it
+    p2 = p.copy()
+    p2[19] = 1.0
+    r2 = M.gate_counts(p2, c, t)
+    assert r2.away[0] == [3, 1, 0] and r2.away[1] == [0, 1, 0]
+    m2 = r2.metrics()["label_changes"]
+    assert m2["false_alarm_share_near"][0] == pytest.approx(2 / 3)
+    assert m2["f1_away"][1] == 0.0
+    tot = (M.gate_counts(p, c, t) + r2).away
+    assert tot[0] == [6, 1, 0]
+    # invalid samples are left out of the bands too, and no change: everything is away
+    r3 = M.gate_counts(np.ones(20), np.ones(20, bool), t, valid=np.arange(20) >= 3)
+    assert r3.away[2] == [17, 0, 0]
+
+
 def test_gate_matches_sklearn_per_sample():
     sk = pytest.importorskip("sklearn.metrics")
     rng = np.random.default_rng(1)

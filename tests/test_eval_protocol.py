@@ -190,6 +190,12 @@ def test_estimator_records():
     assert r["force"]["contact"] == pytest.approx(0.2)
     assert r["gate"]["latency_mean_s"] == pytest.approx(0.02)
     assert r["condition"]["accuracy"] == 1.0 and r["condition"]["auc"] == 1.0
+    # recall per true force band: the 40 contact samples are at 5 N, the first two missed
+    bands = {tuple(b["force_n"]): b for b in r["gate_recall_by_force"]}
+    assert bands[(4.0, None)]["n_contact"] == 40
+    assert bands[(4.0, None)]["recall"] == pytest.approx(38 / 40)
+    assert bands[(0.5, 1.0)]["n_contact"] == 0 and bands[(0.5, 1.0)]["recall"] is None
+    assert "gate_by_task" not in r  # no task label
 
     def warmup(traj):  # no output for the first 8 samples (NaN there)
         out = {k: np.array(v, dtype=float) for k, v in est(traj).items()}
@@ -202,6 +208,31 @@ def test_estimator_records():
     assert w["torque_rmse"]["j1"] == pytest.approx(1.5)
     assert w["force"]["n_all"] == n - 8 and w["gate"]["n_samples"] == n - 8
     assert w["condition"]["accuracy"] == 1.0
+
+
+def test_estimator_gate_per_task():
+    n = 50
+    t = np.arange(n) * 0.01
+    eps = []
+    for task, on in (("push", slice(10, 20)), ("push", slice(30, 40)), ("free", slice(0, 0))):
+        c = np.zeros(n, bool)
+        c[on] = True
+        eps.append(Trajectory({"t": t, "q": np.zeros((n, 1)), "contact": c},
+                              TrajectoryMeta(robot="toy", joint_names=("j",), name=task,
+                                             labels={"task": task})))
+
+    def est(traj):  # right on push episodes, 5 false alarms on the free one
+        p = traj["contact"].astype(float)
+        if traj.meta.labels["task"] == "free":
+            p[:5] = 1.0
+        return {"contact_prob": p}
+
+    r = evaluate_estimator(est, eps, "toy")
+    assert r["gate_by_task"]["push"]["f1"] == 1.0
+    assert r["gate_by_task"]["free"]["precision"] == 0.0
+    assert r["gate_by_task"]["free"]["n_events"] == 0
+    assert r["gate"]["precision"] == pytest.approx(20 / 25)
+    assert "gate_recall_by_force" not in r  # no force labels
 
 
 def test_condition_decision_at_the_end_of_each_episode():

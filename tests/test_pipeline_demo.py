@@ -103,6 +103,14 @@ def test_demo_end_to_end_tiny(tmp_path):
     assert est["NeuralActuator"]["torque_rmse_mean"] is not None
     assert est["NeuralActuator"]["force"]["all"] is not None
     assert est["NeuralActuator"]["condition"] is not None
+    # where the gate is wrong: per task, near label changes, per true force band
+    na_est = est["NeuralActuator"]
+    assert set(na_est["gate_by_task"]) <= {"free", "push", "degraded"}
+    assert sum(v["n_samples"] for v in na_est["gate_by_task"].values()) == \
+        na_est["gate"]["n_samples"]
+    assert len(na_est["gate"]["label_changes"]["f1_away"]) == 3
+    assert sum(b["n_contact"] for b in na_est["gate_recall_by_force"]) > 0
+    assert "Gate errors near contact label changes" in (out / "report.md").read_text()
     for name, m in saved["models"].items():
         assert m["params"] is not None, name
     html = (out / "report.html").read_text()

@@ -3,7 +3,9 @@
 :func:`evaluate_estimator` streams whole trajectories (all telemetry) through an estimator and
 scores torque RMSE, force MAE (contact / no contact), gate precision / recall / F1 / detection
 latency and condition accuracy / AUC wherever the trajectory has the labels (definitions in
-:mod:`neuract.eval.metrics`).
+:mod:`neuract.eval.metrics`). The gate is also scored per task (``meta.labels["task"]``, where
+the trajectories carry one) and its recall per band of the true force magnitude
+(:data:`GATE_FORCE_BINS_N`, where they carry ``ee_force``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import numpy as np
 from neuract.errors import SchemaError
 from neuract.eval import metrics
 
-__all__ = ["Estimator", "evaluate_estimator"]
+__all__ = ["GATE_FORCE_BINS_N", "Estimator", "evaluate_estimator"]
+
+GATE_FORCE_BINS_N = (0.0, 0.5, 1.0, 2.0, 4.0, float("inf"))
+"""edges [N] of the true end-effector force bands over which the gate's recall is reported"""
 
 Estimator = Callable[[Any], Mapping[str, Any]]
 """``out = estimator(traj)`` with any of ``tau`` (T, n) [N m], ``ee_force`` (T, 3) [N],
@@ -46,6 +51,8 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
     tau_p, tau_t, tau_m, f_p, f_t, f_c, f_m, cond_p, cond_t = ([] for _ in range(9))
     end_p, end_t = [], []  # condition at each trajectory's last scored sample
     gate = None
+    gate_task: dict[str, metrics.GateCounts] = {}
+    hit_force: list[tuple[np.ndarray, np.ndarray]] = []  # (|f| of contact samples, fired)
     joint_names = None
     for tr in trajs:
         out = estimator(tr)
@@ -68,6 +75,14 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
             g = metrics.gate_counts(_as_np(out["contact_prob"]), tr["contact"], tr["t"],
                                     gate_threshold, valid=ok)
             gate = g if gate is None else gate + g
+            task = tr.meta.labels.get("task") if tr.meta.labels else None
+            if task is not None:
+                gate_task[str(task)] = gate_task.get(str(task), metrics.GateCounts()) + g
+            if "ee_force" in tr:
+                c = np.asarray(tr["contact"], bool) & ok
+                fired = _as_np(out["contact_prob"])[c] >= gate_threshold
+                hit_force.append((np.linalg.norm(np.asarray(tr["ee_force"], np.float64)[c],
+                                                 axis=1), fired))
         if "condition_prob" in out and "condition" in tr:
             cond_p.append(_as_np(out["condition_prob"])[ok])
             cond_t.append(np.asarray(tr["condition"], dtype=np.int64)[ok])
@@ -86,6 +101,18 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
                                       np.concatenate(f_c), np.concatenate(f_m))
                     if f_p else None)
     rec["gate"] = gate.metrics() if gate is not None else None
+    if gate_task:
+        rec["gate_by_task"] = {k: gate_task[k].metrics() for k in sorted(gate_task)}
+    if hit_force:
+        fm = np.concatenate([a for a, _ in hit_force])
+        fired = np.concatenate([b for _, b in hit_force])
+        bands = []
+        for lo, hi in zip(GATE_FORCE_BINS_N[:-1], GATE_FORCE_BINS_N[1:]):
+            sel = (fm >= lo) & (fm < hi)
+            bands.append({"force_n": [lo, hi if np.isfinite(hi) else None],
+                          "n_contact": int(sel.sum()),
+                          "recall": float(fired[sel].mean()) if sel.any() else None})
+        rec["gate_recall_by_force"] = bands
     rec["condition"] = (metrics.condition_metrics(np.concatenate(cond_p),
                                                   np.concatenate(cond_t))
                         if cond_p else None)

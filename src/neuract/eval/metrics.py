@@ -24,6 +24,11 @@ Definitions
   in ``[i0, i1]`` at which the gate fires (0 when the gate is already on at onset). An event
   during which the gate never fires is *missed* and has no latency; latency statistics are
   over detected events and the miss count is reported beside them.
+- Gate errors at label changes: a *label change* is the midpoint in time between two
+  consecutive valid samples whose contact labels differ. For each band ``b`` of
+  :data:`GATE_CHANGE_BANDS_S` the gate result reports the share of false alarms and of misses
+  that lie within ``b`` seconds of a label change, and the F1 over only the samples farther
+  than ``b`` from every label change (the gate's errors away from onsets and releases).
 - Condition: accuracy of the arg-max class; ROC AUC from the rank (Mann-Whitney) statistic
   with tied scores counted one half; multi-class AUC is the macro one-vs-rest mean.
 - Torque RMSE [N m]: root mean square of ``tau_pred - tau_true`` per joint.
@@ -184,6 +189,14 @@ def force_mae(f_pred: Any, f_true: Any, contact: Any, mask: Any = None) -> dict[
 
 
 # ------------------------------------------------------------------------------ gate
+GATE_CHANGE_BANDS_S = (0.1, 0.25, 0.5)
+"""distances [s] from a contact-label change within which the gate's errors are counted apart"""
+
+
+def _f1_of(tp: int, fp: int, fn: int) -> float | None:
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
+
+
 @dataclass
 class GateCounts:
     """Sufficient statistics of the contact-gate metrics; add them up over trajectories."""
@@ -194,11 +207,16 @@ class GateCounts:
     tn: int = 0
     latencies: list[float] = field(default_factory=list)  # [s], detected events only
     n_events: int = 0
+    away: list[list[int]] = field(
+        default_factory=lambda: [[0, 0, 0] for _ in GATE_CHANGE_BANDS_S])
+    """per band of :data:`GATE_CHANGE_BANDS_S`: (tp, fp, fn) of the samples farther than it
+    from every label change"""
 
     def __add__(self, other: GateCounts) -> GateCounts:
         return GateCounts(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn,
                           self.tn + other.tn, self.latencies + other.latencies,
-                          self.n_events + other.n_events)
+                          self.n_events + other.n_events,
+                          [[a + b for a, b in zip(x, y)] for x, y in zip(self.away, other.away)])
 
     def metrics(self) -> dict[str, Any]:
         """precision, recall, F1 (None where undefined), accuracy, latency statistics [s]."""
@@ -222,6 +240,14 @@ class GateCounts:
             "latency_mean_s": float(lat.mean()) if lat.size else None,
             "latency_median_s": float(np.median(lat)) if lat.size else None,
             "latency_max_s": float(lat.max()) if lat.size else None,
+            "label_changes": {
+                "bands_s": list(GATE_CHANGE_BANDS_S),
+                "false_alarm_share_near": [(self.fp - a[1]) / self.fp if self.fp else None
+                                           for a in self.away],
+                "miss_share_near": [(self.fn - a[2]) / self.fn if self.fn else None
+                                    for a in self.away],
+                "f1_away": [_f1_of(*a) for a in self.away],
+            },
         }
 
 
@@ -253,6 +279,20 @@ def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
     c = c & v
     counts = GateCounts(tp=int((fire & c).sum()), fp=int((fire & ~c & v).sum()),
                         fn=int((~fire & c).sum()), tn=int((~fire & ~c & v).sum()))
+    # distance of each valid sample to the nearest label change (between consecutive valid
+    # samples whose labels differ)
+    iv = np.flatnonzero(v)
+    flip = np.flatnonzero(c[iv[1:]] != c[iv[:-1]])
+    t_change = 0.5 * (t[iv[flip]] + t[iv[flip + 1]])
+    dist = np.full(p.shape, np.inf)
+    if t_change.size:
+        k = np.clip(np.searchsorted(t_change, t), 1, t_change.size)
+        dist = np.minimum(np.abs(t - t_change[k - 1]),
+                          np.abs(t - t_change[np.minimum(k, t_change.size - 1)]))
+    for b, band in enumerate(GATE_CHANGE_BANDS_S):
+        far = v & (dist > band)
+        counts.away[b] = [int((fire & c & far).sum()), int((fire & ~c & far).sum()),
+                          int((~fire & c & far).sum())]
     for i0, i1 in true_runs(c):
         counts.n_events += 1
         hit = np.flatnonzero(fire[i0:i1])

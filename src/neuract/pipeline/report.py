@@ -146,6 +146,41 @@ def targets(res: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+GATE_BREAKDOWN_NOTE = ("NeuralActuator's gate decision on the test episodes, broken down. A label "
+                       "change is an onset or end of contact (the midpoint between the two "
+                       "samples whose labels differ); F1 away from the changes leaves out every "
+                       "sample within the band of one.")
+
+
+def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> list[tuple]:
+    """(title, columns, rows) tables of where ``model``'s gate is wrong: errors near contact
+    label changes, per task, and recall per true force band (those its record has)."""
+    rec = next((e for e in res.get("estimation", []) if e.get("model") == model), None)
+    g = (rec or {}).get("gate") or {}
+    out = []
+    lc = g.get("label_changes")
+    if lc:
+        out.append((f"Gate errors near contact label changes (overall F1 {_r(g.get('f1'))})",
+                    ["within [s]", "share of false alarms", "share of misses",
+                     "F1 away from the changes"],
+                    [[b, _r(a), _r(m), _r(f)] for b, a, m, f in
+                     zip(lc["bands_s"], lc["false_alarm_share_near"], lc["miss_share_near"],
+                         lc["f1_away"])]))
+    bt = (rec or {}).get("gate_by_task")
+    if bt:
+        out.append(("Gate per task", ["task", "precision", "recall", "F1", "events detected"],
+                    [[k, _r(v.get("precision")), _r(v.get("recall")), _r(v.get("f1")),
+                      f"{v['n_detected']}/{v['n_events']}"] for k, v in bt.items()]))
+    rf = (rec or {}).get("gate_recall_by_force")
+    if rf:
+        out.append(("Gate recall per true external force",
+                    ["force [N]", "contact samples", "recall"],
+                    [[f"{b['force_n'][0]:g}-" + (f"{b['force_n'][1]:g}" if b["force_n"][1]
+                                                 is not None else ""),
+                      b["n_contact"], _r(b["recall"])] for b in rf if b["n_contact"]]))
+    return out
+
+
 def build_report(res: Mapping[str, Any], title: str, intro: str = "",
                  extra_tables: Sequence[Any] = ()):
     """A :class:`neuract.eval.Report` with tables, rollout plot, force traces, confusion."""
@@ -167,6 +202,8 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
     cols, rows = estimation_rows(res)
     rep.add("Estimation (estimator mode)", Table("Torque, force, gate, condition", cols, rows,
                                                  EST_NOTE))
+    for title, cols, rows in gate_breakdown(res):
+        rep.add("Estimation (estimator mode)", Table(title, cols, rows, GATE_BREAKDOWN_NOTE))
     if res.get("condition_per_motor"):
         rep.add("Estimation (estimator mode)", records_table(
             [res["condition_per_motor"]], ["accuracy", "n_samples", "n_motors",
@@ -247,6 +284,11 @@ def summary_markdown(res: Mapping[str, Any], title: str, preamble: str = "") -> 
               markdown_table(*rollout_rows(res)), ""]
     parts += ["## Estimation (estimator mode)", "", EST_NOTE, "",
               markdown_table(*estimation_rows(res)), ""]
+    gb = gate_breakdown(res)
+    if gb:
+        parts += ["## Where the gate is wrong (estimator mode)", "", GATE_BREAKDOWN_NOTE, ""]
+        for title, cols, rows in gb:
+            parts += [f"{title}:", "", markdown_table(cols, rows), ""]
     parts += ["## Model sizes", "", markdown_table(*size_rows(res)), ""]
     return "\n".join(parts)
 
@@ -258,5 +300,5 @@ def write_summary(out_dir: str | Path, res: Mapping[str, Any], title: str, stem:
     return p
 
 
-__all__ = ["build_report", "estimation_rows", "public", "rollout_rows", "size_rows",
-           "summary_markdown", "targets", "write_results", "write_summary"]
+__all__ = ["build_report", "estimation_rows", "gate_breakdown", "public", "rollout_rows",
+           "size_rows", "summary_markdown", "targets", "write_results", "write_summary"]
