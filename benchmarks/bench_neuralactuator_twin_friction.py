@@ -59,7 +59,23 @@ def figures(res: dict) -> dict:
             "events_detected": gate.get("n_detected"),
             "latency_median_s": gate.get("latency_median_s"),
             "gate_f1_raw_label": (res.get("gate_raw_label") or {}).get("f1"),
-            "n_test_episodes": res["data"].get("n_test_episodes")}
+            "n_test_episodes": res["data"].get("n_test_episodes"),
+            **gate_breakdown_figures(na)}
+
+
+def gate_breakdown_figures(na: dict) -> dict:
+    """Where the gate is wrong (neuract.eval's breakdown): push-task F1, the share of misses
+    and false alarms within 0.25 s of a contact onset or end and the F1 away from them, and
+    the recall at small and large forces."""
+    lc = (na.get("gate") or {}).get("label_changes") or {}
+    b = list(lc.get("bands_s", [])).index(0.25) if 0.25 in lc.get("bands_s", []) else None
+    rf = {tuple(x["force_n"]): x["recall"] for x in na.get("gate_recall_by_force") or []}
+    return {"gate_f1_push": ((na.get("gate_by_task") or {}).get("push") or {}).get("f1"),
+            "gate_miss_share_near_025": lc["miss_share_near"][b] if b is not None else None,
+            "gate_false_alarm_share_near_025": (lc["false_alarm_share_near"][b]
+                                                if b is not None else None),
+            "gate_f1_away_025": lc["f1_away"][b] if b is not None else None,
+            "gate_recall_05_1n": rf.get((0.5, 1.0)), "gate_recall_2_4n": rf.get((2.0, 4.0))}
 
 
 def run_arm(seed: int, arm: str) -> dict:
@@ -84,6 +100,14 @@ KEYS = (("force_mae", "force MAE [N]", "{:.3f}"),
         ("events_detected", "contact events detected", "{}"),
         ("latency_median_s", "detection latency, median [s]", "{:.3f}"),
         ("gate_f1_raw_label", "gate F1, raw label", "{:.3f}"),
+        ("gate_f1_push", "gate F1, push episodes", "{:.3f}"),
+        ("gate_miss_share_near_025", "share of gate misses within 0.25 s of a contact onset "
+         "or end", "{:.2f}"),
+        ("gate_false_alarm_share_near_025", "share of gate false alarms within 0.25 s of one",
+         "{:.2f}"),
+        ("gate_f1_away_025", "gate F1 more than 0.25 s from every onset and end", "{:.3f}"),
+        ("gate_recall_05_1n", "gate recall at 0.5-1 N", "{:.3f}"),
+        ("gate_recall_2_4n", "gate recall at 2-4 N", "{:.3f}"),
         ("torque_rmse", "torque RMSE [N m]", "{:.3f}"))
 
 
