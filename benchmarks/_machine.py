@@ -15,3 +15,19 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+"""the CPU features that decide how fast small float32 / int8 matrix products run"""
+
+
+def cpu_flags() -> list[str]:
+    """Which of :data:`VECTOR_FLAGS` this CPU reports (/proc/cpuinfo; empty if unknown)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in VECTOR_FLAGS if f in have]
+    except OSError:
+        pass
+    return []

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _machine import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _machine import cpu_flags, cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import (  # noqa: E402
     FusedNeuralActuator,
@@ -116,6 +116,12 @@ def _max_diff(ref, out) -> float:
     return max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(ref, out))
 
 
+def _max_rel_diff(ref, out) -> float:
+    """Largest |difference| over the output's standard deviation, over all outputs."""
+    return max(float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.asarray(a).std())
+               for a, b in zip(ref, out))
+
+
 def build_backends(tmp: Path) -> tuple[dict, dict]:
     cfg = NeuralActuatorConfig()
     g = torch.Generator().manual_seed(0)
@@ -126,6 +132,8 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         warnings.simplefilter("ignore")
         scripted = torch.jit.freeze(torch.jit.trace(fused, x1))
     onnx_model = OnnxActuator(export_onnx(model, tmp / "neuralactuator.onnx"), threads=1)
+    onnx_int8 = OnnxActuator(export_onnx(model, tmp / "neuralactuator_int8.onnx",
+                                         quantize="int8"), threads=1)
     # torch AOTInductor: one static-shape package per benchmarked batch size
     aot, aot_note = None, "skipped: no C++ compiler found"
     if cxx_compiler() is not None:
@@ -140,6 +148,8 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
     tcfg = twin_estimator_config()
     tmodel = _random_model(tcfg, g)
     tonnx = OnnxActuator(export_onnx(tmodel, tmp / "twin_estimator.onnx"), threads=1)
+    tonnx8 = OnnxActuator(export_onnx(tmodel, tmp / "twin_estimator_int8.onnx",
+                                      quantize="int8"), threads=1)
     taot = (compile_aot(FusedNeuralActuator(tmodel).eval(), (1, 32), tmp / "aot_twin")
             if aot is not None else None)
 
@@ -160,10 +170,12 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         **({"torch-aot-inductor": ("torch", {B: aot.runner(B) for B in (1, 32)})}
            if aot is not None else {}),
         "onnxruntime": ("numpy", onnx_model.run),
+        "onnxruntime-int8": ("numpy", onnx_int8.run),
         "twin-estimator torch-eager": ("torch", tmodel),
         **({"twin-estimator torch-aot-inductor": ("torch", {B: taot.runner(B) for B in (1, 32)})}
            if taot is not None else {}),
         "twin-estimator onnxruntime": ("numpy", tonnx.run),
+        "twin-estimator onnxruntime-int8": ("numpy", tonnx8.run),
         "naive-encoder torch-eager": ("torch", naive),
         "naive-encoder onnxruntime": ("numpy", lambda x: naive_sess.run(None, {"x": x})),
     }
@@ -183,6 +195,11 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         xt = torch.randn(32, tcfg.history, tcfg.n_features, generator=g)
         tref = tmodel(xt)
         diffs["twin-estimator onnxruntime"] = _max_diff(tref, tonnx.run(xt.numpy()))
+        # int8: an approximation, not the same function (its accuracy on a trained model:
+        # bench_int8_accuracy.py); the largest difference relative to each output's spread
+        int8_rel = {"onnxruntime-int8": _max_rel_diff(ref, onnx_int8.run(xb.numpy())),
+                    "twin-estimator onnxruntime-int8": _max_rel_diff(tref,
+                                                                     tonnx8.run(xt.numpy()))}
         if taot is not None:
             diffs["twin-estimator torch-aot-inductor"] = max(
                 _max_diff(tmodel(xx), taot.runner(len(xx))(xx)) for xx in (xt, xt[:1]))
@@ -200,6 +217,7 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         "naive_n_params": count_params(naive),
         "naive_flops_per_sample": naive_flops(cfg.n_features, cfg.n_outputs),
         "max_abs_diff_vs_torch_eager": diffs,
+        "int8_max_abs_diff_over_std_vs_torch_eager_random_weights": int8_rel,
         "torch_aot_inductor": aot_note,
     }
     return backends, info
@@ -265,7 +283,8 @@ def run(rounds: int, calls_b1: int, calls_b32: int) -> dict:
     return {
         "benchmark": "neuralactuator inference",
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
-        "machine": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "threads_used": 1,
+        "machine": {"cpu": cpu_name(), "cpu_flags": cpu_flags(),
+                    "logical_cpus": os.cpu_count(), "threads_used": 1,
                     "shared": True, "loadavg_1_5_15_before": load_before,
                     "loadavg_1_5_15_after": load_after},
         "versions": {"torch": torch.__version__, "onnxruntime": _ort_version(),
@@ -303,7 +322,8 @@ def markdown(res: dict) -> str:
         "",
         twin_markdown(m.get("twin_estimator")),
         "",
-        f"CPU: {mach['cpu']}, {mach['logical_cpus']} logical CPUs, **1 thread**. "
+        f"CPU: {mach['cpu']} ({', '.join(mach.get('cpu_flags') or ['flags not recorded'])}), "
+        f"{mach['logical_cpus']} logical CPUs, **1 thread**. "
         f"The machine is **shared** with other engineers: load average "
         f"{mach['loadavg_1_5_15_before'][0]:.1f} before / "
         f"{mach['loadavg_1_5_15_after'][0]:.1f} after the run on "
@@ -366,7 +386,15 @@ def markdown(res: dict) -> str:
         "`torch-fused-jit` is `FusedNeuralActuator` (normalisation, LayerNorm affines, "
         "positional embedding, torque limit and force scale folded into the matrices) traced "
         "and frozen with TorchScript; `onnxruntime` runs the same folded graph exported to "
-        "ONNX (all graph optimisations, 1 intra-op thread, sequential).",
+        "ONNX (all graph optimisations, 1 intra-op thread, sequential). `onnxruntime-int8` "
+        "is `export_onnx(..., quantize=\"int8\")`: the head trunk's matrix (85 % of the "
+        "parameters) in int8 per output channel with ONNX Runtime's dynamic quantization, "
+        "the rest float32; it approximates the float32 model (largest difference over each "
+        "output's spread, random weights: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in
+                    m.get("int8_max_abs_diff_over_std_vs_torch_eager_random_weights",
+                          {}).items())
+        + "; on a trained twin estimator see `bench_int8_accuracy.py`).",
         "",
         aot_markdown(m["torch_aot_inductor"]),
         "",

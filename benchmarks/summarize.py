@@ -86,10 +86,12 @@ def _inference(d: dict) -> list[Row]:
     for name, b in d.get("backends", {}).items():
         if name.startswith("naive"):
             continue
+        # the targets are the default model's; the twin estimator's rows show its cost
+        pre = "the default model's target: " if name.startswith("twin") else ""
         rows.append(("NeuralActuator inference", f"{name}: batch-1 p50 [ms]",
-                     _f(b.get("batch1_p50_ms")), "<= 0.15"))
+                     _f(b.get("batch1_p50_ms")), pre + "<= 0.15"))
         rows.append(("NeuralActuator inference", f"{name}: batch-32 [samples/s]",
-                     _f(b.get("batch32_samples_per_s")), ">= 11,000"))
+                     _f(b.get("batch32_samples_per_s")), pre + ">= 11,000"))
     return rows
 
 

@@ -1,0 +1,137 @@
+"""What the int8 ONNX export costs a trained NeuralActuator's estimates (estimator mode).
+
+Reads the twin benchmark's estimator checkpoint (``runs/bench_neuralactuator_twin``, written
+by ``bench_neuralactuator_twin.py``), generates its test episodes again (same data
+configuration and split) and scores, with the estimator protocol (``neuract.eval``), the torch
+model, its float32 ONNX export and its int8 export (``export_onnx(..., quantize="int8")``: the
+head trunk's weights in int8), each with the checkpoint's calibrated gate and condition
+decisions. Also reports how far each raw output moves (|difference| over the output's
+standard deviation on the test windows).
+
+Writes ``benchmarks/results/int8_accuracy.json`` and ``.md``.
+
+Run: ``.venv/bin/python benchmarks/bench_int8_accuracy.py`` (a few minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.eval import evaluate_estimator  # noqa: E402
+from neuract.neuralactuator import OnnxActuator, estimate, export_onnx  # noqa: E402
+from neuract.neuralactuator.features import windows  # noqa: E402
+from neuract.pipeline.report import markdown_table  # noqa: E402
+from neuract.pipeline.twin_experiment import (  # noqa: E402
+    generate_twin,
+    relabel_contact,
+    split_by_task,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+CHECKPOINT = ROOT / "runs" / "bench_neuralactuator_twin" / "checkpoints" / \
+    "neuralactuator_estimator"
+OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
+
+
+class OnnxForward:
+    """A NeuralActuator whose forward pass runs in ONNX Runtime (everything else, features,
+    calibrated decisions, config, is the torch model's), so ``estimate`` can drive it."""
+
+    def __init__(self, model, path: Path):
+        self._model = model
+        self._onnx = OnnxActuator(path, threads=1)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def __call__(self, x: torch.Tensor):
+        return tuple(torch.from_numpy(o) for o in self._onnx.run(
+            np.ascontiguousarray(x.numpy(), dtype=np.float32)))
+
+
+def test_episodes(cfg) -> list:
+    trajs = generate_twin(cfg.data)
+    test = split_by_task(trajs, cfg.data.test_fraction)[1]
+    thr = cfg.data.contact_min_force_n
+    return [relabel_contact(tr, thr) for tr in test] if thr > 0 else test
+
+
+def figures(rec: dict) -> dict:
+    return {"torque_rmse": rec["torque_rmse_mean"], "force_mae": rec["force"]["all"],
+            "gate_f1": rec["gate"]["f1"],
+            "condition_accuracy": (rec.get("condition") or {}).get("accuracy")}
+
+
+def main() -> int:
+    from bench_neuralactuator_twin import config, machine
+    from neuract.pipeline.verbs import load_model
+
+    torch.set_num_threads(1)
+    if not (CHECKPOINT / "config.json").is_file():
+        print(f"no estimator checkpoint at {CHECKPOINT}: run "
+              "benchmarks/bench_neuralactuator_twin.py first")
+        return 2
+    model = load_model(CHECKPOINT)
+    cfg = config()
+    print("generating the twin benchmark's test episodes ...", flush=True)
+    test = test_episodes(cfg)
+    rows, out = [], {"checkpoint": str(CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+                     "n_test_episodes": len(test), "models": {}}
+    with tempfile.TemporaryDirectory() as td:
+        variants = {"torch (float32)": model}
+        for q in ("none", "int8"):
+            name = "ONNX Runtime (float32)" if q == "none" else "ONNX Runtime (int8 trunk)"
+            variants[name] = OnnxForward(model, export_onnx(model, Path(td) / f"{q}.onnx",
+                                                            quantize=q))
+        c = model.cfg
+        x = torch.cat([windows(tr, c.channels, c.n_joints, c.history, physics=c.physics,
+                               context_s=c.context_s, reference=model.reference,
+                               ident_memory=c.ident_memory) for tr in test])
+        with torch.no_grad():
+            ref = [r.numpy() for r in model(x)]
+        for name, m in variants.items():
+            print(f"scoring {name} ...", flush=True)
+            rec = evaluate_estimator(lambda tr, m=m: estimate(m, tr), test, name)
+            with torch.no_grad():
+                got = [g.numpy() for g in m(x)]
+            dev = {k: {"mean_abs_over_std": float(np.abs(g - r).mean() / r.std()),
+                       "max_abs_over_std": float(np.abs(g - r).max() / r.std())}
+                   for k, r, g in zip(OUTPUTS, ref, got)}
+            out["models"][name] = {**figures(rec), "output_deviation": dev}
+            f = out["models"][name]
+            rows.append([name] + [f"{f[k]:.4f}" if f[k] is not None else None for k in
+                                  ("torque_rmse", "force_mae", "gate_f1", "condition_accuracy")]
+                        + [f"{dev[k]['mean_abs_over_std']:.4f} / {dev[k]['max_abs_over_std']:.3f}"
+                           for k in OUTPUTS])
+    out["n_windows"] = int(x.shape[0])
+    write_json(RESULTS / "int8_accuracy.json", out)
+    md = ("# int8 ONNX export: accuracy of a trained NeuralActuator (estimator mode)\n\n"
+          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`), scored on its "
+          f"{len(test)} test episodes ({x.shape[0]} windows) with the estimator protocol and "
+          "the checkpoint's calibrated gate and condition decisions. The int8 export stores "
+          "the head trunk's weights in int8 per output channel (ONNX Runtime dynamic "
+          "quantization); the rest stays float32. Output deviation: mean / max |difference| "
+          "from the torch model over that output's standard deviation on the test windows. "
+          f"Machine: {out['machine']}. Reproduce: `.venv/bin/python "
+          "benchmarks/bench_int8_accuracy.py` (after `bench_neuralactuator_twin.py`).\n\n"
+          + markdown_table(["model", "torque RMSE [N m]", "force MAE [N]", "gate F1",
+                            "condition acc.", "tau deviation", "force deviation",
+                            "gate logit deviation", "condition logit deviation"], rows)
+          + "\n")
+    write_text(RESULTS / "int8_accuracy.md", md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
