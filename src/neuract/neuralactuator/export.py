@@ -94,8 +94,9 @@ def _quiet_root_logger():
 
 
 def _int8_trunk(proto, d_trunk: int, d_in: int):
-    """``proto`` with the head trunk's Gemm (weight (d_trunk, d_in)) rewritten as MatMul + Add
-    and its weight dynamically quantized to int8 per output channel."""
+    """``proto`` with the head trunk's Gemm (a d_in x d_trunk map) rewritten as MatMul + Add
+    and its weight quantized to int8 per output channel for ONNX Runtime's dynamic
+    quantization (the quantizer also writes the other Gemms as MatMul + Add, in float32)."""
     import onnx
     from onnx import helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
