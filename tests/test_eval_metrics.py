@@ -102,6 +102,7 @@ def test_gate_errors_at_label_changes_hand_counted():
     p[7:14] = 1.0
     r = M.gate_metrics(p, c, t)
     assert r["f1"] == pytest.approx(10 / 14)
+    assert r["n_false_alarms"] == 2 and r["n_missed_samples"] == 2
     lc = r["label_changes"]
     assert lc["bands_s"] == list(M.GATE_CHANGE_BANDS_S)
     assert lc["false_alarm_share_near"] == [1.0, 1.0, 1.0]

@@ -231,6 +231,8 @@ def test_estimator_gate_per_task():
     assert r["gate_by_task"]["push"]["f1"] == 1.0
     assert r["gate_by_task"]["free"]["precision"] == 0.0
     assert r["gate_by_task"]["free"]["n_events"] == 0
+    assert r["gate_by_task"]["free"]["n_false_alarms"] == 5
+    assert r["gate_by_task"]["push"]["n_missed_samples"] == 0
     assert r["gate"]["precision"] == pytest.approx(20 / 25)
     assert "gate_recall_by_force" not in r  # no force labels
 

@@ -234,6 +234,8 @@ class GateCounts:
             "f1": f1,
             "accuracy": (self.tp + self.tn) / n if n else None,
             "n_samples": n,
+            "n_false_alarms": self.fp,
+            "n_missed_samples": self.fn,
             "n_events": self.n_events,
             "n_detected": int(lat.size),
             "n_missed": self.n_events - int(lat.size),

@@ -163,13 +163,15 @@ def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> lis
         out.append((f"Gate errors near contact label changes (overall F1 {_r(g.get('f1'))})",
                     ["within [s]", "share of false alarms", "share of misses",
                      "F1 away from the changes"],
-                    [[b, _r(a), _r(m), _r(f)] for b, a, m, f in
+                    [[f"{b:g}", _r(a), _r(m), _r(f)] for b, a, m, f in
                      zip(lc["bands_s"], lc["false_alarm_share_near"], lc["miss_share_near"],
                          lc["f1_away"])]))
     bt = (rec or {}).get("gate_by_task")
     if bt:
-        out.append(("Gate per task", ["task", "precision", "recall", "F1", "events detected"],
+        out.append(("Gate per task", ["task", "precision", "recall", "F1", "false-alarm samples",
+                                      "missed samples", "events detected"],
                     [[k, _r(v.get("precision")), _r(v.get("recall")), _r(v.get("f1")),
+                      v.get("n_false_alarms"), v.get("n_missed_samples"),
                       f"{v['n_detected']}/{v['n_events']}"] for k, v in bt.items()]))
     rf = (rec or {}).get("gate_recall_by_force")
     if rf:
