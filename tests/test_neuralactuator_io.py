@@ -191,3 +191,20 @@ def test_export_refuses_an_unknown_quantization_and_writes_nothing(tmp_path):
     with pytest.raises(ConfigError, match="quantize='int4'.*accepted"):
         export_onnx(model, tmp_path / "na.onnx", quantize="int4")
     assert not list(tmp_path.iterdir())
+
+
+def test_onnx_runner_equals_run_and_rebinds_nothing(tmp_path):
+    model = trained_like(NeuralActuatorConfig(**TINY))
+    ort_model = OnnxActuator(export_onnx(model, tmp_path / "na.onnx"))
+    g = torch.Generator().manual_seed(5)
+    for B in (1, 4):
+        f = ort_model.runner(B)
+        for _ in range(2):  # the same bound buffers, new inputs
+            x = torch.randn(B, model.cfg.history, model.cfg.n_features, generator=g).numpy()
+            got = [o.copy() for o in f(x)]
+            for a, b in zip(got, ort_model.run(x)):
+                np.testing.assert_array_equal(a, b)
+        with pytest.raises(SchemaError, match="shape"):
+            f(np.zeros((B + 1, model.cfg.history, model.cfg.n_features), np.float32))
+    with pytest.raises(SchemaError, match="batch"):
+        ort_model.runner(0)

@@ -183,6 +183,33 @@ class OnnxActuator:
         """Raw session outputs, in ``OUTPUTS`` order (no checks: the benchmark path)."""
         return self.session.run(None, {"x": x})
 
+    def runner(self, batch: int):
+        """A fixed-batch call for control loops: ``f(x) -> [tau, force, gate_logit,
+        condition_logits]`` for x of shape (batch, T, F). The input and outputs live in
+        buffers bound to the session once (ONNX Runtime I/O binding), which saves the
+        per-call allocation of :meth:`run`; the returned arrays are those buffers, so the next
+        call overwrites them: copy what you keep."""
+        if not (isinstance(batch, int) and batch >= 1):
+            raise SchemaError(f"OnnxActuator.runner: batch={batch!r}; expected an integer >= 1")
+        xin = np.zeros((batch, *self._shape), np.float32)
+        outs = [np.empty_like(o) for o in self.run(xin)]
+        bind = self.session.io_binding()
+        bind.bind_input("x", "cpu", 0, np.float32, list(xin.shape), xin.ctypes.data)
+        for name, buf in zip(OUTPUTS, outs):
+            bind.bind_output(name, "cpu", 0, np.float32, list(buf.shape), buf.ctypes.data)
+        run = self.session.run_with_iobinding
+
+        def call(x: np.ndarray) -> list:
+            if x.shape != xin.shape:
+                raise SchemaError(f"ONNX NeuralActuator runner input has shape {x.shape}; "
+                                  f"expected {xin.shape}")
+            np.copyto(xin, x)
+            run(bind)
+            return outs
+
+        call.buffers = (xin, outs)  # keeps the bound memory alive with the callable
+        return call
+
     def __call__(self, x: np.ndarray) -> dict:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.ndim != 3 or x.shape[1:] != self._shape:
