@@ -231,6 +231,16 @@ def _na_adapt(d: dict) -> list[Row]:
     return rows
 
 
+def _int8(d: dict) -> list[Row]:
+    m = d.get("models", {})
+    f32, q8 = m.get("torch (float32)", {}), m.get("ONNX Runtime (int8 trunk)", {})
+    return [("NeuralActuator int8 ONNX export", f"{name}, float32 -> int8 trunk [estimator]",
+             f"{_f(f32.get(k), 4)} -> {_f(q8.get(k), 4)}",
+             "the twin benchmark's trained estimator on its test episodes")
+            for k, name in (("torque_rmse", "torque RMSE [N m]"), ("force_mae", "force MAE [N]"),
+                            ("gate_f1", "gate F1"), ("condition_accuracy", "condition accuracy"))]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
@@ -247,6 +257,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_adapt.json": _na_adapt,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
+    "int8_accuracy.json": _int8,
 }
 
 
