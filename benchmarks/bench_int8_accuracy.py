@@ -73,6 +73,7 @@ def figures(rec: dict) -> dict:
 
 
 def main() -> int:
+    from _machine import cpu_flags
     from bench_neuralactuator_twin import config, machine
     from neuract.pipeline.verbs import load_model
 
@@ -86,6 +87,7 @@ def main() -> int:
     print("generating the twin benchmark's test episodes ...", flush=True)
     test = test_episodes(cfg)
     rows, out = [], {"checkpoint": str(CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+                     "cpu_flags": cpu_flags(),
                      "n_test_episodes": len(test), "models": {}}
     with tempfile.TemporaryDirectory() as td:
         variants = {"torch (float32)": model}
@@ -104,8 +106,8 @@ def main() -> int:
             rec = evaluate_estimator(lambda tr, m=m: estimate(m, tr), test, name)
             with torch.no_grad():
                 got = [g.numpy() for g in m(x)]
-            dev = {k: {"mean_abs_over_std": float(np.abs(g - r).mean() / r.std()),
-                       "max_abs_over_std": float(np.abs(g - r).max() / r.std())}
+            dev = {k: {"mean_abs_over_std": float(np.abs(g - r).mean() / max(r.std(), 1e-12)),
+                       "max_abs_over_std": float(np.abs(g - r).max() / max(r.std(), 1e-12))}
                    for k, r, g in zip(OUTPUTS, ref, got)}
             out["models"][name] = {**figures(rec), "output_deviation": dev}
             f = out["models"][name]
@@ -122,7 +124,8 @@ def main() -> int:
           "the head trunk's weights in int8 per output channel (ONNX Runtime dynamic "
           "quantization); the rest stays float32. Output deviation: mean / max |difference| "
           "from the torch model over that output's standard deviation on the test windows. "
-          f"Machine: {out['machine']}. Reproduce: `.venv/bin/python "
+          f"Machine: {out['machine']}, CPU flags {', '.join(out['cpu_flags']) or 'unknown'} "
+          "(int8 products differ between CPUs with and without VNNI). Reproduce: `.venv/bin/python "
           "benchmarks/bench_int8_accuracy.py` (after `bench_neuralactuator_twin.py`).\n\n"
           + markdown_table(["model", "torque RMSE [N m]", "force MAE [N]", "gate F1",
                             "condition acc.", "tau deviation", "force deviation",

@@ -237,6 +237,25 @@ def test_estimator_gate_per_task():
     assert "gate_recall_by_force" not in r  # no force labels
 
 
+def test_gate_recall_per_force_counts_labelled_contact_only():
+    n = 40
+    t = np.arange(n) * 0.01
+    c = np.zeros(n, bool)
+    c[10:30] = True
+    f = np.zeros((n, 3))
+    f[10:30, 0] = 1.5
+    mask = np.ones(n, bool)
+    mask[20:30] = False  # contact without a force label
+    f[~mask] = 0.0  # the readers store 0 where there is no label
+    tr = Trajectory({"t": t, "q": np.zeros((n, 1)), "contact": c, "ee_force": f,
+                     "ee_force_mask": mask},
+                    TrajectoryMeta(robot="toy", joint_names=("j",), name="e"))
+    r = evaluate_estimator(lambda traj: {"contact_prob": c.astype(float)}, [tr], "toy")
+    bands = {tuple(b["force_n"]): b for b in r["gate_recall_by_force"]}
+    assert bands[(1.0, 2.0)]["n_contact"] == 10 and bands[(1.0, 2.0)]["recall"] == 1.0
+    assert sum(b["n_contact"] for b in bands.values()) == 10
+
+
 def test_condition_decision_at_the_end_of_each_episode():
     """Beside the per-sample accuracy, the decision each trajectory ends with: an estimator
     that is unsure for most of an episode but right at its end scores low per sample and

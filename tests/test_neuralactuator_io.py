@@ -150,16 +150,19 @@ def test_default_model_exports_and_matches(tmp_path):
 
 def test_int8_export_quantizes_the_trunk_only_and_stays_close(tmp_path):
     """quantize='int8': the head trunk's weights become int8 (the file shrinks by about its
-    three quarters), every other matrix stays float32, and the outputs stay close to the
-    float32 model's. With random weights the trunk's activations are dense and the small
-    head outputs carry relatively more quantization noise than a trained model's (on a
-    trained twin estimator the mean error is 0.1-0.3 % of each output's spread:
-    benchmarks/bench_int8_accuracy.py), hence the looser bound on them."""
+    three quarters), every other matrix stays float32, the outputs stay within a few per cent
+    of each output's spread of the float32 model's (7-bit weights: without them AVX2's
+    saturating 16-bit pair sums put the small head outputs off by about 15 % of their spread
+    on average), and the user's root logger is left as it was."""
+    import logging
+
     import onnx
 
     model = trained_like(NeuralActuatorConfig())
     f32 = export_onnx(model, tmp_path / "f32.onnx")
+    handlers = list(logging.getLogger().handlers)
     q8 = export_onnx(model, tmp_path / "q8.onnx", quantize="int8")
+    assert logging.getLogger().handlers == handlers
     assert q8.stat().st_size < 0.45 * f32.stat().st_size
     g = onnx.load(str(q8))
     ops = [n.op_type for n in g.graph.node]
@@ -178,10 +181,8 @@ def test_int8_export_quantizes_the_trunk_only_and_stays_close(tmp_path):
         r = r.numpy()
         err = np.abs(got[name] - r) / r.std()
         corr = np.corrcoef(got[name].ravel(), r.ravel())[0, 1]
-        if name == "tau":
-            assert err.max() < 0.15 and err.mean() < 0.02 and corr > 0.9995, (err.max(), corr)
-        else:
-            assert err.mean() < 0.3 and corr > 0.97, (name, err.mean(), corr)
+        assert err.max() < 0.15 and err.mean() < 0.03 and corr > 0.9995, (name, err.max(),
+                                                                          err.mean(), corr)
 
 
 def test_export_refuses_an_unknown_quantization_and_writes_nothing(tmp_path):
@@ -206,5 +207,15 @@ def test_onnx_runner_equals_run_and_rebinds_nothing(tmp_path):
                 np.testing.assert_array_equal(a, b)
         with pytest.raises(SchemaError, match="shape"):
             f(np.zeros((B + 1, model.cfg.history, model.cfg.n_features), np.float32))
-    with pytest.raises(SchemaError, match="batch"):
-        ort_model.runner(0)
+        # the caller may drop the returned list: the bound buffers stay alive with the runner
+        f(x).clear()
+        import gc
+
+        gc.collect()
+        junk = [np.ones(o.shape, np.float32) for o in ort_model.run(x)]  # noqa: F841
+        got = [o.copy() for o in f(x)]
+        for a, b in zip(got, ort_model.run(x)):
+            np.testing.assert_array_equal(a, b)
+    for bad in (0, True, 2.0):
+        with pytest.raises(SchemaError, match="batch"):
+            ort_model.runner(bad)

@@ -267,7 +267,7 @@ def test_train_rejects_bad_configs_and_mismatched_robots(robot):
     for bad in ({"steps": 0}, {"batch": 0}, {"horizon": 0}, {"force_huber_delta": 0.0},
                 {"force_huber_delta": float("nan")}, {"aux_batch": -1}, {"aux_batch": 2.5},
                 {"gate_weight": -0.1}, {"force_weight": float("inf")},
-                {"condition_weight": "1"}):
+                {"condition_weight": "1"}, {"gate_weight": True}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             TrainConfig(**bad).validate()
     trajs = synth(robot, n_eps=1, T=30, payload=False)

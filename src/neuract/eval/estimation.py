@@ -46,7 +46,10 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
     joint [N m] or None), "force" (see :func:`metrics.force_mae`), "gate" (see
     :class:`metrics.GateCounts`), "condition" (see :func:`metrics.condition_metrics`; with
     ``episode_end``: the same for the decision each trajectory ends with, one per
-    trajectory)}``.
+    trajectory)}``, and where the labels allow ``"gate_by_task"`` (the gate metrics per
+    ``meta.labels["task"]``) and ``"gate_recall_by_force"`` (per band of
+    :data:`GATE_FORCE_BINS_N` of the true force: contact samples with a force label, and
+    the gate's recall on them; the last band's upper edge is None, unbounded).
     """
     tau_p, tau_t, tau_m, f_p, f_t, f_c, f_m, cond_p, cond_t = ([] for _ in range(9))
     end_p, end_t = [], []  # condition at each trajectory's last scored sample
@@ -78,8 +81,9 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
             task = tr.meta.labels.get("task") if tr.meta.labels else None
             if task is not None:
                 gate_task[str(task)] = gate_task.get(str(task), metrics.GateCounts()) + g
-            if "ee_force" in tr:
-                c = np.asarray(tr["contact"], bool) & ok
+            if "ee_force" in tr:  # contact samples with a real force label only
+                c = (np.asarray(tr["contact"], bool) & ok
+                     & np.asarray(tr.get("ee_force_mask", np.ones(n, bool)), bool))
                 fired = _as_np(out["contact_prob"])[c] >= gate_threshold
                 hit_force.append((np.linalg.norm(np.asarray(tr["ee_force"], np.float64)[c],
                                                  axis=1), fired))

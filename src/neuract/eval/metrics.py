@@ -194,7 +194,8 @@ GATE_CHANGE_BANDS_S = (0.1, 0.25, 0.5)
 
 
 def _f1_of(tp: int, fp: int, fn: int) -> float | None:
-    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
+    """F1 as :meth:`GateCounts.metrics` defines it: None where precision or recall is."""
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp and tp + fn else None
 
 
 @dataclass
@@ -216,10 +217,13 @@ class GateCounts:
         return GateCounts(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn,
                           self.tn + other.tn, self.latencies + other.latencies,
                           self.n_events + other.n_events,
-                          [[a + b for a, b in zip(x, y)] for x, y in zip(self.away, other.away)])
+                          [[a + b for a, b in zip(x, y, strict=True)]
+                           for x, y in zip(self.away, other.away, strict=True)])
 
     def metrics(self) -> dict[str, Any]:
-        """precision, recall, F1 (None where undefined), accuracy, latency statistics [s]."""
+        """precision, recall, F1 (None where undefined), accuracy, sample and event counts
+        (``n_false_alarms``, ``n_missed_samples``), latency statistics [s] and
+        ``label_changes`` (the errors near contact onsets and ends, module docstring)."""
         prec = self.tp / (self.tp + self.fp) if self.tp + self.fp else None
         rec = self.tp / (self.tp + self.fn) if self.tp + self.fn else None
         if prec is None or rec is None:

@@ -11,8 +11,9 @@ needs the simulated physical state and is applied by the rollouts; its configura
 the metadata's config).
 
 ``quantize="int8"`` stores the head trunk's matrix (the largest one: 85 % of the default
-model's parameters, and at batch 1 most of the bytes a forward pass reads) as int8, one scale
-per output channel, applied by ONNX Runtime's dynamic quantization (the activations are
+model's parameters, and at batch 1 most of the bytes a forward pass reads) as int8 (7-bit
+range, so that CPUs without VNNI cannot saturate the products), one scale per output channel,
+applied by ONNX Runtime's dynamic quantization (the activations are
 quantized on every call); everything else stays float32. The file records it in
 ``neuract.quantize``.
 """
@@ -81,16 +82,19 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
 
 
 @contextlib.contextmanager
-def _quiet_root_logger():
-    """ONNX Runtime's quantizer advises pre-processing through the root logger; keep it out
-    of the user's log for the duration of the call."""
+def _root_logger_untouched():
+    """ONNX Runtime's quantizer logs through the module-level ``logging`` functions, which
+    configure the root logger (a stderr handler) when it has none. A NullHandler while it
+    runs, removed afterwards, leaves the user's logging as it was."""
     root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
+    guard = logging.NullHandler() if not root.handlers else None
+    if guard is not None:
+        root.addHandler(guard)
     try:
         yield
     finally:
-        root.setLevel(level)
+        if guard is not None:
+            root.removeHandler(guard)
 
 
 def _int8_trunk(proto, d_trunk: int, d_in: int):
@@ -110,11 +114,12 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
         dims = tuple(weights[n.input[1]].dims)
         return dims[::-1] if attrs(n).get("transB", 0) else dims
 
+    # the folded model's trunk weight is the initializer ``w_trunk``; its shape is checked too
     hits = [n for n in proto.graph.node if n.op_type == "Gemm" and len(n.input) == 3
-            and n.input[1] in weights and shape(n) == (d_in, d_trunk)]
+            and n.input[1] == "w_trunk" and shape(n) == (d_in, d_trunk)]
     if len(hits) != 1:
-        raise SchemaError(f"int8 export: expected one head-trunk Gemm with a {d_in} x "
-                          f"{d_trunk} weight in the folded graph; found {len(hits)}")
+        raise SchemaError(f"int8 export: expected one head-trunk Gemm with the {d_in} x "
+                          f"{d_trunk} weight 'w_trunk' in the folded graph; found {len(hits)}")
     gemm = hits[0]
     a = attrs(gemm)
     if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
@@ -138,11 +143,17 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
     graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w), w_name))
     del graph.node[:]
     graph.node.extend(nodes)
-    with tempfile.TemporaryDirectory() as td, _quiet_root_logger():
+    # the graph needs none of the quantizer's shape pre-processing (static shapes but the
+    # batch); saying so keeps its advice to run it out of the log
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = "onnx.quant.pre_process", "onnxruntime.quant"
+    with tempfile.TemporaryDirectory() as td, _root_logger_untouched():
         src, dst = Path(td) / "float.onnx", Path(td) / "int8.onnx"
         onnx.save(proto, str(src))
+        # reduce_range: 7-bit weights, so that AVX2's pairwise 16-bit sums (CPUs without
+        # VNNI) cannot saturate
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-                         nodes_to_quantize=["trunk_matmul"])
+                         reduce_range=True, nodes_to_quantize=["trunk_matmul"])
         return onnx.load(str(dst))
 
 
@@ -188,11 +199,12 @@ class OnnxActuator:
         condition_logits]`` for x of shape (batch, T, F). The input and outputs live in
         buffers bound to the session once (ONNX Runtime I/O binding), which saves the
         per-call allocation of :meth:`run`; the returned arrays are those buffers, so the next
-        call overwrites them: copy what you keep."""
-        if not (isinstance(batch, int) and batch >= 1):
+        call overwrites them: copy what you keep. Like :meth:`run` it does not check the
+        input for non-finite values (the control-loop path); the input is cast to float32."""
+        if isinstance(batch, bool) or not (isinstance(batch, int) and batch >= 1):
             raise SchemaError(f"OnnxActuator.runner: batch={batch!r}; expected an integer >= 1")
         xin = np.zeros((batch, *self._shape), np.float32)
-        outs = [np.empty_like(o) for o in self.run(xin)]
+        outs = tuple(np.empty_like(o) for o in self.run(xin))  # held here: bound memory
         bind = self.session.io_binding()
         bind.bind_input("x", "cpu", 0, np.float32, list(xin.shape), xin.ctypes.data)
         for name, buf in zip(OUTPUTS, outs):
@@ -205,7 +217,7 @@ class OnnxActuator:
                                   f"expected {xin.shape}")
             np.copyto(xin, x)
             run(bind)
-            return outs
+            return list(outs)
 
         call.buffers = (xin, outs)  # keeps the bound memory alive with the callable
         return call

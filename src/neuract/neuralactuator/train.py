@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -94,9 +95,7 @@ class TrainConfig:
             raise ConfigError(f"TrainConfig.force_huber_delta = {self.force_huber_delta}; "
                               "expected a transition > 0 N")
         for k in ("force_weight", "gate_weight", "condition_weight"):
-            w = getattr(self, k)
-            if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
-                raise ConfigError(f"TrainConfig.{k} = {w!r}; expected a finite loss weight >= 0")
+            check_loss_weight(getattr(self, k), f"TrainConfig.{k}")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
@@ -104,6 +103,13 @@ class TrainConfig:
             raise ConfigError(f"TrainConfig.aux_batch = {self.aux_batch!r}; expected an "
                               "integer >= 0 (0: no extra labelled-head windows)")
         return self
+
+
+def check_loss_weight(w: Any, field: str) -> None:
+    """A loss weight is a finite real number >= 0 (not a bool); else a ConfigError naming
+    ``field``."""
+    if isinstance(w, bool) or not (isinstance(w, numbers.Real) and math.isfinite(w) and w >= 0):
+        raise ConfigError(f"{field} = {w!r}; expected a finite loss weight >= 0")
 
 
 def _flat(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,

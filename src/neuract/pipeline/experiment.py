@@ -336,6 +336,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.neuralactuator.data import per_joint_condition
     from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S, gate_samples
     from neuract.neuralactuator.features import check_ident_memory
+    from neuract.neuralactuator.train import check_loss_weight
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -366,10 +367,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
-    if not (isinstance(cfg.gate_weight, (int, float)) and math.isfinite(cfg.gate_weight)
-            and cfg.gate_weight >= 0):
-        raise ConfigError(f"ExperimentConfig.gate_weight={cfg.gate_weight!r}; expected a finite "
-                          "loss weight >= 0")
+    check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "

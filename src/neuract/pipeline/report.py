@@ -204,8 +204,8 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
     cols, rows = estimation_rows(res)
     rep.add("Estimation (estimator mode)", Table("Torque, force, gate, condition", cols, rows,
                                                  EST_NOTE))
-    for title, cols, rows in gate_breakdown(res):
-        rep.add("Estimation (estimator mode)", Table(title, cols, rows, GATE_BREAKDOWN_NOTE))
+    for name, cols, rows in gate_breakdown(res):
+        rep.add("Estimation (estimator mode)", Table(name, cols, rows, GATE_BREAKDOWN_NOTE))
     if res.get("condition_per_motor"):
         rep.add("Estimation (estimator mode)", records_table(
             [res["condition_per_motor"]], ["accuracy", "n_samples", "n_motors",
@@ -289,8 +289,8 @@ def summary_markdown(res: Mapping[str, Any], title: str, preamble: str = "") -> 
     gb = gate_breakdown(res)
     if gb:
         parts += ["## Where the gate is wrong (estimator mode)", "", GATE_BREAKDOWN_NOTE, ""]
-        for title, cols, rows in gb:
-            parts += [f"{title}:", "", markdown_table(cols, rows), ""]
+        for name, cols, rows in gb:
+            parts += [f"{name}:", "", markdown_table(cols, rows), ""]
     parts += ["## Model sizes", "", markdown_table(*size_rows(res)), ""]
     return "\n".join(parts)
 
