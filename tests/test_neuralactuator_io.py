@@ -219,3 +219,35 @@ def test_onnx_runner_equals_run_and_rebinds_nothing(tmp_path):
     for bad in (0, True, 2.0):
         with pytest.raises(SchemaError, match="batch"):
             ort_model.runner(bad)
+
+
+def test_export_verb_writes_onnx_with_the_calibration(tmp_path, capsys):
+    from neuract.cli import main
+
+    model = trained_like(NeuralActuatorConfig(**TINY))
+    save_checkpoint(model, tmp_path / "ck", extra={"gate_threshold": 0.4, "gate_tau_s": 0.05,
+                                                   "condition_threshold": [0.3, 0.6, 0.5],
+                                                   "steps": 12})
+    out = tmp_path / "deploy" / "na.onnx"
+    assert main(["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote" in printed and "max |ONNX - torch|" in printed
+    ort_model = OnnxActuator(out)
+    assert ort_model.extra == {"gate_threshold": 0.4, "gate_tau_s": 0.05,
+                               "condition_threshold": [0.3, 0.6, 0.5]}
+    assert ort_model.quantize == "none" and ort_model.channels == model.cfg.channels
+    x = torch.randn(5, model.cfg.history, model.cfg.n_features)
+    with torch.no_grad():
+        ref = model(x)
+    for r, g in zip(ref, ort_model.run(x.numpy())):
+        np.testing.assert_allclose(g, r.numpy(), rtol=1e-4, atol=2e-5)
+    # bad options: a clear error naming the option, nothing written
+    for args, match in ((["--quantize", "int4"], "--quantize 'int4'"),
+                        (["--out", str(tmp_path / "x.bin")], "--out")):
+        bad = tmp_path / "bad.onnx"
+        argv = ["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(bad), *args]
+        assert main(argv) == 1
+        assert match in capsys.readouterr().err
+        assert not bad.exists() and not (tmp_path / "x.bin").exists()
+    assert main(["export", "--checkpoint", str(tmp_path / "nope"), "--out", str(out)]) == 1
+    assert "config.json" in capsys.readouterr().err

@@ -44,15 +44,22 @@ QUANTIZE = ("none", "int8")
 
 
 def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPSET,
-                quantize: str = "none") -> Path:
+                quantize: str = "none", extra: dict | None = None) -> Path:
     """Write ``model`` (folded) to an ONNX file atomically; returns the path.
 
     quantize: ``"none"`` (float32; equal to torch to about 1e-6) or ``"int8"`` (the head
-    trunk's weights in int8 per output channel, dynamic quantization; see the module)."""
+    trunk's weights in int8 per output channel, dynamic quantization; see the module).
+    extra: JSON-serialisable facts stored with the graph (``neuract.extra``; e.g. the
+    checkpoint's calibrated gate and condition decisions), read back as
+    :attr:`OnnxActuator.extra`."""
     import onnx
 
     if quantize not in QUANTIZE:
         raise ConfigError(f"export_onnx: quantize={quantize!r}; accepted: {list(QUANTIZE)}")
+    try:
+        extra_json = json.dumps(extra or {})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"export_onnx: extra is not JSON-serialisable ({exc})") from None
     path = Path(path)
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
@@ -71,7 +78,8 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
     meta = {"neuract.kind": "neuralactuator",
             "neuract.config": json.dumps(dataclasses.asdict(cfg)),
             "neuract.channels": json.dumps(list(cfg.channels)),
-            "neuract.quantize": quantize}
+            "neuract.quantize": quantize,
+            "neuract.extra": extra_json}
     for k, v in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = k, v
@@ -187,6 +195,7 @@ class OnnxActuator:
         self.config = json.loads(meta.get("neuract.config", "{}"))
         self.channels = tuple(json.loads(meta.get("neuract.channels", "[]")))
         self.quantize = meta.get("neuract.quantize", "none")
+        self.extra = json.loads(meta.get("neuract.extra", "{}"))
         self._shape = (self.config.get("history"),
                        self.config.get("n_joints", 0) * len(self.channels))
 
