@@ -192,14 +192,13 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
             return [o.copy() for o in ort_run[name][len(xx)](xx.numpy())]
 
         diffs = {
-            "torch-fused-jit": max(float((a - b).abs().max()) for a, b in zip(ref, scripted(xb))),
+            "torch-fused-jit": _max_diff(ref, scripted(xb)),
             "onnxruntime": max(_max_diff(model(xx), ort_out("onnxruntime", xx))
                                for xx in (xb, xb[:1])),
         }
         if aot is not None:  # both packages, against eager on the same inputs
             diffs["torch-aot-inductor"] = max(
-                float((a - b).abs().max()) for xx in (xb, xb[:1])
-                for a, b in zip(model(xx), aot.runner(len(xx))(xx)))
+                _max_diff(model(xx), aot.runner(len(xx))(xx)) for xx in (xb, xb[:1]))
         xt = torch.randn(32, tcfg.history, tcfg.n_features, generator=g)
         tref = tmodel(xt)
         diffs["twin-estimator onnxruntime"] = max(

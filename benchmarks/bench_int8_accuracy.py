@@ -28,11 +28,12 @@ import torch  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval import evaluate_estimator  # noqa: E402
 from neuract.neuralactuator import OnnxActuator, estimate, export_onnx  # noqa: E402
+from neuract.neuralactuator.export import OUTPUTS  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import (  # noqa: E402
+    contact_labelled,
     generate_twin,
-    relabel_contact,
     split_by_task,
 )
 
@@ -40,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CHECKPOINT = ROOT / "runs" / "bench_neuralactuator_twin" / "checkpoints" / \
     "neuralactuator_estimator"
-OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 
 
 class OnnxForward:
@@ -60,10 +60,9 @@ class OnnxForward:
 
 
 def test_episodes(cfg) -> list:
-    trajs = generate_twin(cfg.data)
-    test = split_by_task(trajs, cfg.data.test_fraction)[1]
-    thr = cfg.data.contact_min_force_n
-    return [relabel_contact(tr, thr) for tr in test] if thr > 0 else test
+    """The twin run's test episodes, labelled as it scores them (run_twin_experiment)."""
+    test = split_by_task(generate_twin(cfg.data), cfg.data.test_fraction)[1]
+    return contact_labelled(test, cfg.data.contact_min_force_n)
 
 
 def figures(rec: dict) -> dict:

@@ -75,8 +75,8 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
             f_m.append(np.asarray(tr.get("ee_force_mask", np.ones(n, bool)), bool) & ok)
             f_c.append(np.asarray(tr.get("contact", np.zeros(n, bool)), bool))
         if "contact_prob" in out and "contact" in tr:
-            g = metrics.gate_counts(_as_np(out["contact_prob"]), tr["contact"], tr["t"],
-                                    gate_threshold, valid=ok)
+            p = _as_np(out["contact_prob"])
+            g = metrics.gate_counts(p, tr["contact"], tr["t"], gate_threshold, valid=ok)
             gate = g if gate is None else gate + g
             task = tr.meta.labels.get("task") if tr.meta.labels else None
             if task is not None:
@@ -84,7 +84,7 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
             if "ee_force" in tr:  # contact samples with a real force label only
                 c = (np.asarray(tr["contact"], bool) & ok
                      & np.asarray(tr.get("ee_force_mask", np.ones(n, bool)), bool))
-                fired = _as_np(out["contact_prob"])[c] >= gate_threshold
+                fired = p[c] >= gate_threshold
                 hit_force.append((np.linalg.norm(np.asarray(tr["ee_force"], np.float64)[c],
                                                  axis=1), fired))
         if "condition_prob" in out and "condition" in tr:

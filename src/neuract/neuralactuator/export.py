@@ -106,11 +106,11 @@ def _root_logger_untouched():
 
 
 def _int8_trunk(proto, d_trunk: int, d_in: int):
-    """``proto`` with the head trunk's Gemm (a d_in x d_trunk map) rewritten as MatMul + Add
-    and its weight quantized to int8 per output channel for ONNX Runtime's dynamic
-    quantization (the quantizer also writes the other Gemms as MatMul + Add, in float32)."""
+    """``proto`` with the head trunk's weight quantized to int8 per output channel for ONNX
+    Runtime's dynamic quantization. The quantizer writes every plain Gemm as MatMul + Add (in
+    float32) and quantizes only the trunk's, named ``<gemm>_MatMul``."""
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     weights = {i.name: i for i in proto.graph.initializer}
@@ -125,32 +125,14 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
     # the folded model's trunk weight is the initializer ``w_trunk``; its shape is checked too
     hits = [n for n in proto.graph.node if n.op_type == "Gemm" and len(n.input) == 3
             and n.input[1] == "w_trunk" and shape(n) == (d_in, d_trunk)]
-    if len(hits) != 1:
-        raise SchemaError(f"int8 export: expected one head-trunk Gemm with the {d_in} x "
+    if len(hits) != 1 or not hits[0].name:
+        raise SchemaError(f"int8 export: expected one named head-trunk Gemm with the {d_in} x "
                           f"{d_trunk} weight 'w_trunk' in the folded graph; found {len(hits)}")
     gemm = hits[0]
     a = attrs(gemm)
     if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
         raise SchemaError(f"int8 export: the head-trunk Gemm has attributes {a}; expected "
-                          "a plain x W + b")
-    w = numpy_helper.to_array(weights[gemm.input[1]])
-    w = w.T if a.get("transB", 0) else w  # (in, out) for MatMul
-    w_name, mid = gemm.input[1] + "_kn", gemm.output[0] + "_matmul"
-    nodes = []
-    for n in proto.graph.node:
-        if n is gemm:
-            nodes += [helper.make_node("MatMul", [gemm.input[0], w_name], [mid],
-                                       name="trunk_matmul"),
-                      helper.make_node("Add", [mid, gemm.input[2]], [gemm.output[0]],
-                                       name="trunk_bias")]
-        else:
-            nodes.append(n)
-    graph = proto.graph
-    old = weights[gemm.input[1]]
-    graph.initializer.remove(old)
-    graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w), w_name))
-    del graph.node[:]
-    graph.node.extend(nodes)
+                          "a plain x W + b (the form the quantizer rewrites as MatMul + Add)")
     # the graph needs none of the quantizer's shape pre-processing (static shapes but the
     # batch); saying so keeps its advice to run it out of the log
     entry = proto.metadata_props.add()
@@ -161,8 +143,11 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
         # reduce_range: 7-bit weights, so that AVX2's pairwise 16-bit sums (CPUs without
         # VNNI) cannot saturate
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-                         reduce_range=True, nodes_to_quantize=["trunk_matmul"])
-        return onnx.load(str(dst))
+                         reduce_range=True, nodes_to_quantize=[gemm.name + "_MatMul"])
+        out = onnx.load(str(dst))
+    if not any(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in out.graph.node):
+        raise SchemaError("int8 export: ONNX Runtime's quantizer left the head trunk in float32")
+    return out
 
 
 def ort_session(path: str | os.PathLike, threads: int = 1):

@@ -40,9 +40,9 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from neuract.neuralactuator import OnnxActuator, export_onnx, read_config
+    from neuract.neuralactuator import OnnxActuator, export_onnx
     from neuract.neuralactuator.export import OUTPUTS, QUANTIZE
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.verbs import CALIBRATED, load_model
 
     if cfg.quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {cfg.quantize!r}; accepted: {list(QUANTIZE)}")
@@ -50,10 +50,9 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
         raise ConfigError(f"--out {str(cfg.out)!r}: expected a file name ending in .onnx")
     if not (isinstance(cfg.check_windows, int) and cfg.check_windows >= 0):
         raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer >= 0")
-    model = load_model(cfg.checkpoint)
-    extra = {k: v for k, v in (read_config(cfg.checkpoint)[1].get("extra") or {}).items()
-             if k in ("gate_threshold", "gate_tau_s", "gate_release", "condition_threshold",
-                      "condition_tau_s")}
+    model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
+    extra = {k: list(v) if isinstance(v, tuple) else v
+             for k in CALIBRATED if (v := getattr(model, k, None)) is not None}
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     path = export_onnx(model, cfg.out, quantize=cfg.quantize, extra=extra)
     out: dict[str, Any] = {"onnx": str(path), "quantize": cfg.quantize, "mode": model.cfg.mode,

@@ -155,8 +155,8 @@ GATE_BREAKDOWN_NOTE = ("NeuralActuator's gate decision on the test episodes, bro
 def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> list[tuple]:
     """(title, columns, rows) tables of where ``model``'s gate is wrong: errors near contact
     label changes, per task, and recall per true force band (those its record has)."""
-    rec = next((e for e in res.get("estimation", []) if e.get("model") == model), None)
-    g = (rec or {}).get("gate") or {}
+    rec = next((e for e in res.get("estimation", []) if e.get("model") == model), {})
+    g = rec.get("gate") or {}
     out = []
     lc = g.get("label_changes")
     if lc:
@@ -166,14 +166,14 @@ def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> lis
                     [[f"{b:g}", _r(a), _r(m), _r(f)] for b, a, m, f in
                      zip(lc["bands_s"], lc["false_alarm_share_near"], lc["miss_share_near"],
                          lc["f1_away"])]))
-    bt = (rec or {}).get("gate_by_task")
+    bt = rec.get("gate_by_task")
     if bt:
         out.append(("Gate per task", ["task", "precision", "recall", "F1", "false-alarm samples",
                                       "missed samples", "events detected"],
                     [[k, _r(v.get("precision")), _r(v.get("recall")), _r(v.get("f1")),
                       v.get("n_false_alarms"), v.get("n_missed_samples"),
                       f"{v['n_detected']}/{v['n_events']}"] for k, v in bt.items()]))
-    rf = (rec or {}).get("gate_recall_by_force")
+    rf = rec.get("gate_recall_by_force")
     if rf:
         out.append(("Gate recall per true external force",
                     ["force [N]", "contact samples", "recall"],

@@ -105,6 +105,14 @@ def relabel_contact(tr: Any, min_force_n: float) -> Any:
     return tr.replace(channels={"contact": raw & (f >= min_force_n)})
 
 
+def contact_labelled(eps: Sequence[Any], min_force_n: float) -> list:
+    """The episodes scored with contact = an external force of at least ``min_force_n`` [N]
+    (:func:`relabel_contact`; 0: the twin's raw label, as they are)."""
+    if not min_force_n >= 0:
+        raise ConfigError(f"contact_min_force_n = {min_force_n}; expected >= 0 N")
+    return [relabel_contact(tr, min_force_n) for tr in eps] if min_force_n > 0 else list(eps)
+
+
 ROBOT_TITLES = {"so101": "SO-101", "omx": "OpenManipulator-X"}
 
 
@@ -140,11 +148,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     trajs = generate_twin(cfg.data, progress)
     train, test = split_by_task(trajs, cfg.data.test_fraction)
     thr = cfg.data.contact_min_force_n
-    if not thr >= 0:
-        raise ConfigError(f"contact_min_force_n = {thr}; expected >= 0 N")
-    lab = (lambda eps: [relabel_contact(tr, thr) for tr in eps]) if thr > 0 else list
-    res = run_experiment(setup, lab(train), lab(test), cfg.experiment, out_dir=out,
-                         progress=progress)
+    res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),
+                         cfg.experiment, out_dir=out, progress=progress)
     if thr > 0 and "estimator" in res["_neuralactuator"]:
         res["gate_raw_label"] = _gate_on_raw_label(res["_neuralactuator"]["estimator"], test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
@@ -171,5 +176,5 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
 
 
-__all__ = ["TwinDataConfig", "TwinExperimentConfig", "generate_config", "generate_twin",
-           "relabel_contact", "run_twin_experiment", "split_by_task"]
+__all__ = ["TwinDataConfig", "TwinExperimentConfig", "contact_labelled", "generate_config",
+           "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task"]

@@ -67,14 +67,18 @@ def progress_bar(quiet: bool):
     return bar, progress
 
 
+CALIBRATED = ("condition_threshold", "gate_threshold", "condition_tau_s", "gate_tau_s",
+              "gate_release")
+"""the calibrated decisions a checkpoint's ``extra`` may hold (model attributes once loaded)"""
+
+
 def load_model(ckpt: Path):
     """A checkpoint with its calibrated condition and gate thresholds (``extra``)."""
     from neuract.neuralactuator import load_checkpoint, read_config
 
     model = load_checkpoint(ckpt)
     extra = read_config(ckpt)[1].get("extra") or {}
-    for k in ("condition_threshold", "gate_threshold", "condition_tau_s", "gate_tau_s",
-              "gate_release"):
+    for k in CALIBRATED:
         v = extra.get(k)
         if v is not None:  # a condition threshold may be one per motor
             setattr(model, k, tuple(float(x) for x in v) if isinstance(v, list) else float(v))
