@@ -351,6 +351,7 @@ def test_experiment_refuses_a_bad_ident_memory_before_any_fit(episodes):
     setup = so101_setup()
     for kw, match in (({"ident": True, "physics": True, "ident_memory": -3}, "integer >= 2"),
                       ({"ident_memory": 100}, "set ident=True"),
-                      ({"gate_weight": float("nan")}, "gate_weight")):
+                      ({"gate_weight": float("nan")}, "gate_weight"),
+                      ({"gate_focal_gamma": -2.0}, "gate_focal_gamma")):
         with pytest.raises(ConfigError, match=match):
             run_experiment(setup, episodes[:1], episodes[1:], ExperimentConfig(**kw))

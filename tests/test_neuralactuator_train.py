@@ -261,13 +261,35 @@ def test_fine_tuning_adapts_to_a_new_unit(robot):
     assert after < 0.5 * before, (before, after)
 
 
+def test_focal_gate_loss():
+    import torch.nn.functional as F
+
+    from neuract.neuralactuator.train import gate_loss
+
+    logit = torch.tensor([-3.0, -0.2, 0.0, 0.4, 2.5, 5.0], dtype=torch.float64)
+    y = torch.tensor([0, 1, 1, 0, 1, 1], dtype=torch.bool)
+    bce = F.binary_cross_entropy_with_logits(logit, y.double(), reduction="none")
+    torch.testing.assert_close(gate_loss(logit, y), bce.mean())
+    # by hand: p_true = sigmoid(logit) for contact, 1 - sigmoid(logit) otherwise
+    p = torch.sigmoid(logit)
+    pt = torch.where(y, p, 1 - p)
+    focal = (1 - pt) ** 2 * -torch.log(pt)
+    torch.testing.assert_close(gate_loss(logit, y, 2.0), focal.mean())
+    # confident right samples lose more weight than ambiguous ones
+    ratio = (1 - pt) ** 2
+    assert ratio[5] < 0.01 * ratio[2] and ratio[2] == 0.25
+    logit.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda z: gate_loss(z, y, 1.5), (logit,))
+
+
 def test_train_rejects_bad_configs_and_mismatched_robots(robot):
     from neuract.errors import ConfigError, SchemaError
 
     for bad in ({"steps": 0}, {"batch": 0}, {"horizon": 0}, {"force_huber_delta": 0.0},
                 {"force_huber_delta": float("nan")}, {"aux_batch": -1}, {"aux_batch": 2.5},
                 {"gate_weight": -0.1}, {"force_weight": float("inf")},
-                {"condition_weight": "1"}, {"gate_weight": True}):
+                {"condition_weight": "1"}, {"gate_weight": True},
+                {"gate_focal_gamma": -1.0}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             TrainConfig(**bad).validate()
     trajs = synth(robot, n_eps=1, T=30, payload=False)

@@ -76,6 +76,40 @@ def test_twin_ablation_switches_off_the_named_effect_only():
         generate_twin(TwinDataConfig(**{**cfg.__dict__, "ideal": "friction"}))
 
 
+def test_worn_training_episodes_are_new_episodes_of_the_same_units_all_degraded():
+    from neuract.errors import ConfigError
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    cfg = TwinDataConfig(minutes=0.2, units=2, tasks=("push", "degraded"), episode_s=3.0,
+                         seed=5, worn_train_minutes=0.1)
+    main = generate_twin(cfg)
+    worn = generate_twin(cfg, worn=True)
+    # the main data is the same with or without the worn episodes
+    plain = generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_minutes": 0.0}))
+    assert [tr.meta.name for tr in plain] == [tr.meta.name for tr in main]
+    for a, b in zip(plain, main):
+        np.testing.assert_array_equal(a["q"], b["q"])
+    assert generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_minutes": 0.0}),
+                         worn=True) == []
+    assert len(worn) == 2
+    names = {tr.meta.name for tr in main}
+    for tr in worn:
+        assert tr.meta.name not in names and tr.meta.labels["task"] == "degraded"
+        assert tr.meta.labels["degraded_joints"] and np.asarray(tr["condition"]).any()
+        assert tr.meta.labels["episode"] >= 2  # numbered past the unit's 2 main episodes
+    # the same units: a unit's hidden motor constants agree except on its degraded motors
+    by_unit = {tr.meta.labels["unit"]: tr for tr in main}
+    for tr in worn:
+        ok = ~np.asarray(tr.meta.labels["condition_per_joint"], bool)
+        ref = by_unit[tr.meta.labels["unit"]].meta.labels["hidden"]["servo"]["resistance"]
+        got = tr.meta.labels["hidden"]["servo"]["resistance"]
+        np.testing.assert_allclose(np.asarray(got)[ok], np.asarray(ref)[ok])
+    for bad in (-1.0, True, "5"):
+        with pytest.raises(ConfigError, match="worn_train_minutes"):
+            generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_minutes": bad}),
+                          worn=True)
+
+
 def test_demo_end_to_end_tiny(tmp_path):
     import dataclasses
 

@@ -68,6 +68,10 @@ class TrainConfig:
     values make it the absolute error that the force MAE reports, whose minimiser is the
     median where the telemetry leaves the force ambiguous)"""
     gate_weight: float = 0.5
+    gate_focal_gamma: float = 0.0
+    """contact-gate loss: focal binary cross-entropy, each sample's term scaled by
+    ``(1 - p_true) ** gamma`` (p_true: the probability given to its label), so confidently
+    right samples weigh less than ambiguous ones; 0: plain binary cross-entropy"""
     condition_weight: float = 0.5
     aux_batch: int = 0
     """estimator mode: extra windows per step, drawn uniformly from the training samples, that
@@ -94,7 +98,7 @@ class TrainConfig:
         if not (math.isfinite(self.force_huber_delta) and self.force_huber_delta > 0):
             raise ConfigError(f"TrainConfig.force_huber_delta = {self.force_huber_delta}; "
                               "expected a transition > 0 N")
-        for k in ("force_weight", "gate_weight", "condition_weight"):
+        for k in ("force_weight", "gate_weight", "condition_weight", "gate_focal_gamma"):
             check_loss_weight(getattr(self, k), f"TrainConfig.{k}")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
@@ -374,11 +378,21 @@ def _head_losses(force, gate, cond, flat, data: FlatData, train):
         fl = F.smooth_l1_loss(force[fm], data.force[flat][fm], beta=train.force_huber_delta)
         loss = loss + train.force_weight * fl
         info["force_mae"] = (force[fm] - data.force[flat][fm]).abs().mean().item()
-    gl = F.binary_cross_entropy_with_logits(gate, data.contact[flat].float())
+    gl = gate_loss(gate, data.contact[flat], train.gate_focal_gamma)
     cl = F.cross_entropy(cond.reshape(-1, cond.shape[-1]), data.cond[flat].reshape(-1))
     loss = loss + train.gate_weight * gl + train.condition_weight * cl
     info.update(gate_bce=gl.item(), cond_ce=cl.item())
     return loss, info
+
+
+def gate_loss(logit: torch.Tensor, contact: torch.Tensor, gamma: float = 0.0) -> torch.Tensor:
+    """Mean (focal) binary cross-entropy of gate logits against contact labels: each
+    sample's cross-entropy ``ce`` scaled by ``(1 - exp(-ce)) ** gamma`` (``exp(-ce)`` is the
+    probability the logit gives the label); gamma 0: plain binary cross-entropy."""
+    ce = F.binary_cross_entropy_with_logits(logit, contact.to(logit.dtype), reduction="none")
+    if gamma == 0:
+        return ce.mean()
+    return ((-torch.expm1(-ce)).pow(gamma) * ce).mean()
 
 
 def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
@@ -407,4 +421,5 @@ def _aux_loss(model, data: FlatData, a, hist_off, train):
     return loss, {"aux_" + k: v for k, v in info.items()}
 
 
-__all__ = ["TrainConfig", "fine_tune", "init_model", "pose_error", "train_neuralactuator"]
+__all__ = ["TrainConfig", "fine_tune", "gate_loss", "init_model", "pose_error",
+           "train_neuralactuator"]

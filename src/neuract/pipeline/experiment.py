@@ -70,6 +70,9 @@ class ExperimentConfig:
     gate_weight: float = 0.5
     """NeuralActuator contact-gate loss weight (binary cross-entropy;
     ``TrainConfig.gate_weight``)"""
+    gate_focal_gamma: float = 0.0
+    """NeuralActuator contact-gate loss: focal exponent (``TrainConfig.gate_focal_gamma``;
+    0: plain binary cross-entropy)"""
     aux_batch: int = 0
     """NeuralActuator estimator mode: extra windows per step for the labelled heads only
     (force, gate, condition; no simulation; see ``TrainConfig.aux_batch``)"""
@@ -368,6 +371,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
     check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
+    check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
@@ -415,7 +419,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
                          substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
                          force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
-                         gate_weight=cfg.gate_weight,
+                         gate_weight=cfg.gate_weight, gate_focal_gamma=cfg.gate_focal_gamma,
                          checkpoint=str(_train_state(out_dir, mode)) if out_dir else "",
                          checkpoint_every=cfg.checkpoint_every)
         stage = f"NeuralActuator ({mode} mode, pose-only)"

@@ -10,6 +10,7 @@ and the torque head never sees a torque label.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,10 @@ class TwinDataConfig:
     :class:`neuract.twin.config.Nonidealities` fields, e.g. ``("friction",)``): for ablations
     that measure what one effect costs an estimate; empty: the full twin"""
     seed: int = 0
+    worn_train_minutes: float = 0.0
+    """extra training-only minutes of 'degraded'-task episodes, every one with one or two
+    degraded motors: new episodes of the same units and seed (numbered past the others), added
+    to the training split after it is drawn, so the test episodes are the same as without"""
 
 
 @dataclass
@@ -81,20 +86,43 @@ def generate_config(cfg: TwinDataConfig):
     return gen
 
 
-def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None) -> list:
+def worn_config(cfg: TwinDataConfig):
+    """The :class:`~neuract.twin.generate.GenerateConfig` of ``cfg``'s extra worn-motor
+    training episodes (``worn_train_minutes`` of 'degraded'-task episodes, all with degraded
+    motors, numbered past the main data's episodes); None without any."""
+    m = cfg.worn_train_minutes
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not m >= 0:
+        raise ConfigError(f"TwinDataConfig.worn_train_minutes = {m!r}; expected minutes >= 0")
+    if m == 0:
+        return None
+    gen = generate_config(cfg)
+    per_unit = -(-gen.n_episodes() // gen.units)
+    return dataclasses.replace(gen, tasks=("degraded",), minutes=float(m),
+                               episode_offset=per_unit,
+                               sim=dataclasses.replace(gen.sim, degraded_fraction=1.0))
+
+
+def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None,
+                  worn: bool = False) -> list:
+    """The twin episodes of ``cfg``; worn: its extra worn-motor training episodes
+    (:func:`worn_config`) instead."""
     from neuract.twin import generate
 
-    gen = generate_config(cfg)
+    gen = worn_config(cfg) if worn else generate_config(cfg)
+    if gen is None:
+        return []
     n = gen.n_episodes()
     done = [0]
+    what = "twin data, extra worn-motor training episodes" if worn else \
+        "twin data (hidden servo physics)"
 
     def chunk(k):
         done[0] += k
         if progress:
-            progress("twin data (hidden servo physics)", done[0], n)
+            progress(what, done[0], n)
 
     if progress:
-        progress("twin data (hidden servo physics)", 0, n)
+        progress(what, 0, n)
     return generate(gen, on_chunk=chunk)
 
 
@@ -145,14 +173,18 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     setup = setup_for(cfg.data.robot)
+    worn_config(cfg.data)  # refuse a bad value before any work
     trajs = generate_twin(cfg.data, progress)
     train, test = split_by_task(trajs, cfg.data.test_fraction)
+    worn = generate_twin(cfg.data, progress, worn=True)
+    train = train + worn
     thr = cfg.data.contact_min_force_n
     res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),
                          cfg.experiment, out_dir=out, progress=progress)
     if thr > 0 and "estimator" in res["_neuralactuator"]:
         res["gate_raw_label"] = _gate_on_raw_label(res["_neuralactuator"]["estimator"], test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
+                   "n_worn_train_episodes": len(worn),
                    "n_test_episodes": len(test), "split": "by episode, stratified by task",
                    "test_episodes": [tr.meta.name for tr in test]}
     intro = (f"Twin data: {cfg.data.minutes:g} min of {cfg.data.robot} telemetry, "
@@ -177,4 +209,5 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
 
 
 __all__ = ["TwinDataConfig", "TwinExperimentConfig", "contact_labelled", "generate_config",
+           "worn_config",
            "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task"]

@@ -37,6 +37,9 @@ class GenerateConfig:
     seed: int = 0
     workers: int = 1
     sim: SimConfig = field(default_factory=SimConfig)
+    episode_offset: int = 0
+    """number of each unit's first episode: the episodes of a second dataset with the same
+    seed and ``episode_offset`` past the first's are new episodes of the same units"""
 
     def n_episodes(self) -> int:
         return max(1, math.ceil(self.minutes * 60.0 / self.sim.episode_s))
@@ -51,6 +54,7 @@ class GenerateConfig:
                               f"{', '.join(TASKS)}")
         for name, val, lo in (("minutes", self.minutes, 0.0), ("units", self.units, 1),
                               ("workers", self.workers, 1),
+                              ("episode_offset", self.episode_offset, 0),
                               ("sim.episode_s", self.sim.episode_s, 1.0),
                               ("sim.physics_hz", self.sim.physics_hz, 500.0),
                               ("sim.n_envs", self.sim.n_envs, 1)):
@@ -70,11 +74,12 @@ def episode_rng(seed: int, unit: int, episode: int) -> np.random.Generator:
 
 
 def episode_table(cfg: GenerateConfig) -> list[tuple[int, int, int, str]]:
-    """(index, unit, episode-of-unit, task) of every episode."""
+    """(index, unit, episode-of-unit, task) of every episode (episodes of a unit numbered
+    from ``cfg.episode_offset``)."""
     out = []
     for i in range(cfg.n_episodes()):
         unit, k = i % cfg.units, i // cfg.units
-        out.append((i, unit, k, cfg.tasks[k % len(cfg.tasks)]))
+        out.append((i, unit, k + cfg.episode_offset, cfg.tasks[k % len(cfg.tasks)]))
     return out
 
 
