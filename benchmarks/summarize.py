@@ -241,6 +241,22 @@ def _int8(d: dict) -> list[Row]:
                             ("gate_f1", "gate F1"), ("condition_accuracy", "condition accuracy"))]
 
 
+def _worn(d: dict) -> list[Row]:
+    rows = []
+    for ep in d.get("episodes", []):
+        v = ep["versions"]
+        as_gen = next(k for k in v if k.startswith("as generated"))
+        singles = "; ".join(f"{k[5:]} {v[k]['false_alarms']}" for k in v if k.startswith("only"))
+        rows.append(("SO-101 twin, gate and worn motors", f"false-alarm samples, test episode "
+                     f"{ep['episode']} with {' and '.join(ep['worn'])} worn [estimator]",
+                     str(v[as_gen]["false_alarms"]),
+                     f"same episode with healthy motors {v['all motors healthy']['false_alarms']}"
+                     + (f"; {singles}" if singles else "")
+                     + f"; training episodes with worn motors "
+                     f"{d['train_episodes_with_worn_motors']} of {d['train_episodes']}"))
+    return rows
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
@@ -258,6 +274,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
     "int8_accuracy.json": _int8,
+    "gate_worn_motor.json": _worn,
 }
 
 

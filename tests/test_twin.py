@@ -172,6 +172,39 @@ def test_degraded_motor_needs_more_effort():
     assert np.abs(b.channels["duty"][:, 1]).mean() > 1.1 * np.abs(a.channels["duty"][:, 1]).mean()
 
 
+def test_healthy_motors_counterfactual_changes_only_the_worn_motors():
+    """The same worn-motor episode with a worn motor left healthy: same plan and noise, the
+    healthy unit's constants on that motor, the other worn motor as drawn, labels to match."""
+    sim = SimConfig(episode_s=3.0, n_envs=1, degraded_fraction=1.0)
+    cfg = GenerateConfig(tasks=("degraded",), minutes=3.0 / 60, units=1, seed=4, sim=sim)
+    rows = [(0, 0, k, "degraded") for k in range(12)]
+    worn = next(tr for tr in (run_chunk(cfg, [r])[0] for r in rows)
+                if len(tr.meta.labels["degraded_joints"]) == 2)
+    row = [(0, 0, worn.meta.labels["episode"], "degraded")]
+    idx = list(np.flatnonzero(worn.meta.labels["condition_per_joint"]))
+    half = run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(
+        sim, healthy_motors=(int(idx[0]),))), row)[0]
+    none = run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(
+        sim, healthy_motors=tuple(int(i) for i in idx))), row)[0]
+    healthy_kt = sample_unit(ROBOT_SPECS["so101"](), 6, unit_rng(4, 0))[0].kt[0]
+    kt = {k: np.asarray(tr.meta.labels["hidden"]["servo"]["kt"])
+          for k, tr in (("worn", worn), ("half", half), ("none", none))}
+    np.testing.assert_allclose(kt["none"], healthy_kt)
+    assert kt["worn"][idx[0]] < healthy_kt[idx[0]] and kt["worn"][idx[1]] < healthy_kt[idx[1]]
+    assert kt["half"][idx[0]] == healthy_kt[idx[0]] and kt["half"][idx[1]] == kt["worn"][idx[1]]
+    for tr in (half, none):
+        np.testing.assert_array_equal(tr["q_goal"], worn["q_goal"])
+        np.testing.assert_array_equal(tr["ee_force"], worn["ee_force"])
+    assert np.abs(none["q"] - worn["q"]).max() > 0  # the worn motors move the arm differently
+    assert half.meta.labels["condition_per_joint"][idx[0]] == 0
+    assert np.asarray(none["condition"]).sum() == 0 and not none.meta.labels["degraded_joints"]
+    for bad in ((6,), (-1,), ("1",), (True,)):
+        with pytest.raises(ConfigError, match="healthy_motors"):
+            run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(sim,
+                                                                       healthy_motors=bad)),
+                      row)
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(ConfigError, match="unknown"):
         GenerateConfig(tasks=("dance",)).validate()

@@ -389,9 +389,10 @@ def gate_loss(logit: torch.Tensor, contact: torch.Tensor, gamma: float = 0.0) ->
     """Mean (focal) binary cross-entropy of gate logits against contact labels: each
     sample's cross-entropy ``ce`` scaled by ``(1 - exp(-ce)) ** gamma`` (``exp(-ce)`` is the
     probability the logit gives the label); gamma 0: plain binary cross-entropy."""
-    ce = F.binary_cross_entropy_with_logits(logit, contact.to(logit.dtype), reduction="none")
-    if gamma == 0:
-        return ce.mean()
+    y = contact.to(logit.dtype)
+    if gamma == 0:  # torch's own mean reduction: the same bits as before the focal option
+        return F.binary_cross_entropy_with_logits(logit, y)
+    ce = F.binary_cross_entropy_with_logits(logit, y, reduction="none")
     return ((-torch.expm1(-ce)).pow(gamma) * ce).mean()
 
 

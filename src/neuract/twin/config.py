@@ -189,3 +189,8 @@ class SimConfig:
     """pushes starting and payloads attached at or after this episode time [s] are left out,
     the motion plan, timing and noise kept: the counterfactual that tells which contact
     samples the telemetry shows (:mod:`neuract.twin.observability`); inf: all kept"""
+    healthy_motors: tuple[int, ...] = ()
+    """motors (joint indices) kept healthy where an episode's plan degrades them, the
+    degradation still drawn (the rest of the episode, its other worn motors included, stays
+    the same): the counterfactual that tells what a worn motor does to an estimate; empty:
+    every planned degradation applied"""

@@ -106,6 +106,12 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
     spec = ROBOT_SPECS[cfg.robot]()
     tm = _model(cfg.robot, cfg.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
+    healthy = cfg.sim.healthy_motors
+    if isinstance(healthy, (str, bytes)) or not all(
+            isinstance(j, (int, np.integer)) and not isinstance(j, bool) and 0 <= j < tm.n
+            for j in healthy):
+        raise ConfigError(f"sim.healthy_motors = {healthy!r}; expected joint indices in "
+                          f"0..{tm.n - 1} ({', '.join(tm.joint_names)})")
     jobs = []
     for _, unit, k, task in rows:
         params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
@@ -114,6 +120,9 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
                          cfg.sim.payload_range_kg, cfg.sim.push_force_n,
                          cfg.sim.degraded_fraction)
         if plan.degraded is not None and plan.degraded.any():
+            keep = np.ones(tm.n, bool)
+            keep[list(cfg.sim.healthy_motors)] = False
+            plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
             params = degrade(params, plan.degraded, spec, rng)
         cut = cfg.sim.external_forces_until_s
         if cut < np.inf:  # counterfactual: later external forces left out
