@@ -104,7 +104,7 @@ def test_worn_training_episodes_are_new_episodes_of_the_same_units_all_degraded(
         ref = by_unit[tr.meta.labels["unit"]].meta.labels["hidden"]["servo"]["resistance"]
         got = tr.meta.labels["hidden"]["servo"]["resistance"]
         np.testing.assert_allclose(np.asarray(got)[ok], np.asarray(ref)[ok])
-    for bad in (-1.0, True, "5"):
+    for bad in (-1.0, True, "5", float("inf"), float("nan")):
         with pytest.raises(ConfigError, match="worn_train_minutes"):
             generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_minutes": bad}),
                           worn=True)

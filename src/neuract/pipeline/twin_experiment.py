@@ -10,6 +10,7 @@ and the torque head never sees a torque label.
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -91,7 +92,8 @@ def worn_config(cfg: TwinDataConfig):
     training episodes (``worn_train_minutes`` of 'degraded'-task episodes, all with degraded
     motors, numbered past the main data's episodes); None without any."""
     m = cfg.worn_train_minutes
-    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not m >= 0:
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m)
+                                                                       and m >= 0):
         raise ConfigError(f"TwinDataConfig.worn_train_minutes = {m!r}; expected minutes >= 0")
     if m == 0:
         return None
