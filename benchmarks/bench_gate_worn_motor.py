@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -38,8 +39,6 @@ gen_mod = importlib.import_module("neuract.twin.generate")
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-RUN = ROOT / "runs" / "bench_neuralactuator_twin"
-CHECKPOINT = RUN / "checkpoints" / "neuralactuator_estimator"
 
 
 def name_of(row) -> str:
@@ -47,8 +46,9 @@ def name_of(row) -> str:
     return f"unit{unit:03d}/ep{k:04d}_{task}"
 
 
-def planned_worn(gen, rows) -> dict:
-    """Worn motors of each episode's plan (bool (n,)), drawn as ``generate`` draws them."""
+def planned_worn(gen, rows) -> tuple[dict, list]:
+    """({episode name: its plan's worn motors, bool (n,)}, joint names), the plans drawn as
+    ``generate`` draws them (nothing simulated)."""
     from neuract.twin.tasks import make_plan
 
     tm = gen_mod._model(gen.robot, gen.sim.physics_hz)
@@ -78,19 +78,21 @@ def score(model, tr, threshold_n: float) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import config, machine
-    from neuract.pipeline.verbs import load_model
+    from bench_neuralactuator_twin import (
+        ESTIMATOR_CHECKPOINT,
+        MAIN_RUN,
+        config,
+        load_estimator,
+        machine,
+    )
 
     torch.set_num_threads(1)
-    if not (CHECKPOINT / "config.json").is_file():
-        print(f"no estimator checkpoint at {CHECKPOINT}: run "
-              "benchmarks/bench_neuralactuator_twin.py first")
+    model = load_estimator()
+    if model is None:
         return 2
-    import json
-
-    model = load_model(CHECKPOINT)
     cfg = config()
-    test_names = set(json.loads((RUN / "results.json").read_text())["data"]["test_episodes"])
+    test_names = set(json.loads((MAIN_RUN / "results.json").read_text())["data"]
+                     ["test_episodes"])
     gen = generate_config(cfg.data)
     rows = gen_mod.episode_table(gen)
     worn, joints = planned_worn(gen, rows)
@@ -98,7 +100,7 @@ def main() -> int:
     coverage = {j: int(sum(worn[name_of(r)][i] for r in train_rows))
                 for i, j in enumerate(joints)}
     n_worn_train = int(sum(worn[name_of(r)].any() for r in train_rows))
-    out = {"checkpoint": str(CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+    out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)), "machine": machine(),
            "contact_label_n": cfg.data.contact_min_force_n,
            "train_episodes": len(train_rows), "train_episodes_with_worn_motors": n_worn_train,
            "train_episodes_worn_per_motor": coverage, "episodes": []}

@@ -39,8 +39,6 @@ from neuract.pipeline.twin_experiment import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CHECKPOINT = ROOT / "runs" / "bench_neuralactuator_twin" / "checkpoints" / \
-    "neuralactuator_estimator"
 
 
 class OnnxForward:
@@ -73,19 +71,17 @@ def figures(rec: dict) -> dict:
 
 def main() -> int:
     from _machine import cpu_flags
-    from bench_neuralactuator_twin import config, machine
-    from neuract.pipeline.verbs import load_model
+    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, config, load_estimator, machine
 
     torch.set_num_threads(1)
-    if not (CHECKPOINT / "config.json").is_file():
-        print(f"no estimator checkpoint at {CHECKPOINT}: run "
-              "benchmarks/bench_neuralactuator_twin.py first")
+    model = load_estimator()
+    if model is None:
         return 2
-    model = load_model(CHECKPOINT)
     cfg = config()
     print("generating the twin benchmark's test episodes ...", flush=True)
     test = test_episodes(cfg)
-    rows, out = [], {"checkpoint": str(CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+    rows, out = [], {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
+                     "machine": machine(),
                      "cpu_flags": cpu_flags(),
                      "n_test_episodes": len(test), "models": {}}
     with tempfile.TemporaryDirectory() as td:

@@ -145,6 +145,23 @@ def estimator_run(out_name: str, title: str, data: dict, **experiment) -> dict:
     return public(run_twin_experiment(cfg, _progress(), title=title))
 
 
+MAIN_RUN = ROOT / "runs" / "bench_neuralactuator_twin"
+"""the main run's directory (results.json, checkpoints/)"""
+ESTIMATOR_CHECKPOINT = MAIN_RUN / "checkpoints" / "neuralactuator_estimator"
+
+
+def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
+    """The main run's trained estimator with its calibrated decisions (what the benchmark
+    scored), or None, after saying so, where the main run has not been run yet."""
+    from neuract.pipeline.verbs import load_model
+
+    if not (checkpoint / "config.json").is_file():
+        print(f"no estimator checkpoint at {checkpoint}: run "
+              "benchmarks/bench_neuralactuator_twin.py first")
+        return None
+    return load_model(checkpoint)
+
+
 def machine() -> str:
     """The machine line of a benchmark's results."""
     return (f"{platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
