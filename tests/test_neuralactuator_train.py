@@ -275,11 +275,17 @@ def test_focal_gate_loss():
     pt = torch.where(y, p, 1 - p)
     focal = (1 - pt) ** 2 * -torch.log(pt)
     torch.testing.assert_close(gate_loss(logit, y, 2.0), focal.mean())
-    # confident right samples lose more weight than ambiguous ones
-    ratio = (1 - pt) ** 2
-    assert ratio[5] < 0.01 * ratio[2] and ratio[2] == 0.25
+    # confident right samples lose more weight than ambiguous ones: each sample's focal
+    # term over its cross-entropy, from the code one sample at a time
+    w = torch.stack([gate_loss(logit[i:i + 1], y[i:i + 1], 2.0) / bce[i] for i in range(6)])
+    torch.testing.assert_close(w, (1 - pt) ** 2)
+    assert w[5] < 0.01 * w[2] and float(w[2]) == 0.25
     logit.requires_grad_(True)
     assert torch.autograd.gradcheck(lambda z: gate_loss(z, y, 1.5), (logit,))
+    # saturated logits (a per-sample loss of exactly 0) keep finite gradients for gamma < 1
+    z = torch.tensor([-200.0, 200.0, 0.3], requires_grad=True)
+    gate_loss(z, torch.tensor([False, True, True]), 0.5).backward()
+    assert torch.isfinite(z.grad).all() and z.grad[2] != 0
 
 
 def test_train_rejects_bad_configs_and_mismatched_robots(robot):

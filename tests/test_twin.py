@@ -198,7 +198,7 @@ def test_healthy_motors_counterfactual_changes_only_the_worn_motors():
     assert np.abs(none["q"] - worn["q"]).max() > 0  # the worn motors move the arm differently
     assert half.meta.labels["condition_per_joint"][idx[0]] == 0
     assert np.asarray(none["condition"]).sum() == 0 and not none.meta.labels["degraded_joints"]
-    for bad in ((6,), (-1,), ("1",), (True,)):
+    for bad in ((6,), (-1,), ("1",), (True,), 3, "0"):
         with pytest.raises(ConfigError, match="healthy_motors"):
             run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(sim,
                                                                        healthy_motors=bad)),
@@ -212,6 +212,9 @@ def test_config_errors_name_the_field():
         GenerateConfig(sim=SimConfig(physics_hz=100.0)).validate()
     with pytest.raises(ConfigError, match="robot"):
         GenerateConfig(robot="panda").validate()
+    for bad in (1.5, 2.0, True, -1):
+        with pytest.raises(ConfigError, match="episode_offset"):
+            GenerateConfig(episode_offset=bad).validate()
 
 
 def test_register_quantisation_of_telemetry():

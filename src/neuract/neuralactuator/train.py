@@ -393,7 +393,10 @@ def gate_loss(logit: torch.Tensor, contact: torch.Tensor, gamma: float = 0.0) ->
     if gamma == 0:  # torch's own mean reduction: the same bits as before the focal option
         return F.binary_cross_entropy_with_logits(logit, y)
     ce = F.binary_cross_entropy_with_logits(logit, y, reduction="none")
-    return ((-torch.expm1(-ce)).pow(gamma) * ce).mean()
+    # 1 - p_true, kept off 0: pow's derivative there is infinite for gamma < 1 (a saturated
+    # logit would give NaN gradients); the clamp passes no gradient where it binds
+    w = (-torch.expm1(-ce)).clamp_min(torch.finfo(ce.dtype).tiny)
+    return (w.pow(gamma) * ce).mean()
 
 
 def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):

@@ -53,9 +53,11 @@ class TwinDataConfig:
     that measure what one effect costs an estimate; empty: the full twin"""
     seed: int = 0
     worn_train_minutes: float = 0.0
-    """extra training-only minutes of 'degraded'-task episodes, every one with one or two
-    degraded motors: new episodes of the same units and seed (numbered past the others), added
-    to the training split after it is drawn, so the test episodes are the same as without"""
+    """extra minutes of 'degraded'-task episodes, every one with one or two degraded motors:
+    new episodes of the same units and seed (numbered past the others), added to the training
+    split after it is drawn, so the test episodes are the same as without (they join the
+    training split whole: the estimator's calibration episodes, the last of each task's and
+    worn-motor group, then come from them too)"""
 
 
 @dataclass

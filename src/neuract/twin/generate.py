@@ -52,6 +52,14 @@ class GenerateConfig:
         if bad or not self.tasks:
             raise ConfigError(f"tasks {list(self.tasks)}: unknown {bad}; tasks: "
                               f"{', '.join(TASKS)}")
+        if isinstance(self.episode_offset, bool) or not isinstance(self.episode_offset,
+                                                                    (int, np.integer)):
+            raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "
+                              ">= 0")
+        hm = self.sim.healthy_motors
+        if not isinstance(hm, (tuple, list)):
+            raise ConfigError(f"sim.healthy_motors = {hm!r}; expected a tuple of joint "
+                              "indices")
         for name, val, lo in (("minutes", self.minutes, 0.0), ("units", self.units, 1),
                               ("workers", self.workers, 1),
                               ("episode_offset", self.episode_offset, 0),
@@ -107,7 +115,7 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
     tm = _model(cfg.robot, cfg.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     healthy = cfg.sim.healthy_motors
-    if isinstance(healthy, (str, bytes)) or not all(
+    if not isinstance(healthy, (tuple, list)) or not all(
             isinstance(j, (int, np.integer)) and not isinstance(j, bool) and 0 <= j < tm.n
             for j in healthy):
         raise ConfigError(f"sim.healthy_motors = {healthy!r}; expected joint indices in "
