@@ -19,7 +19,6 @@ Run: ``.venv/bin/python benchmarks/bench_gate_worn_motor.py`` (about a minute, a
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import sys
@@ -34,8 +33,7 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import contact_labelled, generate_config  # noqa: E402
-
-gen_mod = importlib.import_module("neuract.twin.generate")
+from neuract.twin.generate import _model, episode_rng, episode_table, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,13 +49,13 @@ def planned_worn(gen, rows) -> tuple[dict, list]:
     ``generate`` draws them (nothing simulated)."""
     from neuract.twin.tasks import make_plan
 
-    tm = gen_mod._model(gen.robot, gen.sim.physics_hz)
+    tm = _model(gen.robot, gen.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     out = {}
     for row in rows:
         _, unit, k, task = row
         plan = make_plan(task, gen.robot, gen.sim.episode_s, lo, hi,
-                         gen_mod.episode_rng(gen.seed, unit, k), gen.sim.payload_range_kg,
+                         episode_rng(gen.seed, unit, k), gen.sim.payload_range_kg,
                          gen.sim.push_force_n, gen.sim.degraded_fraction)
         out[name_of(row)] = (plan.degraded if plan.degraded is not None
                              else np.zeros(tm.n, bool))
@@ -94,7 +92,7 @@ def main() -> int:
     test_names = set(json.loads((MAIN_RUN / "results.json").read_text())["data"]
                      ["test_episodes"])
     gen = generate_config(cfg.data)
-    rows = gen_mod.episode_table(gen)
+    rows = episode_table(gen)
     worn, joints = planned_worn(gen, rows)
     train_rows = [r for r in rows if name_of(r) not in test_names]
     coverage = {j: int(sum(worn[name_of(r)][i] for r in train_rows))
@@ -120,7 +118,7 @@ def main() -> int:
             g = dataclasses.replace(gen, sim=dataclasses.replace(gen.sim,
                                                                  healthy_motors=healthy))
             print(f"{name}: {label} ...", flush=True)
-            s = score(model, gen_mod.run_chunk(g, [row])[0], cfg.data.contact_min_force_n)
+            s = score(model, run_chunk(g, [row])[0], cfg.data.contact_min_force_n)
             rec["versions"][label] = s
             f = s["false_alarm_force_median_n"]
             table.append([name, label, s["false_alarms"], s["missed"], s["contact_samples"],

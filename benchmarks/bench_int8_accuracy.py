@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval import evaluate_estimator  # noqa: E402
 from neuract.neuralactuator import OnnxActuator, estimate, export_onnx  # noqa: E402
-from neuract.neuralactuator.export import OUTPUTS  # noqa: E402
+from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import (  # noqa: E402
@@ -101,9 +101,8 @@ def main() -> int:
             rec = evaluate_estimator(lambda tr, m=m: estimate(m, tr), test, name)
             with torch.no_grad():
                 got = [g.numpy() for g in m(x)]
-            dev = {k: {"mean_abs_over_std": float(np.abs(g - r).mean() / max(r.std(), 1e-12)),
-                       "max_abs_over_std": float(np.abs(g - r).max() / max(r.std(), 1e-12))}
-                   for k, r, g in zip(OUTPUTS, ref, got)}
+            dev = {k: {q: v[q] for q in ("mean_abs_over_std", "max_abs_over_std")}
+                   for k, v in output_deviation(ref, got).items()}
             out["models"][name] = {**figures(rec), "output_deviation": dev}
             f = out["models"][name]
             rows.append([name] + [f"{f[k]:.4f}" if f[k] is not None else None for k in

@@ -150,6 +150,21 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
     return out
 
 
+def output_deviation(ref, got) -> dict[str, dict[str, float]]:
+    """How far outputs ``got`` are from ``ref`` (two sequences in :data:`OUTPUTS` order,
+    arrays or tensors), per output: ``max_abs_diff``, and the mean and max |difference| over
+    the reference output's standard deviation (``mean_abs_over_std``, ``max_abs_over_std``;
+    the spread floored at 1e-12 for a constant output)."""
+    out = {}
+    for k, a, b in zip(OUTPUTS, ref, got, strict=True):
+        a = np.asarray(a)
+        d = np.abs(a - np.asarray(b))
+        spread = max(float(a.std()), 1e-12)
+        out[k] = {"max_abs_diff": float(d.max()), "mean_abs_over_std": float(d.mean() / spread),
+                  "max_abs_over_std": float(d.max() / spread)}
+    return out
+
+
 def ort_session(path: str | os.PathLike, threads: int = 1):
     """An ONNX Runtime CPU session: all graph optimisations, ``threads`` intra-op threads,
     sequential execution (the settings the inference benchmark uses)."""
@@ -227,4 +242,5 @@ class OnnxActuator:
         return dict(zip(OUTPUTS, self.run(x)))
 
 
-__all__ = ["export_onnx", "ort_session", "OnnxActuator", "OUTPUTS", "QUANTIZE"]
+__all__ = ["export_onnx", "ort_session", "output_deviation", "OnnxActuator", "OUTPUTS",
+           "QUANTIZE"]

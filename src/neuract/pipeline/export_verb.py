@@ -41,7 +41,7 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     import torch
 
     from neuract.neuralactuator import OnnxActuator, export_onnx
-    from neuract.neuralactuator.export import OUTPUTS, QUANTIZE
+    from neuract.neuralactuator.export import QUANTIZE, output_deviation
     from neuract.pipeline.verbs import CALIBRATED, load_model
 
     if cfg.quantize not in QUANTIZE:
@@ -64,11 +64,10 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
              * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
         with torch.no_grad():
             ref = [r.numpy() for r in model(x)]
-        got = OnnxActuator(path).run(x.numpy().astype(np.float32))
-        out["check"] = {k: {"max_abs_diff": float(np.abs(a - b).max()),
-                            "max_abs_diff_over_std": float(np.abs(a - b).max()
-                                                           / max(float(a.std()), 1e-12))}
-                        for k, a, b in zip(OUTPUTS, ref, got)}
+        dev = output_deviation(ref, OnnxActuator(path).run(x.numpy().astype(np.float32)))
+        out["check"] = {k: {"max_abs_diff": v["max_abs_diff"],
+                            "max_abs_diff_over_std": v["max_abs_over_std"]}
+                        for k, v in dev.items()}
     if not cfg.quiet:
         print(f"wrote {path} ({out['bytes'] / 1e6:.2f} MB, {model.cfg.mode} mode, "
               f"quantize={cfg.quantize}; calibrated decisions: {sorted(extra) or 'none'})")

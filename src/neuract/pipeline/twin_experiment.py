@@ -213,5 +213,5 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
 
 
 __all__ = ["TwinDataConfig", "TwinExperimentConfig", "contact_labelled", "generate_config",
-           "worn_config",
-           "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task"]
+           "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task",
+           "worn_config"]

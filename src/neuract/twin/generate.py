@@ -56,10 +56,6 @@ class GenerateConfig:
                                                                     (int, np.integer)):
             raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "
                               ">= 0")
-        hm = self.sim.healthy_motors
-        if not isinstance(hm, (tuple, list)):
-            raise ConfigError(f"sim.healthy_motors = {hm!r}; expected a tuple of joint "
-                              "indices")
         for name, val, lo in (("minutes", self.minutes, 0.0), ("units", self.units, 1),
                               ("workers", self.workers, 1),
                               ("episode_offset", self.episode_offset, 0),
@@ -109,17 +105,25 @@ def _jsonable(x):
     return x
 
 
-def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> list[Trajectory]:
-    """Simulate the episodes ``rows`` in lockstep and return their trajectories."""
-    spec = ROBOT_SPECS[cfg.robot]()
-    tm = _model(cfg.robot, cfg.sim.physics_hz)
-    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
-    healthy = cfg.sim.healthy_motors
+def _worn_allowed(healthy, tm) -> np.ndarray:
+    """(n,) bool: the motors a plan may degrade, all but ``SimConfig.healthy_motors``
+    (validated: joint indices of ``tm``)."""
     if not isinstance(healthy, (tuple, list)) or not all(
             isinstance(j, (int, np.integer)) and not isinstance(j, bool) and 0 <= j < tm.n
             for j in healthy):
         raise ConfigError(f"sim.healthy_motors = {healthy!r}; expected joint indices in "
                           f"0..{tm.n - 1} ({', '.join(tm.joint_names)})")
+    keep = np.ones(tm.n, bool)
+    keep[list(healthy)] = False
+    return keep
+
+
+def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> list[Trajectory]:
+    """Simulate the episodes ``rows`` in lockstep and return their trajectories."""
+    spec = ROBOT_SPECS[cfg.robot]()
+    tm = _model(cfg.robot, cfg.sim.physics_hz)
+    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
+    keep = _worn_allowed(cfg.sim.healthy_motors, tm)
     jobs = []
     for _, unit, k, task in rows:
         params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
@@ -128,8 +132,6 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
                          cfg.sim.payload_range_kg, cfg.sim.push_force_n,
                          cfg.sim.degraded_fraction)
         if plan.degraded is not None and plan.degraded.any():
-            keep = np.ones(tm.n, bool)
-            keep[list(cfg.sim.healthy_motors)] = False
             plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
             params = degrade(params, plan.degraded, spec, rng)
         cut = cfg.sim.external_forces_until_s
