@@ -56,7 +56,8 @@ def planned_worn(gen, rows) -> tuple[dict, list]:
         _, unit, k, task = row
         plan = make_plan(task, gen.robot, gen.sim.episode_s, lo, hi,
                          episode_rng(gen.seed, unit, k), gen.sim.payload_range_kg,
-                         gen.sim.push_force_n, gen.sim.degraded_fraction)
+                         gen.sim.push_force_n, gen.sim.degraded_fraction,
+                         gen.sim.degraded_tasks)
         out[name_of(row)] = (plan.degraded if plan.degraded is not None
                              else np.zeros(tm.n, bool))
     return out, tm.joint_names

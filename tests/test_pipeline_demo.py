@@ -110,6 +110,34 @@ def test_worn_training_episodes_are_new_episodes_of_the_same_units_all_degraded(
                           worn=True)
 
 
+def test_worn_training_episodes_of_another_task_carry_its_contacts_and_worn_motors():
+    from neuract.errors import ConfigError
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    cfg = TwinDataConfig(minutes=0.2, units=2, tasks=("push", "degraded"), episode_s=3.0,
+                         seed=5, worn_train_minutes=0.1, worn_train_tasks=("push",))
+    worn = generate_twin(cfg, worn=True)
+    assert len(worn) == 2
+    for tr in worn:
+        lab = tr.meta.labels
+        assert lab["task"] == "push" and lab["pushes"] and np.asarray(tr["contact"]).any()
+        assert lab["degraded_joints"] and np.asarray(tr["condition"]).any()
+        assert sum(lab["condition_per_joint"]) == len(lab["degraded_joints"])
+    # the main data does not change with the worn episodes' task
+    a = generate_twin(cfg)
+    b = generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_tasks": ("degraded",)}))
+    assert [tr.meta.name for tr in a] == [tr.meta.name for tr in b]
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x["q"], y["q"])
+    for bad in ((), "push", ("push", "swim"), None):
+        with pytest.raises(ConfigError, match="worn_train_tasks"):
+            generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_tasks": bad}),
+                          worn=True)
+    with pytest.raises(ConfigError, match="worn_train_tasks"):  # refused with 0 minutes too
+        generate_twin(TwinDataConfig(**{**cfg.__dict__, "worn_train_minutes": 0.0,
+                                        "worn_train_tasks": ("swim",)}), worn=True)
+
+
 def test_demo_end_to_end_tiny(tmp_path):
     import dataclasses
 

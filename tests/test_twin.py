@@ -101,6 +101,32 @@ def test_ideal_twin_equals_mujoco_position_actuator(robot):
     assert np.abs(at / cfg.physics_hz - rec.t).max() <= 1.0 / cfg.physics_hz
 
 
+def test_degraded_tasks_put_worn_motors_into_other_tasks_after_the_same_plan():
+    from neuract.twin.tasks import make_plan
+
+    lo, hi = np.full(6, -1.0), np.full(6, 1.0)
+    base = make_plan("push", "so101", 10.0, lo, hi, np.random.default_rng(3),
+                     degraded_fraction=1.0)
+    worn = make_plan("push", "so101", 10.0, lo, hi, np.random.default_rng(3),
+                     degraded_fraction=1.0, degraded_tasks=("push", "degraded"))
+    assert base.degraded is None and worn.degraded.sum() in (1, 2)
+    assert not worn.degraded[4:].any()  # the four arm motors only, as task 'degraded'
+    assert len(base.pushes) == len(worn.pushes) > 0
+    for p, q in zip(base.pushes, worn.pushes):
+        assert p[:2] == q[:2] and np.array_equal(p[2], q[2])
+    np.testing.assert_array_equal(base.via_q, worn.via_q)
+    # generated: the worn motors are applied and labelled
+    cfg = GenerateConfig(robot="so101", tasks=("push",), minutes=2 * 3 / 60, units=1, seed=5,
+                         sim=SimConfig(episode_s=3.0, n_envs=2, degraded_fraction=1.0,
+                                       degraded_tasks=("push",)))
+    for tr in generate(cfg):
+        assert tr.meta.labels["degraded_joints"] and np.asarray(tr["condition"]).any()
+    for bad in ("push", ("swim",), None):
+        with pytest.raises(ConfigError, match="degraded_tasks"):
+            generate(dataclasses.replace(cfg, sim=dataclasses.replace(cfg.sim,
+                                                                      degraded_tasks=bad)))
+
+
 def test_labels_pushes_payloads_and_conditions():
     cfg = GenerateConfig(robot="so101", tasks=("push", "lift", "degraded"), minutes=6 * 3 / 60,
                          units=1, seed=5, sim=SimConfig(episode_s=3.0, n_envs=6,

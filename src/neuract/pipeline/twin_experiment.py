@@ -53,11 +53,15 @@ class TwinDataConfig:
     that measure what one effect costs an estimate; empty: the full twin"""
     seed: int = 0
     worn_train_minutes: float = 0.0
-    """extra minutes of 'degraded'-task episodes, every one with one or two degraded motors:
+    """extra minutes of ``worn_train_tasks`` episodes, every one with one or two degraded motors:
     new episodes of the same units and seed (numbered past the others), added to the training
     split after it is drawn, so the test episodes are the same as without (they join the
     training split whole: the estimator's calibration episodes, the last of each task's and
     worn-motor group, then come from them too)"""
+    worn_train_tasks: tuple[str, ...] = ("degraded",)
+    """the tasks of the extra worn-motor training episodes (``worn_train_minutes``), in turn:
+    'degraded' (pick-and-place or teleoperation, as the main data's worn episodes) or, e.g.,
+    'push' (a worn motor and pushes in one episode)"""
 
 
 @dataclass
@@ -91,19 +95,28 @@ def generate_config(cfg: TwinDataConfig):
 
 def worn_config(cfg: TwinDataConfig):
     """The :class:`~neuract.twin.generate.GenerateConfig` of ``cfg``'s extra worn-motor
-    training episodes (``worn_train_minutes`` of 'degraded'-task episodes, all with degraded
-    motors, numbered past the main data's episodes); None without any."""
+    training episodes (``worn_train_minutes`` of ``worn_train_tasks`` episodes, all with
+    degraded motors, numbered past the main data's episodes); None without any."""
     m = cfg.worn_train_minutes
     if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m)
                                                                        and m >= 0):
         raise ConfigError(f"TwinDataConfig.worn_train_minutes = {m!r}; expected minutes >= 0")
+    from neuract.twin.tasks import TASKS
+
+    tasks = cfg.worn_train_tasks
+    if (isinstance(tasks, str) or not isinstance(tasks, (tuple, list)) or not tasks
+            or any(t not in TASKS for t in tasks)):
+        raise ConfigError(f"TwinDataConfig.worn_train_tasks = {tasks!r}; expected a non-empty "
+                          f"tuple of twin tasks from {', '.join(TASKS)}, e.g. ('degraded',) "
+                          "or ('push',)")
     if m == 0:
         return None
     gen = generate_config(cfg)
     per_unit = -(-gen.n_episodes() // gen.units)
-    return dataclasses.replace(gen, tasks=("degraded",), minutes=float(m),
+    return dataclasses.replace(gen, tasks=tuple(tasks), minutes=float(m),
                                episode_offset=per_unit,
-                               sim=dataclasses.replace(gen.sim, degraded_fraction=1.0))
+                               sim=dataclasses.replace(gen.sim, degraded_fraction=1.0,
+                                                       degraded_tasks=tuple(tasks)))
 
 
 def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None,

@@ -180,7 +180,12 @@ class SimConfig:
     physics_hz: float = 500.0
     episode_s: float = 30.0
     n_envs: int = 32  # environments stepped in lockstep per process
-    degraded_fraction: float = 0.25  # share of degraded-motor episodes in task 'degraded'
+    degraded_fraction: float = 0.25
+    """share of the ``degraded_tasks`` episodes with one or two degraded motors"""
+    degraded_tasks: tuple[str, ...] = ("degraded",)
+    """tasks whose episodes may have degraded motors (``degraded_fraction`` of them): by
+    default task 'degraded' alone; a training set can also put worn motors into other tasks'
+    episodes (push episodes: the gate then sees a worn motor and a push together)"""
     payload_range_kg: Range = (0.0, 0.5)
     push_force_n: Range = (0.5, 6.0)
     nonideal: Nonidealities = field(default_factory=Nonidealities)

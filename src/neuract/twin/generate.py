@@ -52,6 +52,10 @@ class GenerateConfig:
         if bad or not self.tasks:
             raise ConfigError(f"tasks {list(self.tasks)}: unknown {bad}; tasks: "
                               f"{', '.join(TASKS)}")
+        dt = self.sim.degraded_tasks
+        if not isinstance(dt, (tuple, list)) or any(t not in TASKS for t in dt):
+            raise ConfigError(f"sim.degraded_tasks = {dt!r}; expected a tuple of tasks from "
+                              f"{', '.join(TASKS)}")
         if isinstance(self.episode_offset, bool) or not isinstance(self.episode_offset,
                                                                     (int, np.integer)):
             raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "
@@ -130,7 +134,7 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
         rng = episode_rng(cfg.seed, unit, k)
         plan = make_plan(task, cfg.robot, cfg.sim.episode_s, lo, hi, rng,
                          cfg.sim.payload_range_kg, cfg.sim.push_force_n,
-                         cfg.sim.degraded_fraction)
+                         cfg.sim.degraded_fraction, cfg.sim.degraded_tasks)
         if plan.degraded is not None and plan.degraded.any():
             plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
             params = degrade(params, plan.degraded, spec, rng)

@@ -129,9 +129,11 @@ def _teleop_vias(rng, duration, home, span, lo, hi, slow=1.0):
 
 def make_plan(task: str, robot: str, duration: float, lo: np.ndarray, hi: np.ndarray,
               rng: np.random.Generator, payload_range: tuple[float, float] = (0.0, 0.5),
-              push_range: tuple[float, float] = (0.5, 6.0), degraded_fraction: float = 0.5
-              ) -> EpisodePlan:
-    """Draw the plan of one episode of ``task`` for ``robot``; lo/hi: (n,) goal limits."""
+              push_range: tuple[float, float] = (0.5, 6.0), degraded_fraction: float = 0.5,
+              degraded_tasks: tuple[str, ...] = ("degraded",)) -> EpisodePlan:
+    """Draw the plan of one episode of ``task`` for ``robot``; lo/hi: (n,) goal limits.
+    An episode of one of ``degraded_tasks`` has one or two degraded motors with probability
+    ``degraded_fraction`` (drawn after the rest of the plan)."""
     if task not in TASKS:
         from neuract.errors import ConfigError
 
@@ -184,7 +186,7 @@ def make_plan(task: str, robot: str, duration: float, lo: np.ndarray, hi: np.nda
             plan.pushes.append((t, dur, vec))
             t += dur + rng.uniform(0.3, 2.5)
     plan.task = task
-    if task == "degraded":
+    if task in degraded_tasks:
         deg = np.zeros(n, bool)
         if rng.random() < degraded_fraction:
             k = 1 if rng.random() < 0.7 else 2
