@@ -82,7 +82,7 @@ def run_arm(seed: int, arm: str) -> dict:
     res = twin.estimator_run(f"bench_twin_friction_s{seed}_{arm}",
                              f"twin seed {seed}, friction {arm}",
                              {"seed": seed, "minutes": MINUTES, "test_fraction": 0.25,
-                              "ideal": ARMS[arm]},
+                              "ideal": ARMS[arm], "worn_train_minutes": 0.0},
                              est_steps=STEPS, parametric_friction=("coulomb_viscous",),
                              baseline_iters=10, reference_steps=0)  # (measured without them)
     out = {"seed": seed, "friction": arm, **figures(res)}

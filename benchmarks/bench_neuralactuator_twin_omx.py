@@ -41,7 +41,8 @@ def main() -> int:
     cfg = twin.config()
     cfg = dataclasses.replace(
         cfg, out=twin.ROOT / "runs" / "bench_neuralactuator_twin_omx",
-        data=dataclasses.replace(cfg.data, robot="omx", minutes=MINUTES),
+        # (no extra worn-motor push episodes: measured without them)
+        data=dataclasses.replace(cfg.data, robot="omx", minutes=MINUTES, worn_train_minutes=0.0),
         experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS,
                                        reference_steps=REFERENCE_STEPS))
     res = run_twin_experiment(cfg, twin._progress())
