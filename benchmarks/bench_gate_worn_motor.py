@@ -32,7 +32,11 @@ import torch  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled, generate_config  # noqa: E402
+from neuract.pipeline.twin_experiment import (  # noqa: E402
+    contact_labelled,
+    generate_config,
+    worn_config,
+)
 from neuract.twin.generate import _model, episode_rng, episode_table, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,12 +100,16 @@ def main() -> int:
     rows = episode_table(gen)
     worn, joints = planned_worn(gen, rows)
     train_rows = [r for r in rows if name_of(r) not in test_names]
-    coverage = {j: int(sum(worn[name_of(r)][i] for r in train_rows))
-                for i, j in enumerate(joints)}
-    n_worn_train = int(sum(worn[name_of(r)].any() for r in train_rows))
+    worn_train = [worn[name_of(r)] for r in train_rows]
+    extra = worn_config(cfg.data)  # the extra worn-motor training episodes, if any
+    if extra is not None:
+        plans, _ = planned_worn(extra, episode_table(extra))
+        worn_train += list(plans.values())
+    coverage = {j: int(sum(w[i] for w in worn_train)) for i, j in enumerate(joints)}
+    n_worn_train = int(sum(w.any() for w in worn_train))
     out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)), "machine": machine(),
            "contact_label_n": cfg.data.contact_min_force_n,
-           "train_episodes": len(train_rows), "train_episodes_with_worn_motors": n_worn_train,
+           "train_episodes": len(worn_train), "train_episodes_with_worn_motors": n_worn_train,
            "train_episodes_worn_per_motor": coverage, "episodes": []}
     table = []
     for row in rows:
@@ -133,7 +141,10 @@ def main() -> int:
           "episode with worn motors is generated again with the same plan, payload, timing "
           "and noise: as in the benchmark, with every motor healthy, and with one worn motor "
           "at a time (`SimConfig.healthy_motors`: the degradation drawn, not applied). "
-          f"Training episodes with worn motors: {n_worn_train} of {len(train_rows)}; per "
+          f"Training episodes with worn motors: {n_worn_train} of {len(worn_train)}"
+          + (f" (of them {len(worn_train) - len(train_rows)} extra "
+             f"{'/'.join(cfg.data.worn_train_tasks)} episodes, every one with worn motors)"
+             if extra is not None else "") + "; per "
           f"motor: {cov}. Machine: {out['machine']}. Reproduce: `.venv/bin/python "
           "benchmarks/bench_gate_worn_motor.py` (after `bench_neuralactuator_twin.py`).\n\n"
           + markdown_table(["test episode", "version", "false-alarm samples", "missed samples",
