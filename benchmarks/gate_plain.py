@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
     cfg = load_resolved(TwinExperimentConfig, run / "config.json")
     model = load_model(run / "checkpoints" / "neuralactuator_estimator")
     train, test = split_by_task(generate_twin(cfg.data), cfg.data.test_fraction)
+    train = train + generate_twin(cfg.data, worn=True)  # as run_twin_experiment: any extras
     thr = cfg.data.contact_min_force_n
     if thr > 0:
         train = [relabel_contact(tr, thr) for tr in train]

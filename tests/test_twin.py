@@ -101,6 +101,36 @@ def test_ideal_twin_equals_mujoco_position_actuator(robot):
     assert np.abs(at / cfg.physics_hz - rec.t).max() <= 1.0 / cfg.physics_hz
 
 
+# each default plan's worn motors and the episode generator's next draw after the plan
+# (pins how many draws every task's plan takes: the twin data of every benchmark depends on it;
+# recorded from the code before SimConfig.degraded_tasks existed)
+_PLAN_DRAWS = {
+    "free": [("", 0.90900394283), ("", 0.2574083845), ("", 0.458189674639),
+             ("", 0.803732013102)],
+    "lift": [("", 0.540405102218), ("", 0.897449372419), ("", 0.037805839351),
+             ("", 0.515577513753)],
+    "pick": [("", 0.529040655145), ("", 0.604553582173), ("", 0.323281224708),
+             ("", 0.950674214243)],
+    "push": [("", 0.522274230734), ("", 0.242592143843), ("", 0.729243605402),
+             ("", 0.873842003985)],
+    "degraded": [("000000", 0.501415878303), ("010000", 0.830873073936),
+                 ("000000", 0.048211266802), ("011000", 0.421352679153)],
+}
+
+
+@pytest.mark.parametrize("task", list(_PLAN_DRAWS))
+def test_default_plans_take_the_same_draws_as_before(task):
+    from neuract.twin.tasks import make_plan
+
+    lo, hi = np.full(6, -1.0), np.full(6, 1.0)
+    for seed, (worn, nxt) in enumerate(_PLAN_DRAWS[task]):
+        rng = np.random.default_rng(seed)
+        plan = make_plan(task, "so101", 30.0, lo, hi, rng, degraded_fraction=0.5)
+        got = "" if plan.degraded is None else "".join("1" if x else "0" for x in plan.degraded)
+        assert got == worn
+        assert round(float(rng.random()), 12) == nxt
+
+
 def test_degraded_tasks_put_worn_motors_into_other_tasks_after_the_same_plan():
     from neuract.twin.tasks import make_plan
 
@@ -121,7 +151,7 @@ def test_degraded_tasks_put_worn_motors_into_other_tasks_after_the_same_plan():
                                        degraded_tasks=("push",)))
     for tr in generate(cfg):
         assert tr.meta.labels["degraded_joints"] and np.asarray(tr["condition"]).any()
-    for bad in ("push", ("swim",), None):
+    for bad in ("push", ("swim",), None, ("free",), ("lift",)):  # free/lift: no worn motors
         with pytest.raises(ConfigError, match="degraded_tasks"):
             generate(dataclasses.replace(cfg, sim=dataclasses.replace(cfg.sim,
                                                                       degraded_tasks=bad)))

@@ -60,8 +60,9 @@ class TwinDataConfig:
     worn-motor group, then come from them too)"""
     worn_train_tasks: tuple[str, ...] = ("degraded",)
     """the tasks of the extra worn-motor training episodes (``worn_train_minutes``), in turn:
-    'degraded' (pick-and-place or teleoperation, as the main data's worn episodes) or, e.g.,
-    'push' (a worn motor and pushes in one episode)"""
+    'degraded' (pick-and-place or teleoperation, as the main data's worn episodes), 'push' (a
+    worn motor and pushes in one episode) or 'pick' ('free' and 'lift' plans have no worn
+    motors: refused)"""
 
 
 @dataclass
@@ -101,14 +102,14 @@ def worn_config(cfg: TwinDataConfig):
     if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m)
                                                                        and m >= 0):
         raise ConfigError(f"TwinDataConfig.worn_train_minutes = {m!r}; expected minutes >= 0")
-    from neuract.twin.tasks import TASKS
+    from neuract.twin.tasks import WORN_TASKS
 
     tasks = cfg.worn_train_tasks
     if (isinstance(tasks, str) or not isinstance(tasks, (tuple, list)) or not tasks
-            or any(t not in TASKS for t in tasks)):
+            or any(t not in WORN_TASKS for t in tasks)):
         raise ConfigError(f"TwinDataConfig.worn_train_tasks = {tasks!r}; expected a non-empty "
-                          f"tuple of twin tasks from {', '.join(TASKS)}, e.g. ('degraded',) "
-                          "or ('push',)")
+                          "tuple of the twin tasks that can have worn motors "
+                          f"({', '.join(WORN_TASKS)}), e.g. ('degraded',) or ('push',)")
     if m == 0:
         return None
     gen = generate_config(cfg)

@@ -184,8 +184,8 @@ class SimConfig:
     """share of the ``degraded_tasks`` episodes with one or two degraded motors"""
     degraded_tasks: tuple[str, ...] = ("degraded",)
     """tasks whose episodes may have degraded motors (``degraded_fraction`` of them): by
-    default task 'degraded' alone; a training set can also put worn motors into other tasks'
-    episodes (push episodes: the gate then sees a worn motor and a push together)"""
+    default task 'degraded' alone; a training set can also put worn motors into 'pick' or
+    'push' episodes (push: the gate then sees a worn motor and a push together)"""
     payload_range_kg: Range = (0.0, 0.5)
     push_force_n: Range = (0.5, 6.0)
     nonideal: Nonidealities = field(default_factory=Nonidealities)

@@ -22,7 +22,7 @@ from neuract.twin.config import ROBOT_SPECS, SimConfig
 from neuract.twin.model import build_model
 from neuract.twin.servo import degrade, sample_unit
 from neuract.twin.sim import Job, simulate
-from neuract.twin.tasks import TASKS, make_plan
+from neuract.twin.tasks import TASKS, WORN_TASKS, make_plan
 from neuract.twin.telemetry import to_trajectory
 
 
@@ -53,9 +53,9 @@ class GenerateConfig:
             raise ConfigError(f"tasks {list(self.tasks)}: unknown {bad}; tasks: "
                               f"{', '.join(TASKS)}")
         dt = self.sim.degraded_tasks
-        if not isinstance(dt, (tuple, list)) or any(t not in TASKS for t in dt):
-            raise ConfigError(f"sim.degraded_tasks = {dt!r}; expected a tuple of tasks from "
-                              f"{', '.join(TASKS)}")
+        if not isinstance(dt, (tuple, list)) or any(t not in WORN_TASKS for t in dt):
+            raise ConfigError(f"sim.degraded_tasks = {dt!r}; expected a tuple of tasks that "
+                              f"can have worn motors: {', '.join(WORN_TASKS)}")
         if isinstance(self.episode_offset, bool) or not isinstance(self.episode_offset,
                                                                     (int, np.integer)):
             raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "

@@ -127,13 +127,18 @@ def _teleop_vias(rng, duration, home, span, lo, hi, slow=1.0):
     return np.array(ts), np.array(qs)
 
 
+WORN_TASKS = ("pick", "push", "degraded")
+"""tasks whose episodes can have worn motors (``make_plan``'s ``degraded_tasks``): the 'free'
+and 'lift' plans are drawn without one"""
+
+
 def make_plan(task: str, robot: str, duration: float, lo: np.ndarray, hi: np.ndarray,
               rng: np.random.Generator, payload_range: tuple[float, float] = (0.0, 0.5),
               push_range: tuple[float, float] = (0.5, 6.0), degraded_fraction: float = 0.5,
               degraded_tasks: tuple[str, ...] = ("degraded",)) -> EpisodePlan:
     """Draw the plan of one episode of ``task`` for ``robot``; lo/hi: (n,) goal limits.
     An episode of one of ``degraded_tasks`` has one or two degraded motors with probability
-    ``degraded_fraction`` (drawn after the rest of the plan)."""
+    ``degraded_fraction`` (drawn after the rest of the plan; :data:`WORN_TASKS` only)."""
     if task not in TASKS:
         from neuract.errors import ConfigError
 
