@@ -37,7 +37,13 @@ from neuract.pipeline.twin_experiment import (  # noqa: E402
     generate_config,
     worn_config,
 )
-from neuract.twin.generate import _model, episode_rng, episode_table, run_chunk  # noqa: E402
+from neuract.twin.generate import (  # noqa: E402
+    _model,
+    episode_plan,
+    episode_rng,
+    episode_table,
+    run_chunk,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -51,17 +57,12 @@ def name_of(row) -> str:
 def planned_worn(gen, rows) -> tuple[dict, list]:
     """({episode name: its plan's worn motors, bool (n,)}, joint names), the plans drawn as
     ``generate`` draws them (nothing simulated)."""
-    from neuract.twin.tasks import make_plan
-
     tm = _model(gen.robot, gen.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     out = {}
     for row in rows:
         _, unit, k, task = row
-        plan = make_plan(task, gen.robot, gen.sim.episode_s, lo, hi,
-                         episode_rng(gen.seed, unit, k), gen.sim.payload_range_kg,
-                         gen.sim.push_force_n, gen.sim.degraded_fraction,
-                         gen.sim.degraded_tasks)
+        plan = episode_plan(gen, task, lo, hi, episode_rng(gen.seed, unit, k))
         out[name_of(row)] = (plan.degraded if plan.degraded is not None
                              else np.zeros(tm.n, bool))
     return out, tm.joint_names

@@ -29,12 +29,11 @@ from neuract.pipeline.experiment import (  # noqa: E402
     calibration_split,
     has_contact,
     plain_gate,
-    split_by_task,
 )
 from neuract.pipeline.twin_experiment import (  # noqa: E402
     TwinExperimentConfig,
-    generate_twin,
     relabel_contact,
+    twin_split,
 )
 from neuract.pipeline.verbs import load_model  # noqa: E402
 
@@ -47,8 +46,7 @@ def main(argv: list[str]) -> int:
     run, results = Path(argv[0]), Path(argv[1])
     cfg = load_resolved(TwinExperimentConfig, run / "config.json")
     model = load_model(run / "checkpoints" / "neuralactuator_estimator")
-    train, test = split_by_task(generate_twin(cfg.data), cfg.data.test_fraction)
-    train = train + generate_twin(cfg.data, worn=True)  # as run_twin_experiment: any extras
+    train, test, _ = twin_split(cfg.data)  # as run_twin_experiment: with any extras
     thr = cfg.data.contact_min_force_n
     if thr > 0:
         train = [relabel_contact(tr, thr) for tr in train]

@@ -102,14 +102,10 @@ def worn_config(cfg: TwinDataConfig):
     if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m)
                                                                        and m >= 0):
         raise ConfigError(f"TwinDataConfig.worn_train_minutes = {m!r}; expected minutes >= 0")
-    from neuract.twin.tasks import WORN_TASKS
+    from neuract.twin.tasks import check_worn_tasks
 
     tasks = cfg.worn_train_tasks
-    if (isinstance(tasks, str) or not isinstance(tasks, (tuple, list)) or not tasks
-            or any(t not in WORN_TASKS for t in tasks)):
-        raise ConfigError(f"TwinDataConfig.worn_train_tasks = {tasks!r}; expected a non-empty "
-                          "tuple of the twin tasks that can have worn motors "
-                          f"({', '.join(WORN_TASKS)}), e.g. ('degraded',) or ('push',)")
+    check_worn_tasks(tasks, "TwinDataConfig.worn_train_tasks", empty_ok=False)
     if m == 0:
         return None
     gen = generate_config(cfg)
@@ -142,6 +138,16 @@ def generate_twin(cfg: TwinDataConfig, progress: ProgressFn | None = None,
     if progress:
         progress(what, 0, n)
     return generate(gen, on_chunk=chunk)
+
+
+def twin_split(cfg: TwinDataConfig, progress: ProgressFn | None = None
+               ) -> tuple[list, list, int]:
+    """(train, test, n_worn) episodes of ``cfg``: its data split by task (``test_fraction``),
+    then its ``n_worn`` extra worn-motor training episodes (:func:`worn_config`) added to the
+    training split."""
+    train, test = split_by_task(generate_twin(cfg, progress), cfg.test_fraction)
+    worn = generate_twin(cfg, progress, worn=True)
+    return train + worn, test, len(worn)
 
 
 def relabel_contact(tr: Any, min_force_n: float) -> Any:
@@ -192,17 +198,14 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     save_resolved(cfg, out)
     setup = setup_for(cfg.data.robot)
     worn_config(cfg.data)  # refuse a bad value before any work
-    trajs = generate_twin(cfg.data, progress)
-    train, test = split_by_task(trajs, cfg.data.test_fraction)
-    worn = generate_twin(cfg.data, progress, worn=True)
-    train = train + worn
+    train, test, n_worn = twin_split(cfg.data, progress)
     thr = cfg.data.contact_min_force_n
     res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),
                          cfg.experiment, out_dir=out, progress=progress)
     if thr > 0 and "estimator" in res["_neuralactuator"]:
         res["gate_raw_label"] = _gate_on_raw_label(res["_neuralactuator"]["estimator"], test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
-                   "n_worn_train_episodes": len(worn),
+                   "n_worn_train_episodes": n_worn,
                    "n_test_episodes": len(test), "split": "by episode, stratified by task",
                    "test_episodes": [tr.meta.name for tr in test]}
     intro = (f"Twin data: {cfg.data.minutes:g} min of {cfg.data.robot} telemetry, "
@@ -228,4 +231,4 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
 
 __all__ = ["TwinDataConfig", "TwinExperimentConfig", "contact_labelled", "generate_config",
            "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task",
-           "worn_config"]
+           "twin_split", "worn_config"]

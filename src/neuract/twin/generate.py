@@ -22,7 +22,7 @@ from neuract.twin.config import ROBOT_SPECS, SimConfig
 from neuract.twin.model import build_model
 from neuract.twin.servo import degrade, sample_unit
 from neuract.twin.sim import Job, simulate
-from neuract.twin.tasks import TASKS, WORN_TASKS, make_plan
+from neuract.twin.tasks import TASKS, check_worn_tasks, make_plan
 from neuract.twin.telemetry import to_trajectory
 
 
@@ -52,10 +52,7 @@ class GenerateConfig:
         if bad or not self.tasks:
             raise ConfigError(f"tasks {list(self.tasks)}: unknown {bad}; tasks: "
                               f"{', '.join(TASKS)}")
-        dt = self.sim.degraded_tasks
-        if not isinstance(dt, (tuple, list)) or any(t not in WORN_TASKS for t in dt):
-            raise ConfigError(f"sim.degraded_tasks = {dt!r}; expected a tuple of tasks that "
-                              f"can have worn motors: {', '.join(WORN_TASKS)}")
+        check_worn_tasks(self.sim.degraded_tasks, "sim.degraded_tasks")
         if isinstance(self.episode_offset, bool) or not isinstance(self.episode_offset,
                                                                     (int, np.integer)):
             raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "
@@ -122,6 +119,14 @@ def _worn_allowed(healthy, tm) -> np.ndarray:
     return keep
 
 
+def episode_plan(cfg: GenerateConfig, task: str, lo: np.ndarray, hi: np.ndarray,
+                 rng: np.random.Generator):
+    """The plan of one episode of ``task`` as ``cfg`` draws it from the episode's generator
+    ``rng`` (:func:`episode_rng`; ``rng`` goes on to draw the rest of the episode)."""
+    return make_plan(task, cfg.robot, cfg.sim.episode_s, lo, hi, rng, cfg.sim.payload_range_kg,
+                     cfg.sim.push_force_n, cfg.sim.degraded_fraction, cfg.sim.degraded_tasks)
+
+
 def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> list[Trajectory]:
     """Simulate the episodes ``rows`` in lockstep and return their trajectories."""
     spec = ROBOT_SPECS[cfg.robot]()
@@ -132,9 +137,7 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
     for _, unit, k, task in rows:
         params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
         rng = episode_rng(cfg.seed, unit, k)
-        plan = make_plan(task, cfg.robot, cfg.sim.episode_s, lo, hi, rng,
-                         cfg.sim.payload_range_kg, cfg.sim.push_force_n,
-                         cfg.sim.degraded_fraction, cfg.sim.degraded_tasks)
+        plan = episode_plan(cfg, task, lo, hi, rng)
         if plan.degraded is not None and plan.degraded.any():
             plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
             params = degrade(params, plan.degraded, spec, rng)

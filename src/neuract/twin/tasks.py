@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neuract.errors import ConfigError
+
 TASKS = ("free", "lift", "pick", "push", "degraded")
 GRAVITY = 9.81
 
@@ -132,6 +134,16 @@ WORN_TASKS = ("pick", "push", "degraded")
 and 'lift' plans are drawn without one"""
 
 
+def check_worn_tasks(tasks, field: str, empty_ok: bool = True) -> None:
+    """Raise a ConfigError naming ``field`` unless ``tasks`` is a tuple (or list) of
+    :data:`WORN_TASKS` (non-empty unless ``empty_ok``)."""
+    if (not isinstance(tasks, (tuple, list)) or (not tasks and not empty_ok)
+            or any(t not in WORN_TASKS for t in tasks)):
+        raise ConfigError(f"{field} = {tasks!r}; expected a {'' if empty_ok else 'non-empty '}"
+                          "tuple of the twin tasks that can have worn motors "
+                          f"({', '.join(WORN_TASKS)}), e.g. ('degraded',) or ('push',)")
+
+
 def make_plan(task: str, robot: str, duration: float, lo: np.ndarray, hi: np.ndarray,
               rng: np.random.Generator, payload_range: tuple[float, float] = (0.0, 0.5),
               push_range: tuple[float, float] = (0.5, 6.0), degraded_fraction: float = 0.5,
@@ -140,8 +152,6 @@ def make_plan(task: str, robot: str, duration: float, lo: np.ndarray, hi: np.nda
     An episode of one of ``degraded_tasks`` has one or two degraded motors with probability
     ``degraded_fraction`` (drawn after the rest of the plan; :data:`WORN_TASKS` only)."""
     if task not in TASKS:
-        from neuract.errors import ConfigError
-
         raise ConfigError(f"twin task {task!r} unknown; tasks: {', '.join(TASKS)}")
     home = np.clip(HOME[robot] + rng.normal(0, 0.05, len(lo)), lo, hi)
     span = SPAN[robot]
