@@ -194,7 +194,8 @@ GATE_CHANGE_BANDS_S = (0.1, 0.25, 0.5)
 
 
 def _f1_of(tp: int, fp: int, fn: int) -> float | None:
-    """F1 as :meth:`GateCounts.metrics` defines it: None where precision or recall is."""
+    """F1 = 2 tp / (2 tp + fp + fn); None where precision or recall is undefined (no sample
+    fired, or no contact sample)."""
     return 2 * tp / (2 * tp + fp + fn) if tp + fp and tp + fn else None
 
 
@@ -226,10 +227,7 @@ class GateCounts:
         ``label_changes`` (the errors near contact onsets and ends, module docstring)."""
         prec = self.tp / (self.tp + self.fp) if self.tp + self.fp else None
         rec = self.tp / (self.tp + self.fn) if self.tp + self.fn else None
-        if prec is None or rec is None:
-            f1 = None
-        else:
-            f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+        f1 = _f1_of(self.tp, self.fp, self.fn)
         n = self.tp + self.fp + self.fn + self.tn
         lat = np.asarray(self.latencies, dtype=np.float64)
         return {
