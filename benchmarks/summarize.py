@@ -257,6 +257,20 @@ def _worn(d: dict) -> list[Row]:
     return rows
 
 
+def _stiction(d: dict) -> list[Row]:
+    area = "SO-101 twin, gate against breakaway friction"
+    low = [b for b in d["recall_by_ratio"] if b["r"][1] is not None and b["r"][1] <= 3]
+    missed = sum(b["missed"] for b in low)
+    orc = "; ".join(f"r >= {o['c']:g}: {_f(o['f1'])}" for o in d["stiction_oracles"])
+    return [(area, "gate misses on contacts that load no joint beyond 3x its breakaway "
+             "friction [estimator]", f"{missed} of {d['gate']['missed']}",
+             "recall by r (the largest joint external torque J^T F over that joint's "
+             "breakaway friction): " + "; ".join(
+                 f"{b['r'][0]:g}-{b['r'][1]:g}: {b['recall']:.2f}" for b in low)),
+            (area, "stiction oracle F1 (contact reported where r >= c; true force known)",
+             orc, f"the trained gate: {_f(d['gate']['f1'])}; target >= 0.95")]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
@@ -275,6 +289,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "inference.json": _inference,
     "int8_accuracy.json": _int8,
     "gate_worn_motor.json": _worn,
+    "gate_stiction.json": _stiction,
 }
 
 
