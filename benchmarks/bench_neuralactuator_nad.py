@@ -11,7 +11,10 @@ OMX, ~18 min SO-101); here each robot has 10-22 s of training data.
 Writes ``benchmarks/results/neuralactuator_nad.json`` and ``.md`` and the full runs under
 ``runs/bench_neuralactuator_nad/<robot>``.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_nad.py`` (about 10-15 min).
+Also, per robot, a sim-to-real estimator: pretrained on ``TWIN_PRETRAIN.minutes`` of the
+robot's twin, scored on the test files as it is and after fine-tuning on the train files.
+
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_nad.py`` (about 25 min).
 """
 
 from __future__ import annotations
@@ -29,13 +32,18 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.nad_experiment import (  # noqa: E402
     RELEASE,
     NADExperimentConfig,
+    TwinPretrainConfig,
     run_nad_experiment,
 )
-from neuract.pipeline.report import public, summary_markdown  # noqa: E402
+from neuract.pipeline.report import markdown_table, public, summary_markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 NAD = ROOT.parent / "shared" / "data" / "nad"
+TWIN_PRETRAIN = TwinPretrainConfig(minutes=72.0, steps=1500, fine_tune_steps=200)
+"""the sim-to-real estimator: 72 min of the robot's twin (contact >= 1.5 N, NAD's F/T
+threshold), 1500 estimator steps, then 200 steps on the NAD train files (as many as the
+estimator trained on those files alone)"""
 
 
 def beats_servo(res: dict) -> dict:
@@ -60,7 +68,8 @@ def main(argv: list[str]) -> int:
     if not NAD.is_dir():
         print(f"NAD not found at {NAD}; nothing to do", file=sys.stderr)
         return 0
-    cfg = NADExperimentConfig(nad=NAD, out=ROOT / "runs" / "bench_neuralactuator_nad")
+    cfg = NADExperimentConfig(nad=NAD, out=ROOT / "runs" / "bench_neuralactuator_nad",
+                              twin_pretrain=TWIN_PRETRAIN)
     last = [""]
 
     def progress(stage: str, done: int, total: int) -> None:
@@ -112,7 +121,48 @@ def render(out: dict, bench: dict) -> str:
                                 "exist on NAD and every file is a normal motor, so torque "
                                 "RMSE and condition accuracy are not scored here.")
         md.append(text.replace("\n## ", "\n### ").replace("# NAD", "## NAD", 1))
+        if pub.get("twin_pretrained"):
+            md.append(twin_pretrained_markdown(pub))
     return "\n".join(md) + "\n"
+
+
+def _est_cells(rec: dict) -> list:
+    f, g = rec.get("force") or {}, rec.get("gate") or {}
+
+    def n(v, d=3):
+        return "—" if v is None else f"{v:.{d}f}"
+
+    return [n(f.get("all")), n(f.get("contact")), n(f.get("no_contact")),
+            n(g.get("precision")), n(g.get("recall")), n(g.get("f1"))]
+
+
+def twin_pretrained_markdown(pub: dict) -> str:
+    """The sim-to-real section of one robot: the estimator trained on the train files only,
+    the twin-pretrained one as it is and after fine-tuning on the train files."""
+    tp = pub["twin_pretrained"]
+    c = tp["config"]
+    own = next(r for r in pub["estimation"] if r["model"] == "NeuralActuator")
+    rows = [["trained on the train files only (above)"] + _est_cells(own),
+            ["pretrained on the twin, as it is (zero-shot)"] + _est_cells(tp["zero_shot"])]
+    if tp.get("fine_tuned"):
+        rows.append([f"pretrained on the twin, fine-tuned on the train files "
+                     f"({c['fine_tune_steps']} steps)"] + _est_cells(tp["fine_tuned"]))
+    tw = tp["twin"]
+    thr = tp["thresholds"].get("gate_threshold")
+    head = ["estimator", "force MAE [N]", "contact", "no contact", "gate precision",
+            "gate recall", "gate F1"]
+    return "\n".join([
+        "### Sim-to-real: estimator pretrained on the twin (estimator mode)", "",
+        f"Pretrained on {c['minutes']:g} min of this robot's twin (seed {c['seed']}, all five "
+        f"tasks, contact = external force >= {c['contact_min_force_n']:g} N; {c['steps']} "
+        f"steps, the estimator configuration above), its gate threshold calibrated on the "
+        f"twin's training episodes ({'—' if thr is None else f'{thr:.2f}'}) and kept; then "
+        f"{c['fine_tune_steps']} steps on the NAD train files (lr {c['fine_tune_lr']:g}, the "
+        "twin's normalisation kept). Scored on the same test files and labels as above. On "
+        f"{tw['test_episodes']} held-out twin episodes it scores force MAE "
+        f"{tw['estimation']['force']['all']:.3f} N and gate F1 "
+        + ("—" if not tw["estimation"].get("gate") else
+           f"{tw['estimation']['gate']['f1']:.3f}") + ".", "", markdown_table(head, rows)]) + "\n"
 
 
 if __name__ == "__main__":

@@ -202,6 +202,28 @@ def _na_nad(d: dict) -> list[Row]:
         if isinstance(d.get(robot), dict):
             rows += _na_targets(f"NeuralActuator NAD {robot}", d[robot])
             rows += _rollout_rows(f"NeuralActuator NAD {robot}", d[robot])
+            rows += _nad_twin_pretrained(robot, d[robot])
+    return rows
+
+
+def _nad_twin_pretrained(robot: str, r: dict) -> list[Row]:
+    tp = r.get("twin_pretrained")
+    if not tp or not tp.get("fine_tuned"):
+        return []
+    own = next(e for e in r["estimation"] if e["model"] == "NeuralActuator")
+    area = f"NeuralActuator NAD {robot}, pretrained on the twin"
+    c, ft, zs = tp["config"], tp["fine_tuned"], tp["zero_shot"]
+    what = (f"{c['minutes']:g} twin min, then {c['fine_tune_steps']} steps on the train files "
+            "[estimator]")
+    rows = []
+    for key, name, target in (("force", "force MAE [N]", "<= 0.3"),
+                              ("gate", "gate F1", ">= 0.95")):
+        def val(rec, key=key):
+            v = (rec.get(key) or {}).get("all" if key == "force" else "f1")
+            return _f(v) if v is not None else "-"
+        rows.append((area, f"{name}, {what}", val(ft),
+                     f"target {target}; trained on the train files only {val(own)}; "
+                     f"zero-shot (twin only) {val(zs)}"))
     return rows
 
 

@@ -49,6 +49,46 @@ def _nad_experiment() -> ExperimentConfig:
 
 
 @dataclass
+class TwinPretrainConfig:
+    """Sim-to-real estimator: pretrained on the robot's twin, then fine-tuned on the NAD train
+    files, scored on the NAD test files beside the estimator trained on the train files alone
+    (:func:`twin_pretrained`). The estimator's configuration is the experiment's."""
+
+    minutes: float = 0.0
+    """twin telemetry minutes to pretrain on (all five tasks, 4 units; 0: no such arm)"""
+    steps: int = 1500
+    """estimator optimiser steps on the twin"""
+    fine_tune_steps: int = 200
+    """estimator optimiser steps on the NAD train files (0: the pretrained model as it is)"""
+    fine_tune_lr: float = 3e-4
+    contact_min_force_n: float = 1.5
+    """the twin's contact label: an external force of at least this [N] (NAD's F/T contact
+    threshold, :data:`neuract.io.nad.CONTACT_THRESHOLD_N`)"""
+    seed: int = 0
+    """twin data seed"""
+
+    def validate(self) -> TwinPretrainConfig:
+        if not (isinstance(self.minutes, (int, float)) and np.isfinite(self.minutes)
+                and self.minutes >= 0):
+            raise ConfigError(f"TwinPretrainConfig.minutes = {self.minutes!r}; expected twin "
+                              "minutes >= 0 (0: no twin-pretrained estimator)")
+        for k in ("steps", "fine_tune_steps", "seed"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= 0")
+        if self.minutes and self.steps < 1:
+            raise ConfigError(f"TwinPretrainConfig.steps = {self.steps}; pretraining on "
+                              f"{self.minutes:g} twin minutes needs at least 1 step")
+        if not (np.isfinite(self.fine_tune_lr) and self.fine_tune_lr > 0):
+            raise ConfigError(f"TwinPretrainConfig.fine_tune_lr = {self.fine_tune_lr!r}; "
+                              "expected a learning rate > 0")
+        if not (np.isfinite(self.contact_min_force_n) and self.contact_min_force_n >= 0):
+            raise ConfigError("TwinPretrainConfig.contact_min_force_n = "
+                              f"{self.contact_min_force_n!r}; expected a force >= 0 N")
+        return self
+
+
+@dataclass
 class NADExperimentConfig:
     """NAD train files -> NeuralActuator + baselines -> NAD test files."""
 
@@ -57,6 +97,9 @@ class NADExperimentConfig:
     out: Path = Path("runs/nad_experiment")
     robots: tuple[str, ...] = ("omx", "so101")
     experiment: ExperimentConfig = field(default_factory=_nad_experiment)
+    twin_pretrain: TwinPretrainConfig = field(default_factory=TwinPretrainConfig)
+    """an extra estimator pretrained on the twin and fine-tuned on the train files (off by
+    default: ``minutes`` 0)"""
 
 
 def omx_arm_xml() -> str:
@@ -138,6 +181,7 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     from neuract.pipeline.report import build_report, write_results
 
     torch.set_num_threads(1)
+    cfg.twin_pretrain.validate()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
@@ -158,6 +202,9 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
                        "test_files": [tr.meta.name for tr in test],
                        "joints": list(train[0].meta.joint_names)}
         res["release"] = RELEASE
+        if cfg.twin_pretrain.minutes:
+            res["twin_pretrained"] = twin_pretrained(robot, setup, train, test, exp,
+                                                     cfg.twin_pretrain, out / robot, progress)
         intro = (f"NAD {robot}: trained on {len(train)} train file(s) "
                  f"({res['train_minutes'] * 60:.0f} s), evaluated on {len(test)} test "
                  f"file(s) ({res['test_minutes'] * 60:.0f} s). The release's numbers "
@@ -169,5 +216,78 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     return results
 
 
-__all__ = ["NADExperimentConfig", "RELEASE", "load_nad", "omx_arm_xml", "omx_setup",
-           "run_nad_experiment"]
+def _estimator_row(res: dict[str, Any]) -> dict[str, Any]:
+    """NeuralActuator's estimation record of a run (force, gate, ...), without its name."""
+    row = next(r for r in res["estimation"] if r["model"] == "NeuralActuator")
+    return {k: v for k, v in row.items() if k != "model"}
+
+
+def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
+                    exp: ExperimentConfig, pre: TwinPretrainConfig, out: Path,
+                    progress: ProgressFn | None = None, data: Any = None) -> dict[str, Any]:
+    """The sim-to-real estimator of ``robot``: trained in estimator mode on ``pre.minutes`` of
+    the robot's twin (contact label ``pre.contact_min_force_n``; the experiment's estimator
+    configuration; its thresholds calibrated on the twin's training episodes), scored on the
+    NAD ``test`` files as it is (``zero_shot``) and after ``pre.fine_tune_steps`` steps on
+    the NAD ``train`` files (``fine_tuned``; the twin's normalisation and thresholds kept).
+    Also its figures on 5 % of the twin episodes held out (``twin``). Checkpoints:
+    ``out/twin_pretrained/{twin,fine_tuned}/checkpoints``. ``data``: a
+    :class:`~neuract.pipeline.twin_experiment.TwinDataConfig` to pretrain on instead of the
+    one ``pre`` describes (its robot must be ``robot``)."""
+    import copy
+
+    from neuract.neuralactuator import fine_tune, save_checkpoint
+    from neuract.neuralactuator.train import TrainConfig
+    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, twin_split
+    from neuract.pipeline.verbs import CALIBRATED
+
+    pre.validate()
+    if data is None:
+        data = TwinDataConfig(robot=robot, minutes=float(pre.minutes), test_fraction=0.05,
+                              contact_min_force_n=pre.contact_min_force_n, seed=pre.seed)
+    elif data.robot != robot:
+        raise ConfigError(f"twin_pretrained: data.robot = {data.robot!r}, but the NAD robot is "
+                          f"{robot!r}")
+    tw_train, tw_test, _ = twin_split(data, progress)
+    tw_train = contact_labelled(tw_train, pre.contact_min_force_n)
+    tw_test = contact_labelled(tw_test, pre.contact_min_force_n)
+    est = dataclasses.replace(exp, sim_steps=0, baseline_iters=0, neural_baselines=(),
+                              horizons=(10,), full=False)
+    out = Path(out) / "twin_pretrained"
+    twin = run_experiment(setup, tw_train, tw_test, dataclasses.replace(est, est_steps=pre.steps),
+                          out_dir=out / "twin", progress=progress)
+    model = twin["_neuralactuator"]["estimator"]
+    zero = run_experiment(setup, train, test, est, progress=progress,
+                          pretrained={"estimator": model})
+    rec: dict[str, Any] = {
+        "config": dataclasses.asdict(pre),
+        "twin": {"train_episodes": len(tw_train), "test_episodes": len(tw_test),
+                 "train_minutes": twin["train_minutes"],
+                 "estimation": _estimator_row(twin)},
+        "thresholds": {k: getattr(model, k, None) for k in CALIBRATED},
+        "zero_shot": _estimator_row(zero)}
+    if pre.fine_tune_steps:
+        tuned = copy.deepcopy(model)
+        tc = TrainConfig(steps=pre.fine_tune_steps, lr=pre.fine_tune_lr, batch=exp.batch,
+                         seed=exp.seed, force_huber_delta=exp.force_huber_delta,
+                         aux_batch=exp.aux_batch, gate_weight=exp.gate_weight)
+        if progress is not None:
+            progress("twin-pretrained estimator: fine-tune on the train files", 0, 1)
+        tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site)
+        save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
+                        extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
+                               f"{pre.minutes:g} min, seed {pre.seed}",
+                               **{k: getattr(tuned, k) for k in CALIBRATED
+                                  if getattr(tuned, k, None) is not None}},
+                        overwrite=True)
+        ft = run_experiment(setup, train, test, est, progress=progress,
+                            pretrained={"estimator": tuned})
+        rec["fine_tuned"] = _estimator_row(ft)
+        rec["fine_tune_final_loss"] = {k: v for k, v in (rep.get("final") or {}).items()
+                                       if isinstance(v, (int, float))}
+    return rec
+
+
+__all__ = ["NADExperimentConfig", "RELEASE", "TwinPretrainConfig", "load_nad", "omx_arm_xml",
+           "omx_setup", "run_nad_experiment", "twin_pretrained"]
