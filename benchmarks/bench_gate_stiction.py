@@ -28,7 +28,6 @@ Run: ``.venv/bin/python benchmarks/bench_gate_stiction.py`` (about a minute, aft
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -80,10 +79,10 @@ def main() -> int:
     from bench_gate_worn_motor import name_of
     from bench_neuralactuator_twin import (
         ESTIMATOR_CHECKPOINT,
-        MAIN_RUN,
         config,
         load_estimator,
         machine,
+        main_test_episodes,
     )
 
     torch.set_num_threads(1)
@@ -92,8 +91,7 @@ def main() -> int:
         return 2
     cfg = config()
     thr = cfg.data.contact_min_force_n
-    test_names = set(json.loads((MAIN_RUN / "results.json").read_text())["data"]
-                     ["test_episodes"])
+    test_names = main_test_episodes()
     gen = generate_config(cfg.data)
     rows = [r for r in episode_table(gen) if name_of(r) in test_names]
     print(f"generating the {len(rows)} test episodes ...", flush=True)

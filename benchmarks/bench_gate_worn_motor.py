@@ -19,7 +19,6 @@ Run: ``.venv/bin/python benchmarks/bench_gate_worn_motor.py`` (about a minute, a
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from pathlib import Path
@@ -84,10 +83,10 @@ def score(model, tr, threshold_n: float) -> dict:
 def main() -> int:
     from bench_neuralactuator_twin import (
         ESTIMATOR_CHECKPOINT,
-        MAIN_RUN,
         config,
         load_estimator,
         machine,
+        main_test_episodes,
     )
 
     torch.set_num_threads(1)
@@ -95,8 +94,7 @@ def main() -> int:
     if model is None:
         return 2
     cfg = config()
-    test_names = set(json.loads((MAIN_RUN / "results.json").read_text())["data"]
-                     ["test_episodes"])
+    test_names = main_test_episodes()
     gen = generate_config(cfg.data)
     rows = episode_table(gen)
     worn, joints = planned_worn(gen, rows)

@@ -157,6 +157,13 @@ MAIN_RUN = ROOT / "runs" / "bench_neuralactuator_twin"
 ESTIMATOR_CHECKPOINT = MAIN_RUN / "checkpoints" / "neuralactuator_estimator"
 
 
+def main_test_episodes() -> set[str]:
+    """Names of the main run's test episodes (from its results.json)."""
+    import json
+
+    return set(json.loads((MAIN_RUN / "results.json").read_text())["data"]["test_episodes"])
+
+
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
     """The main run's trained estimator with its calibrated decisions (what the benchmark
     scored), or None, after saying so, where the main run has not been run yet."""
