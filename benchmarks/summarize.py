@@ -220,7 +220,7 @@ def _nad_twin_pretrained(robot: str, r: dict) -> list[Row]:
                               ("gate", "gate F1", ">= 0.95")):
         def val(rec, key=key):
             v = (rec.get(key) or {}).get("all" if key == "force" else "f1")
-            return _f(v) if v is not None else "-"
+            return f"{v:.3f}" if v is not None else "-"
         rows.append((area, f"{name}, {what}", val(ft),
                      f"target {target}; trained on the train files only {val(own)}; "
                      f"zero-shot (twin only) {val(zs)}"))
