@@ -269,9 +269,11 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         "zero_shot": _estimator_row(zero)}
     if pre.fine_tune_steps:
         tuned = copy.deepcopy(model)
+        # the experiment's estimator schedule (horizon, substeps, losses), fewer steps
         tc = TrainConfig(steps=pre.fine_tune_steps, lr=pre.fine_tune_lr, batch=exp.batch,
-                         seed=exp.seed, force_huber_delta=exp.force_huber_delta,
-                         aux_batch=exp.aux_batch, gate_weight=exp.gate_weight)
+                         horizon=exp.est_horizon, substeps=exp.substeps, seed=exp.seed,
+                         force_huber_delta=exp.force_huber_delta, aux_batch=exp.aux_batch,
+                         gate_weight=exp.gate_weight, gate_focal_gamma=exp.gate_focal_gamma)
         if progress is not None:
             progress("twin-pretrained estimator: fine-tune on the train files", 0, 1)
         tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site)
