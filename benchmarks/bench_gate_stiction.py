@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.eval.metrics import decision_f1  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.neuralactuator.physics import physics_channels  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -54,11 +55,6 @@ NOISE_SIGMA_N = (0.1, 0.2, 0.3, 0.4, 0.5)
 """noisy-force oracles' noise [N per axis]"""
 NOISE_THRESHOLDS_N = np.round(np.arange(0.3, 2.01, 0.05), 2)
 """force thresholds [N] the noisy-force oracles choose from"""
-
-
-def f1_score(fire: np.ndarray, y: np.ndarray) -> float:
-    tp = float((fire & y).sum())
-    return 2 * tp / max(float(fire.sum() + y.sum()), 1.0)
 
 
 def stiction_ratio(traj, physics: tuple[str, str]) -> np.ndarray:
@@ -113,19 +109,19 @@ def main() -> int:
                       "push_samples": int((w & (task == "push")).sum()),
                       "recall": float(fired[w].mean()) if w.any() else None,
                       "missed": int((w & ~fired).sum())})
-    oracles = [{"c": c, "f1": f1_score(ratio >= c, y),
+    oracles = [{"c": c, "f1": decision_f1(ratio >= c, y),
                 "recall": float((ratio >= c)[y].mean())} for c in ORACLE_C]
     rng = np.random.default_rng(0)
     noisy = []
     for s in NOISE_SIGMA_N:
         mag = np.linalg.norm(force + rng.normal(0.0, s, force.shape), axis=1)
-        f1s = [f1_score(mag >= t, y) for t in NOISE_THRESHOLDS_N]
+        f1s = [decision_f1(mag >= t, y) for t in NOISE_THRESHOLDS_N]
         k = int(np.argmax(f1s))
         noisy.append({"sigma_n": s, "f1": f1s[k], "threshold_n": float(NOISE_THRESHOLDS_N[k])})
     out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)), "machine": machine(),
            "contact_label_n": thr, "test_episodes": len(trajs), "samples": int(y.size),
            "contact_samples": int(y.sum()),
-           "gate": {"f1": f1_score(fired, y), "false_alarms": int((fired & ~y).sum()),
+           "gate": {"f1": decision_f1(fired, y), "false_alarms": int((fired & ~y).sum()),
                     "missed": int((~fired & y).sum())},
            "recall_by_ratio": bands, "stiction_oracles": oracles, "noisy_force_oracles": noisy}
     write_json(RESULTS / "gate_stiction.json", out)

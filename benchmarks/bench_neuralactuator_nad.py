@@ -149,6 +149,10 @@ def twin_pretrained_markdown(pub: dict) -> str:
                      f"({c['fine_tune_steps']} steps)"] + _est_cells(tp["fine_tuned"]))
     tw = tp["twin"]
     thr = tp["thresholds"].get("gate_threshold")
+    tw_f1 = (tw["estimation"].get("gate") or {}).get("f1")
+    tune = (f"then {c['fine_tune_steps']} steps on the NAD train files (lr "
+            f"{c['fine_tune_lr']:g}, the twin's normalisation kept)" if c["fine_tune_steps"]
+            else "not fine-tuned")
     head = ["estimator", "force MAE [N]", "contact", "no contact", "gate precision",
             "gate recall", "gate F1"]
     return "\n".join([
@@ -156,13 +160,11 @@ def twin_pretrained_markdown(pub: dict) -> str:
         f"Pretrained on {c['minutes']:g} min of this robot's twin (seed {c['seed']}, all five "
         f"tasks, contact = external force >= {c['contact_min_force_n']:g} N; {c['steps']} "
         f"steps, the estimator configuration above), its gate threshold calibrated on the "
-        f"twin's training episodes ({'—' if thr is None else f'{thr:.2f}'}) and kept; then "
-        f"{c['fine_tune_steps']} steps on the NAD train files (lr {c['fine_tune_lr']:g}, the "
-        "twin's normalisation kept). Scored on the same test files and labels as above. On "
+        f"twin's training episodes ({'—' if thr is None else f'{thr:.2f}'}) and kept; "
+        f"{tune}. Scored on the same test files and labels as above. On "
         f"{tw['test_episodes']} held-out twin episodes it scores force MAE "
         f"{tw['estimation']['force']['all']:.3f} N and gate F1 "
-        + ("—" if not tw["estimation"].get("gate") else
-           f"{tw['estimation']['gate']['f1']:.3f}") + ".", "", markdown_table(head, rows)]) + "\n"
+        + ("—" if tw_f1 is None else f"{tw_f1:.3f}") + ".", "", markdown_table(head, rows)]) + "\n"
 
 
 if __name__ == "__main__":

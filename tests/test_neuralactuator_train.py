@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from neuract.data import Trajectory, TrajectoryMeta
+from neuract.eval.metrics import decision_f1
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import sim_rollout, simulator
@@ -522,7 +523,7 @@ def test_gate_filter_selection_bridges_dropouts_inside_contacts(raw_gate):
     tau, on, off, scores = est_mod.select_gate_filter(None, [], taus_s=(0.0, 0.1))
     y = np.concatenate([c for _, _, c in raw])
     p = np.concatenate([q for _, q, _ in raw])
-    plain = max(est_mod._f1(p >= g, y) for g in est_mod._GRID)
+    plain = max(decision_f1(p >= g, y) for g in est_mod._GRID)
     assert max(scores.values()) > plain + 0.03
     assert (tau, on, off) != (0.0, on, on)  # some filtering chosen
     assert 0.0 <= off <= on < 1
@@ -595,7 +596,7 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(raw_
             hit += sum(bool(fire[a:b].any()) for a, b in runs)
             total += len(runs)
             f1.append(fire)
-        return est_mod._f1(np.concatenate(f1), np.concatenate([c for *_, c in raw])), hit, total
+        return decision_f1(np.concatenate(f1), np.concatenate([c for *_, c in raw])), hit, total
 
     tau, on, off, _ = est_mod.select_gate_filter(None, [], taus_s=(0.0,))
     f_sel, hit_sel, total = scores(on, off)

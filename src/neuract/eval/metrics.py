@@ -50,6 +50,7 @@ __all__ = [
     "GateCounts",
     "condition_metrics",
     "confusion_matrix",
+    "decision_f1",
     "force_mae",
     "gate_counts",
     "gate_metrics",
@@ -197,6 +198,12 @@ def _f1_of(tp: int, fp: int, fn: int) -> float | None:
     """F1 = 2 tp / (2 tp + fp + fn); None where precision or recall is undefined (no sample
     fired, or no contact sample)."""
     return 2 * tp / (2 * tp + fp + fn) if tp + fp and tp + fn else None
+
+
+def decision_f1(fire: np.ndarray, y: np.ndarray) -> float:
+    """F1 of boolean decisions ``fire`` against boolean labels ``y`` (same shape), pooled:
+    2 tp / (fired + labelled); 0.0 where nothing fired and nothing is labelled."""
+    return 2 * float((fire & y).sum()) / max(float(fire.sum() + y.sum()), 1.0)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
-from neuract.eval.metrics import true_runs
+from neuract.eval.metrics import decision_f1, true_runs
 from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import NeuralActuator
@@ -222,11 +222,7 @@ def _plain_gate_threshold(raw: list) -> float:
     """The grid threshold with the best pooled F1 over ``_raw_gate`` episodes (ties: the
     lowest); 0.5 for a single class."""
     return _best_threshold([q for _, q, _ in raw], [c for _, _, c in raw],
-                           lambda p, y, g: _f1(p >= g, y))[0]
-
-
-def _f1(fire: np.ndarray, y: np.ndarray) -> float:
-    return 2 * float((fire & y).sum()) / max(float(fire.sum() + y.sum()), 1.0)
+                           lambda p, y, g: decision_f1(p >= g, y))[0]
 
 
 def gate_samples(model: NeuralActuator, trajs, max_episodes: int = 24) -> list:
@@ -297,7 +293,7 @@ def select_gate_filter(model: NeuralActuator, trajs,
             lo = 0 if hysteresis_steps is None else max(0, k - hysteresis_steps)
             for off in _GRID[lo:k + 1][::-1]:
                 fire = hysteresis(p, on, off, starts) if off < on else p >= on
-                key = (_f1(fire, y), -tau, -(on - off))
+                key = (decision_f1(fire, y), -tau, -(on - off))
                 if (top is None or key > top[0]) and events(fire) >= need:
                     top = (key, float(on), float(off))
         if top is None:  # no candidate of this time constant detects enough events

@@ -248,6 +248,21 @@ def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_e
     return None
 
 
+def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None = None,
+                 checkpoint: str = ""):
+    """The NeuralActuator TrainConfig of an experiment's ``mode`` (``simulator`` or
+    ``estimator``: its horizon, batch, substeps, seed and loss options) with ``steps``
+    optimiser steps at ``lr`` (default: the experiment's)."""
+    from neuract.neuralactuator import TrainConfig
+
+    return TrainConfig(steps=steps, batch=cfg.batch,
+                       horizon=cfg.sim_horizon if mode == "simulator" else cfg.est_horizon,
+                       substeps=cfg.substeps, lr=cfg.lr if lr is None else lr, seed=cfg.seed,
+                       force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
+                       gate_weight=cfg.gate_weight, gate_focal_gamma=cfg.gate_focal_gamma,
+                       checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every)
+
+
 def _train_state(out_dir: str | Path, mode: str) -> Path:
     """NeuralActuator training-state file of a run writing into ``out_dir``."""
     return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
@@ -325,7 +340,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     from neuract.estimate import force_estimator
     from neuract.eval import evaluate_estimator, evaluate_rollouts
     from neuract.neuralactuator import (
-        TrainConfig,
         calibrate_gate,
         count_flops,
         count_params,
@@ -396,8 +410,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                           f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
     # ---- NeuralActuator, both modes, pose-only
     na = {}
-    for mode, steps, horizon in (("simulator", cfg.sim_steps, cfg.sim_horizon),
-                                 ("estimator", cfg.est_steps, cfg.est_horizon)):
+    for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if pretrained and mode in pretrained:
             model = pretrained[mode]
             na[mode] = model
@@ -416,12 +429,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
                          cfg.ident_memory)
-        tc = TrainConfig(steps=steps, batch=cfg.batch, horizon=horizon,
-                         substeps=cfg.substeps, lr=cfg.lr, seed=cfg.seed,
-                         force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
-                         gate_weight=cfg.gate_weight, gate_focal_gamma=cfg.gate_focal_gamma,
-                         checkpoint=str(_train_state(out_dir, mode)) if out_dir else "",
-                         checkpoint_every=cfg.checkpoint_every)
+        tc = train_config(cfg, mode, steps,
+                          checkpoint=str(_train_state(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = (calibration_split(train, cfg.calibration_fraction)
                           if mode == "estimator" else (train, train))
@@ -590,4 +599,5 @@ def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str
 
 
 __all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "calibration_split", "has_contact",
-           "na_config", "plain_gate", "run_experiment", "so101_setup", "split_by_task"]
+           "na_config", "plain_gate", "run_experiment", "so101_setup", "split_by_task",
+           "train_config"]

@@ -42,7 +42,7 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
 
     from neuract.neuralactuator import OnnxActuator, export_onnx
     from neuract.neuralactuator.export import QUANTIZE, output_deviation
-    from neuract.pipeline.verbs import CALIBRATED, load_model
+    from neuract.pipeline.verbs import calibrated, load_model
 
     if cfg.quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {cfg.quantize!r}; accepted: {list(QUANTIZE)}")
@@ -51,8 +51,7 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     if not (isinstance(cfg.check_windows, int) and cfg.check_windows >= 0):
         raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer >= 0")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
-    extra = {k: list(v) if isinstance(v, tuple) else v
-             for k in CALIBRATED if (v := getattr(model, k, None)) is not None}
+    extra = calibrated(model)
     Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
     path = export_onnx(model, cfg.out, quantize=cfg.quantize, extra=extra)
     out: dict[str, Any] = {"onnx": str(path), "quantize": cfg.quantize, "mode": model.cfg.mode,

@@ -17,6 +17,8 @@ protocol as the twin experiment. Robot-specific choices (stated in every report)
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,15 +65,25 @@ class TwinPretrainConfig:
     fine_tune_lr: float = 3e-4
     contact_min_force_n: float = 1.5
     """the twin's contact label: an external force of at least this [N] (NAD's F/T contact
-    threshold, :data:`neuract.io.nad.CONTACT_THRESHOLD_N`)"""
+    threshold, :data:`neuract.io.nad.CONTACT_THRESHOLD_N`; NAD calls any payload weight
+    contact, so on the twin a payload under 153 g is no contact, unlike NAD's payload files,
+    which hold 0 g or 500 g)"""
     seed: int = 0
     """twin data seed"""
 
     def validate(self) -> TwinPretrainConfig:
-        if not (isinstance(self.minutes, (int, float)) and np.isfinite(self.minutes)
-                and self.minutes >= 0):
-            raise ConfigError(f"TwinPretrainConfig.minutes = {self.minutes!r}; expected twin "
-                              "minutes >= 0 (0: no twin-pretrained estimator)")
+        def real(k: str, lo: float, strict: bool = False) -> float:
+            v = getattr(self, k)
+            ok = (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                  and math.isfinite(v) and (v > lo if strict else v >= lo))
+            if not ok:
+                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected a number "
+                                  f"{'>' if strict else '>='} {lo:g}")
+            return float(v)
+
+        real("minutes", 0.0)
+        real("fine_tune_lr", 0.0, strict=True)
+        real("contact_min_force_n", 0.0)
         for k in ("steps", "fine_tune_steps", "seed"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -79,12 +91,6 @@ class TwinPretrainConfig:
         if self.minutes and self.steps < 1:
             raise ConfigError(f"TwinPretrainConfig.steps = {self.steps}; pretraining on "
                               f"{self.minutes:g} twin minutes needs at least 1 step")
-        if not (np.isfinite(self.fine_tune_lr) and self.fine_tune_lr > 0):
-            raise ConfigError(f"TwinPretrainConfig.fine_tune_lr = {self.fine_tune_lr!r}; "
-                              "expected a learning rate > 0")
-        if not (np.isfinite(self.contact_min_force_n) and self.contact_min_force_n >= 0):
-            raise ConfigError("TwinPretrainConfig.contact_min_force_n = "
-                              f"{self.contact_min_force_n!r}; expected a force >= 0 N")
         return self
 
 
@@ -233,14 +239,13 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     Also its figures on 5 % of the twin episodes held out (``twin``). Checkpoints:
     ``out/twin_pretrained/{twin,fine_tuned}/checkpoints``. ``data``: a
     :class:`~neuract.pipeline.twin_experiment.TwinDataConfig` to pretrain on instead of the
-    one ``pre`` describes (its robot must be ``robot``)."""
+    one ``pre`` describes (its robot must be ``robot``; its own contact label is used)."""
     import copy
 
     from neuract.neuralactuator import fine_tune, save_checkpoint
-    from neuract.neuralactuator.train import TrainConfig
-    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.experiment import run_experiment, train_config
     from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, twin_split
-    from neuract.pipeline.verbs import CALIBRATED
+    from neuract.pipeline.verbs import calibrated
 
     pre.validate()
     if data is None:
@@ -250,8 +255,8 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         raise ConfigError(f"twin_pretrained: data.robot = {data.robot!r}, but the NAD robot is "
                           f"{robot!r}")
     tw_train, tw_test, _ = twin_split(data, progress)
-    tw_train = contact_labelled(tw_train, pre.contact_min_force_n)
-    tw_test = contact_labelled(tw_test, pre.contact_min_force_n)
+    tw_train = contact_labelled(tw_train, data.contact_min_force_n)
+    tw_test = contact_labelled(tw_test, data.contact_min_force_n)
     est = dataclasses.replace(exp, sim_steps=0, baseline_iters=0, neural_baselines=(),
                               horizons=(10,), full=False)
     out = Path(out) / "twin_pretrained"
@@ -262,26 +267,21 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
                           pretrained={"estimator": model})
     rec: dict[str, Any] = {
         "config": dataclasses.asdict(pre),
-        "twin": {"train_episodes": len(tw_train), "test_episodes": len(tw_test),
-                 "train_minutes": twin["train_minutes"],
+        "twin": {"data": dataclasses.asdict(data), "train_episodes": len(tw_train),
+                 "test_episodes": len(tw_test), "train_minutes": twin["train_minutes"],
                  "estimation": _estimator_row(twin)},
-        "thresholds": {k: getattr(model, k, None) for k in CALIBRATED},
+        "thresholds": calibrated(model),
         "zero_shot": _estimator_row(zero)}
     if pre.fine_tune_steps:
         tuned = copy.deepcopy(model)
         # the experiment's estimator schedule (horizon, substeps, losses), fewer steps
-        tc = TrainConfig(steps=pre.fine_tune_steps, lr=pre.fine_tune_lr, batch=exp.batch,
-                         horizon=exp.est_horizon, substeps=exp.substeps, seed=exp.seed,
-                         force_huber_delta=exp.force_huber_delta, aux_batch=exp.aux_batch,
-                         gate_weight=exp.gate_weight, gate_focal_gamma=exp.gate_focal_gamma)
+        tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr)
         if progress is not None:
             progress("twin-pretrained estimator: fine-tune on the train files", 0, 1)
         tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site)
         save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
                         extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
-                               f"{pre.minutes:g} min, seed {pre.seed}",
-                               **{k: getattr(tuned, k) for k in CALIBRATED
-                                  if getattr(tuned, k, None) is not None}},
+                               f"{data.minutes:g} min, seed {data.seed}", **calibrated(tuned)},
                         overwrite=True)
         ft = run_experiment(setup, train, test, est, progress=progress,
                             pretrained={"estimator": tuned})

@@ -72,6 +72,13 @@ CALIBRATED = ("condition_threshold", "gate_threshold", "condition_tau_s", "gate_
 """the calibrated decisions a checkpoint's ``extra`` may hold (model attributes once loaded)"""
 
 
+def calibrated(model) -> dict[str, Any]:
+    """The model's calibrated decisions (:data:`CALIBRATED` attributes that are set), as a
+    checkpoint's ``extra`` stores them (a per-motor threshold as a list)."""
+    return {k: list(v) if isinstance(v, tuple) else v
+            for k in CALIBRATED if (v := getattr(model, k, None)) is not None}
+
+
 def load_model(ckpt: Path):
     """A checkpoint with its calibrated condition and gate thresholds (``extra``)."""
     from neuract.neuralactuator import load_checkpoint, read_config
