@@ -164,7 +164,17 @@ def twin_pretrained_markdown(pub: dict) -> str:
         f"{tune}. Scored on the same test files and labels as above. On "
         f"{tw['test_episodes']} held-out twin episodes it scores force MAE "
         f"{tw['estimation']['force']['all']:.3f} N and gate F1 "
-        + ("—" if tw_f1 is None else f"{tw_f1:.3f}") + ".", "", markdown_table(head, rows)]) + "\n"
+        + ("—" if tw_f1 is None else f"{tw_f1:.3f}") + "." + _on_train(tp), "",
+        markdown_table(head, rows)]) + "\n"
+
+
+def _on_train(tp: dict) -> str:
+    """The zero-shot model's force MAE on the train files (a validation figure), if run."""
+    z = (tp.get("zero_shot_on_train_files") or {}).get("force") or {}
+    if z.get("all") is None:
+        return ""
+    return (f" As it is, on the train files (which it has not seen; the figure that choices "
+            f"about the pretraining are made on): force MAE {z['all']:.3f} N.")
 
 
 if __name__ == "__main__":

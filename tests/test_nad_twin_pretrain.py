@@ -63,10 +63,12 @@ def test_twin_pretrained_scores_zero_shot_and_fine_tuned(real, tmp_path, monkeyp
     c = np.concatenate([np.asarray(tr["contact"], bool) for tr in tw_train])
     assert c.any() and (~c).any() and np.array_equal(c, f >= 1.5)
     assert rec["twin"]["train_episodes"] == len(tw_train) > 0 and rec["twin"]["test_episodes"] > 0
-    # 2. both NAD scorings use the NAD files, never train on them
-    for tr, te, _, given in calls[1:]:
-        assert tr is train and te is test and given is not None
-    assert len(calls) == 3
+    # 2. the NAD scorings use the NAD files, never train on them: zero-shot on the test and
+    # on the train files (a validation figure), fine-tuned on the test files
+    assert [(c[0] is train, c[1] is test, c[1] is train) for c in calls[1:]] == [
+        (True, True, False), (True, False, True), (True, True, False)]
+    assert all(c[3] is not None for c in calls[1:])
+    assert rec["zero_shot_on_train_files"]["force"]["all"] is not None
     # 3. fine-tuning: on the train files, with the experiment's estimator schedule
     (trajs, tc), = tunes
     assert trajs is train
@@ -102,7 +104,7 @@ def test_twin_pretrained_scores_zero_shot_and_fine_tuned(real, tmp_path, monkeyp
                                           ("fine_tune_steps", -2), ("seed", True),
                                           ("fine_tune_lr", 0.0), ("fine_tune_lr", "1e-3"),
                                           ("contact_min_force_n", -0.1),
-                                          ("contact_min_force_n", None)])
+                                          ("contact_min_force_n", None), ("units", 0)])
 def test_twin_pretrain_config_refuses_bad_values(field, value):
     with pytest.raises(ConfigError, match=f"TwinPretrainConfig.{field}"):
         dataclasses.replace(TwinPretrainConfig(minutes=1.0), **{field: value}).validate()

@@ -70,6 +70,9 @@ class TwinPretrainConfig:
     which hold 0 g or 500 g)"""
     seed: int = 0
     """twin data seed"""
+    units: int = 4
+    """simulated units (arms) the twin minutes are spread over: each unit draws its own motor
+    constants, friction and starting temperatures"""
 
     def validate(self) -> TwinPretrainConfig:
         def real(k: str, lo: float, strict: bool = False) -> float:
@@ -84,10 +87,11 @@ class TwinPretrainConfig:
         real("minutes", 0.0)
         real("fine_tune_lr", 0.0, strict=True)
         real("contact_min_force_n", 0.0)
-        for k in ("steps", "fine_tune_steps", "seed"):
+        for k in ("steps", "fine_tune_steps", "seed", "units"):
             v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= 0")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (k == "units"):
+                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= "
+                                  f"{int(k == 'units')}")
         if self.minutes and self.steps < 1:
             raise ConfigError(f"TwinPretrainConfig.steps = {self.steps}; pretraining on "
                               f"{self.minutes:g} twin minutes needs at least 1 step")
@@ -234,8 +238,10 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     """The sim-to-real estimator of ``robot``: trained in estimator mode on ``pre.minutes`` of
     the robot's twin (contact label ``pre.contact_min_force_n``; the experiment's estimator
     configuration; its thresholds calibrated on the twin's training episodes), scored on the
-    NAD ``test`` files as it is (``zero_shot``) and after ``pre.fine_tune_steps`` steps on
-    the NAD ``train`` files (``fine_tuned``; the twin's normalisation and thresholds kept).
+    NAD ``test`` files as it is (``zero_shot``; also on the ``train`` files, which it has not
+    seen: ``zero_shot_on_train_files``, for choices that must leave the test files alone) and
+    after ``pre.fine_tune_steps`` steps on the NAD ``train`` files (``fine_tuned``; the twin's
+    normalisation and thresholds kept).
     Also its figures on 5 % of the twin episodes held out (``twin``). Checkpoints:
     ``out/twin_pretrained/{twin,fine_tuned}/checkpoints``. ``data``: a
     :class:`~neuract.pipeline.twin_experiment.TwinDataConfig` to pretrain on instead of the
@@ -249,8 +255,9 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
 
     pre.validate()
     if data is None:
-        data = TwinDataConfig(robot=robot, minutes=float(pre.minutes), test_fraction=0.05,
-                              contact_min_force_n=pre.contact_min_force_n, seed=pre.seed)
+        data = TwinDataConfig(robot=robot, minutes=float(pre.minutes), units=int(pre.units),
+                              test_fraction=0.05, contact_min_force_n=pre.contact_min_force_n,
+                              seed=pre.seed)
     elif data.robot != robot:
         raise ConfigError(f"twin_pretrained: data.robot = {data.robot!r}, but the NAD robot is "
                           f"{robot!r}")
@@ -265,13 +272,18 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     model = twin["_neuralactuator"]["estimator"]
     zero = run_experiment(setup, train, test, est, progress=progress,
                           pretrained={"estimator": model})
+    # the pretrained model on the train files it has not seen: a validation figure for
+    # choices about the pretraining that leaves the test files alone
+    zero_train = run_experiment(setup, train, train, est, progress=progress,
+                                pretrained={"estimator": model})
     rec: dict[str, Any] = {
         "config": dataclasses.asdict(pre),
         "twin": {"data": dataclasses.asdict(data), "train_episodes": len(tw_train),
                  "test_episodes": len(tw_test), "train_minutes": twin["train_minutes"],
                  "estimation": _estimator_row(twin)},
         "thresholds": calibrated(model),
-        "zero_shot": _estimator_row(zero)}
+        "zero_shot": _estimator_row(zero),
+        "zero_shot_on_train_files": _estimator_row(zero_train)}
     if pre.fine_tune_steps:
         tuned = copy.deepcopy(model)
         # the experiment's estimator schedule (horizon, substeps, losses), fewer steps
