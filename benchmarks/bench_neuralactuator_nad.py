@@ -149,6 +149,7 @@ def twin_pretrained_markdown(pub: dict) -> str:
         rows.append([f"pretrained on the twin, fine-tuned on the train files "
                      f"({c['fine_tune_steps']} steps)"] + _est_cells(tp["fine_tuned"]))
     tw = tp["twin"]
+    d = {**c, **tw.get("data", {})}  # the twin data actually used, where recorded
     thr = tp["thresholds"].get("gate_threshold")
     tw_f1 = (tw["estimation"].get("gate") or {}).get("f1")
     tune = (f"then {c['fine_tune_steps']} steps on the NAD train files (lr "
@@ -158,9 +159,9 @@ def twin_pretrained_markdown(pub: dict) -> str:
             "gate recall", "gate F1"]
     return "\n".join([
         "### Sim-to-real: estimator pretrained on the twin (estimator mode)", "",
-        f"Pretrained on {c['minutes']:g} min of this robot's twin ({c.get('units', 4)} units, "
-        f"seed {c['seed']}, all five "
-        f"tasks, contact = external force >= {c['contact_min_force_n']:g} N; {c['steps']} "
+        f"Pretrained on {d['minutes']:g} min of this robot's twin ({d.get('units', 4)} units, "
+        f"seed {d['seed']}, tasks {', '.join(d.get('tasks', ['all five']))}, contact = "
+        f"external force >= {d['contact_min_force_n']:g} N; {c['steps']} "
         f"steps, the estimator configuration above), its gate threshold calibrated on the "
         f"twin's training episodes ({'—' if thr is None else f'{thr:.2f}'}) and kept; "
         f"{tune}. Scored on the same test files and labels as above. On "

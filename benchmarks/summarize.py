@@ -221,9 +221,9 @@ def _nad_twin_pretrained(robot: str, r: dict) -> list[Row]:
         def val(rec, key=key):
             v = (rec.get(key) or {}).get("all" if key == "force" else "f1")
             return f"{v:.3f}" if v is not None else "-"
-        note = ("; the test files hold no sample without contact, so any gate that fires "
-                "scores 1" if key == "gate" and not (ft.get("force") or {}).get("n_no_contact")
-                else "")
+        negatives = (ft.get("force") or {}).get("n_no_contact")
+        note = ("; the labelled test samples hold none without contact, so a gate that always "
+                "fires scores 1" if key == "gate" and negatives == 0 else "")
         rows.append((area, f"{name}, {what}", val(ft),
                      f"target {target}; trained on the train files only {val(own)}; "
                      f"zero-shot (twin only) {val(zs)}{note}"))

@@ -119,8 +119,14 @@ def test_twin_pretrained_refuses_twin_data_of_another_robot(real, tmp_path):
 def test_train_config_is_the_experiment_schedule_of_each_mode():
     from neuract.pipeline.experiment import train_config
 
-    for mode, h in (("simulator", TINY.sim_horizon), ("estimator", TINY.est_horizon)):
-        tc = train_config(TINY, mode, 7)
+    # every option off its TrainConfig default, so a dropped one shows
+    exp = dataclasses.replace(TINY, sim_horizon=5, est_horizon=6, lr=2e-3, batch=3, substeps=3,
+                              seed=4, force_huber_delta=0.2, aux_batch=8, gate_weight=2.0,
+                              gate_focal_gamma=1.0, checkpoint_every=7)
+    for mode, h in (("simulator", 5), ("estimator", 6)):
+        tc = train_config(exp, mode, 9, checkpoint="ck.safetensors")
         assert (tc.steps, tc.horizon, tc.lr, tc.batch, tc.substeps, tc.seed) == (
-            7, h, TINY.lr, TINY.batch, TINY.substeps, TINY.seed)
-    assert train_config(TINY, "estimator", 7, lr=1e-5).lr == 1e-5
+            9, h, 2e-3, 3, 3, 4)
+        assert (tc.force_huber_delta, tc.aux_batch, tc.gate_weight, tc.gate_focal_gamma,
+                tc.checkpoint_every, tc.checkpoint) == (0.2, 8, 2.0, 1.0, 7, "ck.safetensors")
+    assert train_config(exp, "estimator", 7, lr=1e-5).lr == 1e-5

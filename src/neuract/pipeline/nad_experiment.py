@@ -57,7 +57,8 @@ class TwinPretrainConfig:
     (:func:`twin_pretrained`). The estimator's configuration is the experiment's."""
 
     minutes: float = 0.0
-    """twin telemetry minutes to pretrain on (all five tasks, 4 units; 0: no such arm)"""
+    """twin telemetry minutes to pretrain on (all five tasks, over ``units`` units; 0: no such
+    arm)"""
     steps: int = 1500
     """estimator optimiser steps on the twin"""
     fine_tune_steps: int = 200
@@ -77,23 +78,22 @@ class TwinPretrainConfig:
     (SO-101), chosen there before the test files were scored with it"""
 
     def validate(self) -> TwinPretrainConfig:
-        def real(k: str, lo: float, strict: bool = False) -> float:
+        def real(k: str, lo: float, strict: bool = False) -> None:
             v = getattr(self, k)
             ok = (isinstance(v, numbers.Real) and not isinstance(v, bool)
                   and math.isfinite(v) and (v > lo if strict else v >= lo))
             if not ok:
                 raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected a number "
                                   f"{'>' if strict else '>='} {lo:g}")
-            return float(v)
 
         real("minutes", 0.0)
         real("fine_tune_lr", 0.0, strict=True)
         real("contact_min_force_n", 0.0)
         for k in ("steps", "fine_tune_steps", "seed", "units"):
             v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (k == "units"):
-                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= "
-                                  f"{int(k == 'units')}")
+            lo = 1 if k == "units" else 0
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= {lo}")
         if self.minutes and self.steps < 1:
             raise ConfigError(f"TwinPretrainConfig.steps = {self.steps}; pretraining on "
                               f"{self.minutes:g} twin minutes needs at least 1 step")
@@ -295,7 +295,8 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site)
         save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
                         extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
-                               f"{data.minutes:g} min, seed {data.seed}", **calibrated(tuned)},
+                               f"{data.minutes:g} min, {data.units} units, seed {data.seed}",
+                               **calibrated(tuned)},
                         overwrite=True)
         ft = run_experiment(setup, train, test, est, progress=progress,
                             pretrained={"estimator": tuned})
