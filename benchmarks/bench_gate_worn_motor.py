@@ -127,6 +127,7 @@ def main() -> int:
                                                                  healthy_motors=healthy))
             print(f"{name}: {label} ...", flush=True)
             s = score(model, run_chunk(g, [row])[0], cfg.data.contact_min_force_n)
+            s["worn_motors"] = [joints[i] for i in idx if i not in healthy]
             rec["versions"][label] = s
             f = s["false_alarm_force_median_n"]
             table.append([name, label, s["false_alarms"], s["missed"], s["contact_samples"],

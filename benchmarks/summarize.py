@@ -269,13 +269,15 @@ def _int8(d: dict) -> list[Row]:
 def _worn(d: dict) -> list[Row]:
     rows = []
     for ep in d.get("episodes", []):
-        v = ep["versions"]
-        as_gen = next(k for k in v if k.startswith("as generated"))
-        singles = "; ".join(f"{k[5:]} {v[k]['false_alarms']}" for k in v if k.startswith("only"))
+        v = list(ep["versions"].values())  # each names the motors worn in it
+        as_gen = next(x for x in v if x["worn_motors"] == ep["worn"])
+        healthy = next(x for x in v if not x["worn_motors"])
+        singles = "; ".join(f"{x['worn_motors'][0]} worn {x['false_alarms']}" for x in v
+                            if len(x["worn_motors"]) == 1 and len(ep["worn"]) > 1)
         rows.append(("SO-101 twin, gate and worn motors", f"false-alarm samples, test episode "
                      f"{ep['episode']} with {' and '.join(ep['worn'])} worn [estimator]",
-                     str(v[as_gen]["false_alarms"]),
-                     f"same episode with healthy motors {v['all motors healthy']['false_alarms']}"
+                     str(as_gen["false_alarms"]),
+                     f"same episode with healthy motors {healthy['false_alarms']}"
                      + (f"; {singles}" if singles else "")
                      + f"; training episodes with worn motors "
                      f"{d['train_episodes_with_worn_motors']} of {d['train_episodes']}"))
