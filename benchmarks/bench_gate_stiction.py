@@ -42,8 +42,8 @@ from neuract.eval.metrics import decision_f1  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.neuralactuator.physics import physics_channels  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled, generate_config  # noqa: E402
-from neuract.twin.generate import episode_table, run_chunk  # noqa: E402
+from neuract.pipeline.twin_experiment import contact_labelled  # noqa: E402
+from neuract.twin.generate import episode_name, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -72,24 +72,15 @@ def band_name(lo: float, hi: float | None) -> str:
 
 
 def main() -> int:
-    from bench_gate_worn_motor import name_of
-    from bench_neuralactuator_twin import (
-        ESTIMATOR_CHECKPOINT,
-        config,
-        load_estimator,
-        machine,
-        main_test_episodes,
-    )
+    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, machine, main_run_episodes
 
     torch.set_num_threads(1)
-    model = load_estimator()
-    if model is None:
+    run = main_run_episodes()
+    if run is None:
         return 2
-    cfg = config()
+    model, cfg, gen, rows, test_names = run
     thr = cfg.data.contact_min_force_n
-    test_names = main_test_episodes()
-    gen = generate_config(cfg.data)
-    rows = [r for r in episode_table(gen) if name_of(r) in test_names]
+    rows = [r for r in rows if episode_name(r) in test_names]
     print(f"generating the {len(rows)} test episodes ...", flush=True)
     trajs = contact_labelled(run_chunk(gen, rows), thr)
     y, fired, ratio, force, task = [], [], [], [], []

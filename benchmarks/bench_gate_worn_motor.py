@@ -31,13 +31,10 @@ import torch  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    contact_labelled,
-    generate_config,
-    worn_config,
-)
+from neuract.pipeline.twin_experiment import contact_labelled, worn_config  # noqa: E402
 from neuract.twin.generate import (  # noqa: E402
     _model,
+    episode_name,
     episode_plan,
     episode_rng,
     episode_table,
@@ -46,11 +43,6 @@ from neuract.twin.generate import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-
-
-def name_of(row) -> str:
-    _, unit, k, task = row
-    return f"unit{unit:03d}/ep{k:04d}_{task}"
 
 
 def planned_worn(gen, rows) -> tuple[dict, list]:
@@ -62,7 +54,7 @@ def planned_worn(gen, rows) -> tuple[dict, list]:
     for row in rows:
         _, unit, k, task = row
         plan = episode_plan(gen, task, lo, hi, episode_rng(gen.seed, unit, k))
-        out[name_of(row)] = (plan.degraded if plan.degraded is not None
+        out[episode_name(row)] = (plan.degraded if plan.degraded is not None
                              else np.zeros(tm.n, bool))
     return out, tm.joint_names
 
@@ -81,25 +73,16 @@ def score(model, tr, threshold_n: float) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import (
-        ESTIMATOR_CHECKPOINT,
-        config,
-        load_estimator,
-        machine,
-        main_test_episodes,
-    )
+    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, machine, main_run_episodes
 
     torch.set_num_threads(1)
-    model = load_estimator()
-    if model is None:
+    run = main_run_episodes()
+    if run is None:
         return 2
-    cfg = config()
-    test_names = main_test_episodes()
-    gen = generate_config(cfg.data)
-    rows = episode_table(gen)
+    model, cfg, gen, rows, test_names = run
     worn, joints = planned_worn(gen, rows)
-    train_rows = [r for r in rows if name_of(r) not in test_names]
-    worn_train = [worn[name_of(r)] for r in train_rows]
+    train_rows = [r for r in rows if episode_name(r) not in test_names]
+    worn_train = [worn[episode_name(r)] for r in train_rows]
     extra = worn_config(cfg.data)  # the extra worn-motor training episodes, if any
     if extra is not None:
         plans, _ = planned_worn(extra, episode_table(extra))
@@ -112,7 +95,7 @@ def main() -> int:
            "train_episodes_worn_per_motor": coverage, "episodes": []}
     table = []
     for row in rows:
-        name = name_of(row)
+        name = episode_name(row)
         if name not in test_names or not worn[name].any():
             continue
         idx = [int(i) for i in np.flatnonzero(worn[name])]

@@ -164,6 +164,21 @@ def main_test_episodes() -> set[str]:
     return set(json.loads((MAIN_RUN / "results.json").read_text())["data"]["test_episodes"])
 
 
+def main_run_episodes():
+    """(trained estimator, benchmark config, its generator config, every episode row of its
+    main data (``episode_table``), the names of its test episodes) of the main run, or None,
+    after saying so, where the main run has not been run yet."""
+    from neuract.pipeline.twin_experiment import generate_config
+    from neuract.twin.generate import episode_table
+
+    model = load_estimator()
+    if model is None:
+        return None
+    cfg = config()
+    gen = generate_config(cfg.data)
+    return model, cfg, gen, episode_table(gen), main_test_episodes()
+
+
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
     """The main run's trained estimator with its calibrated decisions (what the benchmark
     scored), or None, after saying so, where the main run has not been run yet."""

@@ -32,7 +32,7 @@ from neuract.pipeline.experiment import (  # noqa: E402
 )
 from neuract.pipeline.twin_experiment import (  # noqa: E402
     TwinExperimentConfig,
-    relabel_contact,
+    contact_labelled,
     twin_split,
 )
 from neuract.pipeline.verbs import load_model  # noqa: E402
@@ -47,10 +47,8 @@ def main(argv: list[str]) -> int:
     cfg = load_resolved(TwinExperimentConfig, run / "config.json")
     model = load_model(run / "checkpoints" / "neuralactuator_estimator")
     train, test, _ = twin_split(cfg.data)  # as run_twin_experiment: with any extras
-    thr = cfg.data.contact_min_force_n
-    if thr > 0:
-        train = [relabel_contact(tr, thr) for tr in train]
-        test = [relabel_contact(tr, thr) for tr in test]
+    train = contact_labelled(train, cfg.data.contact_min_force_n)
+    test = contact_labelled(test, cfg.data.contact_min_force_n)
     out = json.loads(results.read_text())
     if out["data"]["test_episodes"] != [tr.meta.name for tr in test]:
         print(f"{results}: its test episodes are not this run's; not written")

@@ -88,6 +88,12 @@ def episode_table(cfg: GenerateConfig) -> list[tuple[int, int, int, str]]:
     return out
 
 
+def episode_name(row: tuple[int, int, int, str]) -> str:
+    """The trajectory name of an :func:`episode_table` row, e.g. ``unit003/ep0059_degraded``."""
+    _, unit, k, task = row
+    return f"unit{unit:03d}/ep{k:04d}_{task}"
+
+
 _MODEL_CACHE: dict = {}
 
 
@@ -149,7 +155,8 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
         jobs.append(Job(unit, k, params, bus, plan, rng))
     records = simulate(tm, spec, cfg.sim, jobs)
     trajs = []
-    for (i, unit, k, task), job, rec in zip(rows, jobs, records):
+    for row, job, rec in zip(rows, jobs, records):
+        i, unit, k, task = row
         plan = job.plan
         deg = plan.degraded
         labels = {
@@ -167,7 +174,7 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> lis
             "hidden": {"servo": job.params.to_labels(), "bus": job.bus.to_labels()},
             "firmware": {"kp": float(job.params.kp[0, 0]), "kd": float(job.params.kd[0, 0])},
         }
-        name = f"unit{unit:03d}/ep{k:04d}_{task}"
+        name = episode_name(row)
         trajs.append(to_trajectory(rec, spec, cfg.sim.nonideal, tm.joint_names, name, labels,
                                    deg))
     return trajs
