@@ -58,7 +58,7 @@ def test_rejects_other_models_and_bad_batch_sizes(tmp_path):
 
 def test_options_autotune_only_small_batches():
     assert inductor_options(1)["max_autotune"] and inductor_options(1)["freezing"]
-    assert "max_autotune" not in inductor_options(32) and inductor_options(32)["freezing"]
+    assert inductor_options(32) == {}  # MKL on the plain weights (see inductor_options)
 
 
 @pytest.mark.parametrize("shapes", [((2, 4, 8, 24), (2, 4, 24, 8)),  # q @ k^T

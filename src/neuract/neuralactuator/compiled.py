@@ -15,20 +15,29 @@ Compiling needs a C++ compiler (g++ or clang++; ``CXX`` selects one); loading an
 package does not, but needs the same torch version that compiled it.
 
 Inductor options per batch size (:func:`inductor_options`, measured with 1 thread on an AMD
-EPYC, see ``benchmarks/bench_inference.py``): every size is compiled with ``freezing`` (the
-weights become constants; large products then run on pre-packed weights); batch sizes up
-to ``AUTOTUNE_MAX_BATCH`` also use ``max_autotune`` with Inductor's own C++ GEMM templates,
-which beat MKL on this CPU for the batch-1 matrix-vector products (the 4.8 MB trunk product:
-~0.06 vs ~0.085 ms) and fuse LayerNorm / GELU into them; at batch 32 MKL's packed GEMM is
-faster than the templates, so larger batches skip autotuning. Before compiling, the
+EPYC, see ``benchmarks/bench_inference.py``): batch sizes up to ``AUTOTUNE_MAX_BATCH`` are
+compiled with ``freezing`` (the weights become constants) and ``max_autotune`` with
+Inductor's own C++ GEMM templates, which beat MKL on this CPU for the batch-1
+matrix-vector products and fuse LayerNorm / GELU into them; larger batches use neither:
+at batch 32 the frozen graph's pre-packed (oneDNN) products were slower than MKL's GEMM on
+the plain weights (2026-11-26, default model: 8.9-10.1k samples/s frozen, 11.4-11.8k not;
+the templates did not help either). Before compiling, the
 attention products (batched over heads, contracting over 24 head channels or 8 time steps)
 are rewritten as multiply + sum (:func:`_matmul_for_inductor`), which Inductor fuses into its
 own loops instead of calling a library ``bmm`` per product (~6 us less per batch-1 call).
 Numerics stay float32; the outputs match the eager model to ~1e-6.
+
+``quantize="int8"`` stores the head trunk's weights (1.2 M of the default model's 1.4 M) in
+int8 and computes that product with neuract's own operator (:mod:`neuract.neuralactuator.
+int8op`: int16 activations x int8 weights, exact int32 sums, AVX2), whose library is built
+into the output directory and loaded before the packages: at batch 1 the float32 call is
+bound by reading the trunk's 4.8 MB, and int8 reads a quarter of that. Everything else stays
+float32; the packages then match ``FusedNeuralActuator(model).quantize_trunk()`` to ~1e-6.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -78,10 +87,9 @@ def require_cxx_compiler() -> str:
 
 def inductor_options(batch_size: int) -> dict:
     """Inductor options used for one batch size (see the module docstring for why)."""
-    opts = {"freezing": True}
     if batch_size <= AUTOTUNE_MAX_BATCH:
-        opts.update(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN")
-    return opts
+        return {"freezing": True, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
+    return {}
 
 
 def _matmul_for_inductor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -110,23 +118,41 @@ def package_name(batch_size: int) -> str:
     return f"neuralactuator_b{batch_size}.pt2"
 
 
+QUANTIZE = ("none", "int8")
+
+
 def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLike = "na_aot",
-                options: dict | None = None) -> AotActuator:
+                options: dict | None = None, quantize: str = "none") -> AotActuator:
     """Compile ``model`` for each batch size into ``out_dir`` and load the result.
 
     model: a :class:`NeuralActuator` (folded here) or a :class:`FusedNeuralActuator`.
     batch_sizes: the batch sizes B the packages accept (static shapes: one package each).
     options: Inductor options for every size instead of :func:`inductor_options`.
+    quantize: ``"none"`` (float32) or ``"int8"``: the head trunk's weights in int8, computed by
+    neuract's own operator (:mod:`neuract.neuralactuator.int8op`, built into ``out_dir`` as
+    ``neuract_ops.so``; needs an AVX2 CPU), the rest in float32.
     Writes ``neuralactuator_b{B}.pt2`` per size (each atomically) and ``aot.json``; raises
     :class:`CompilerNotFound` before any work when no C++ compiler is present.
     """
     sizes = sorted({int(b) for b in batch_sizes})
     if not sizes or sizes[0] < 1:
         raise ConfigError(f"batch_sizes={tuple(batch_sizes)!r}; expected integers >= 1")
+    if quantize not in QUANTIZE:
+        raise ConfigError(f"compile_aot: quantize={quantize!r}; expected one of {QUANTIZE}")
     fused = _fused(model)
+    if quantize == "int8":
+        from neuract.neuralactuator import int8op
+
+        int8op.require_avx2()
     require_cxx_compiler()
     cfg = fused.cfg
     out = Path(out_dir)
+    op = {}
+    if quantize == "int8":
+        out.mkdir(parents=True, exist_ok=True)
+        int8op.load_op(int8op.build_op(out))
+        fused = copy.deepcopy(fused).quantize_trunk()
+        op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
     out.mkdir(parents=True, exist_ok=True)
     entries = {}
     for B in sizes:
@@ -150,12 +176,12 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
             "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
             "inputs": "x: (B, history, n_features) float32 raw features",
-            "outputs": list(OUTPUTS), "batch_sizes": entries}
+            "outputs": list(OUTPUTS), "quantize": quantize, **op, "batch_sizes": entries}
     # several compiles may share a directory: keep the sizes compiled earlier
     old = out / META
     if old.is_file():
         prev = json.loads(old.read_text())
-        if prev.get("config") == meta["config"] and prev.get("torch") == meta["torch"]:
+        if all(prev.get(k) == meta[k] for k in ("config", "torch", "quantize")):
             meta["batch_sizes"] = {**prev["batch_sizes"], **entries}
     write_json(old, meta)
     return AotActuator(out)
@@ -185,6 +211,11 @@ class AotActuator:
         self.config = from_dict(NeuralActuatorConfig, {k: v for k, v in
                                                        self.meta["config"].items() if k in fields})
         self._shape = (self.config.history, self.config.n_features)
+        self.quantize = self.meta.get("quantize", "none")
+        if self.quantize == "int8":  # the packages call neuract::linear_w8: load it first
+            from neuract.neuralactuator.int8op import load_op
+
+            load_op(d / self.meta["op_library"])
         self._loaders = {}
         for B, entry in self.meta["batch_sizes"].items():
             pkg = d / entry["package"]

@@ -12,7 +12,8 @@ float rounding) with fewer, larger operations:
   normalisation and the joint one-hot folded into one first-layer map and bias per joint.
 
 It is what ``export.py`` writes to ONNX and what the ``torch-fused`` benchmark backend runs
-(optionally frozen with TorchScript).
+(optionally frozen with TorchScript). :meth:`FusedNeuralActuator.quantize_trunk` stores the
+head trunk's weights in int8 for ``compile_aot(..., quantize="int8")``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class FusedNeuralActuator(nn.Module):
         self.d, self.H = cfg.d_model, cfg.n_heads
         self.Fdim = cfg.n_features
         self.relu = False
+        self.trunk_int8 = False
         m = model
         with torch.no_grad():
             W = m.inp.weight / m.x_std  # (d, F)
@@ -103,6 +105,21 @@ class FusedNeuralActuator(nn.Module):
                                 ("w_m3", l3.weight.t()), ("b_m3", l3.bias)):
                     setattr(self, name, nn.Parameter(t.contiguous(), requires_grad=False))
 
+    def quantize_trunk(self) -> FusedNeuralActuator:
+        """In place: store the head trunk's weights in int8 per output channel and compute
+        the trunk with ``torch.ops.neuract.linear_w8`` (load it first:
+        :func:`neuract.neuralactuator.int8op.load_op`). Returns ``self``."""
+        from neuract.neuralactuator.int8op import quantize_rows
+
+        if self.trunk_int8:
+            return self
+        q, s = quantize_rows(self.w_trunk.t())
+        del self.w_trunk
+        self.register_buffer("w_trunk_q", q)
+        self.register_buffer("trunk_scale", s)
+        self.trunk_int8 = True
+        return self
+
     def forward(self, x: torch.Tensor):
         T, d, H, J = self.T, self.d, self.H, self.J
         act = F.relu if self.cfg.activation == "relu" else F.gelu
@@ -118,7 +135,10 @@ class FusedNeuralActuator(nn.Module):
             f = act(torch.addmm(L.b_ff1, F.layer_norm(h, (d,)), L.w_ff1))
             h = h + torch.addmm(L.b_ff2, f, L.w_ff2)
         z = F.layer_norm(h, (d,)).reshape(-1, T * d)
-        z = act(torch.addmm(self.b_trunk, z, self.w_trunk))
+        if self.trunk_int8:
+            z = act(torch.ops.neuract.linear_w8(z, self.w_trunk_q, self.trunk_scale, self.b_trunk))
+        else:
+            z = act(torch.addmm(self.b_trunk, z, self.w_trunk))
         out = torch.addmm(self.b_head, z, self.w_head)
         pre = out[:, :J] + torch.matmul(x.reshape(-1, T * self.Fdim), self.w_prior)
         tau = self.tau_max * torch.tanh(pre)

@@ -1,0 +1,161 @@
+"""The int8-weight linear operator for compiled NeuralActuators (``neuract::linear_w8``).
+
+At batch 1 the forward pass of the default model is bounded by reading the head trunk's
+weights (1.2 M of its 1.4 M parameters, 4.8 MB in float32), not by arithmetic. torch has no
+fast int8 path for this on a CPU without AVX-512 that ``torch.export`` / AOTInductor accept
+(its packed-weight dynamic quantization cannot be exported; ``_weight_int8pack_mm`` and the
+int4 kernels have no AVX2 code), so neuract ships its own operator, a small C++ file
+(``csrc/linear_w8.cpp``) registered with the torch dispatcher:
+
+    y = x @ (w * scale[:, None]).T + bias     x: (B, K) float32, w: (N, K) int8
+
+* weights: int8 per output channel, symmetric, the full 8-bit range (:func:`quantize_rows`);
+* activations: each row of x is scaled to int16 (its largest magnitude -> 16383) in the
+  call; the int16 x int8 products are summed exactly in int32 (AVX2 ``vpmaddwd``, which
+  cannot saturate, unlike the 8-bit pair sums that need 7-bit weights in ONNX Runtime);
+* :func:`linear_w8_reference` is the same arithmetic in torch, for tests.
+
+:func:`build_op` compiles the file with the C++ compiler AOTInductor uses (~10 s) into a
+directory; :func:`load_op` loads it into the process (once) and registers its shape function
+so that ``torch.export`` can trace it. :func:`~neuract.neuralactuator.compiled.compile_aot`
+with ``quantize="int8"`` does both and keeps the library beside its packages, which load it
+before they run. The operator needs a CPU with AVX2 and FMA.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import torch
+
+from neuract.errors import NeuractError
+
+SOURCE = Path(__file__).with_name("csrc") / "linear_w8.cpp"
+LIBRARY = "neuract_ops.so"
+QMAX_X = 16383  # int16 range used for activations (K <= 8256; see the C++ file)
+
+
+class Int8OpUnavailable(NeuractError, RuntimeError):
+    """The int8 operator cannot be built or run here (CPU without AVX2, or no compiler)."""
+
+
+def source_hash() -> str:
+    """SHA-256 (first 16 hex digits) of the operator's C++ source."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+
+
+def require_avx2() -> str:
+    """torch's CPU capability string; raises :class:`Int8OpUnavailable` without AVX2."""
+    cap = torch.backends.cpu.get_cpu_capability()
+    if not cap.upper().startswith(("AVX2", "AVX512")):
+        raise Int8OpUnavailable(
+            f"the int8 operator needs a CPU with AVX2 and FMA; torch reports CPU capability "
+            f"{cap!r}. Use quantize='none' (float32), or the int8 ONNX export "
+            "(export_onnx(..., quantize='int8')), which ONNX Runtime runs on any CPU")
+    return cap
+
+
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """w: (N, K) float -> (w_q (N, K) int8, scale (N,) float32), w ~= w_q * scale[:, None].
+
+    Symmetric per row (output channel) over [-127, 127]; an all-zero row gets scale 1.
+    """
+    if w.dim() != 2 or not w.is_floating_point():
+        raise ValueError(f"quantize_rows: w must be a 2-D float tensor; got {tuple(w.shape)} "
+                         f"{w.dtype}")
+    w = w.detach().float()
+    m = w.abs().amax(dim=1)
+    scale = torch.where(m > 0, m / 127.0, torch.ones_like(m))
+    q = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return q.contiguous(), scale.contiguous()
+
+
+def qmax_for(k: int) -> int:
+    """The activation range the kernel uses for K inputs (keeps int32 lane sums exact)."""
+    per_lane = max((k + 7) // 8, 1)
+    return min(QMAX_X, (2**31 - 1) // (127 * per_lane))
+
+
+def linear_w8_reference(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
+                        bias: torch.Tensor) -> torch.Tensor:
+    """What ``torch.ops.neuract.linear_w8`` computes, in torch (float64 sums, exact)."""
+    x = x.float()
+    qmax = qmax_for(x.shape[1])
+    m = x.abs().amax(dim=1)
+    sx = torch.where(m > 0, m / qmax, torch.ones_like(m))
+    xq = torch.round(x * (1.0 / sx)[:, None])
+    acc = xq.double() @ w.double().t()
+    return (acc * (scale.double()[None] * sx.double()[:, None]) + bias.double()).float()
+
+
+def _registered() -> bool:
+    try:
+        torch._C._dispatch_find_schema_or_throw("neuract::linear_w8", "")
+    except RuntimeError:
+        return False
+    return True
+
+
+_FAKE = []
+
+
+def _register_fake() -> None:
+    if _FAKE:
+        return
+
+    @torch.library.register_fake("neuract::linear_w8")
+    def _shape(x, w, scale, bias):
+        return x.new_empty((x.shape[0], w.shape[0]))
+
+    _FAKE.append(_shape)
+
+
+def load_op(path: str | os.PathLike) -> None:
+    """Load the library built by :func:`build_op` into this process (a no-op when the
+    operator is already registered, e.g. by another compiled directory)."""
+    require_avx2()
+    if not _registered():
+        p = Path(path)
+        if not p.is_file():
+            raise Int8OpUnavailable(f"int8 operator library {str(p)!r} not found; build it "
+                                    "with build_op (compile_aot(..., quantize='int8') does)")
+        torch.ops.load_library(str(p))
+    _register_fake()
+
+
+def build_op(out_dir: str | os.PathLike) -> Path:
+    """Compile ``csrc/linear_w8.cpp`` into ``out_dir/neuract_ops.so`` (atomically) and return
+    its path. Needs a C++ compiler (:func:`~neuract.neuralactuator.compiled.require_cxx_compiler`)
+    and an AVX2 CPU; the library runs only with the torch that built it."""
+    from torch.utils import cpp_extension
+
+    from neuract.neuralactuator.compiled import require_cxx_compiler
+
+    require_avx2()
+    cxx = require_cxx_compiler()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dst = out / LIBRARY
+    tmp = out / f".{LIBRARY}.{os.getpid()}.tmp"
+    libs = cpp_extension.library_paths()
+    cmd = [cxx, "-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-std=c++17", "-w",
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+           *[f"-I{p}" for p in cpp_extension.include_paths()], str(SOURCE), "-o", str(tmp),
+           *[f"-L{p}" for p in libs], *[f"-Wl,-rpath,{p}" for p in libs],
+           "-lc10", "-ltorch_cpu", "-ltorch"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise Int8OpUnavailable(f"compiling {SOURCE.name} with {cxx} failed (exit "
+                                    f"{done.returncode}):\n{done.stderr[-2000:]}")
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dst
+
+
+__all__ = ["build_op", "load_op", "quantize_rows", "linear_w8_reference", "qmax_for",
+           "source_hash", "require_avx2", "Int8OpUnavailable", "LIBRARY", "SOURCE"]

@@ -1,0 +1,141 @@
+"""neuract::linear_w8, the int8-weight operator of the compiled NeuralActuator: the C++ kernel
+computes exactly the reference arithmetic (odd shapes, tails, long rows, empty batches), the
+weights round-trip within half a step, AOTInductor packages with ``quantize="int8"`` equal
+the eager int8 model and stay near the float32 one, and a failing build, a CPU without AVX2
+or a bad option fail clearly, leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from neuract.errors import ConfigError
+from neuract.neuralactuator import int8op
+from neuract.neuralactuator.compiled import AotActuator, compile_aot, cxx_compiler
+from neuract.neuralactuator.fused import FusedNeuralActuator
+from neuract.neuralactuator.model import NeuralActuatorConfig
+from test_neuralactuator_compiled import TINY, trained_like
+
+avx2 = torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX2", "AVX512"))
+needs_op = pytest.mark.skipif(cxx_compiler() is None or not avx2,
+                              reason="needs a C++ compiler and an AVX2 CPU")
+
+
+@pytest.fixture(scope="module")
+def op(tmp_path_factory):
+    path = int8op.build_op(tmp_path_factory.mktemp("op"))
+    int8op.load_op(path)
+    return torch.ops.neuract.linear_w8
+
+
+def test_quantize_rows_round_trips_within_half_a_step():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(37, 53, generator=g) * torch.logspace(-3, 1, 37)[:, None]
+    w[5] = 0.0
+    q, s = int8op.quantize_rows(w)
+    assert q.dtype == torch.int8 and s.shape == (37,)
+    assert q.abs().max() == 127  # the full range, not 7 bits
+    assert (q[5] == 0).all() and s[5] == 1.0
+    err = (q.float() * s[:, None] - w).abs()
+    assert (err <= s[:, None] / 2 + 1e-7).all()
+    with pytest.raises(ValueError, match="2-D float"):
+        int8op.quantize_rows(torch.ones(3, dtype=torch.int32).reshape(1, 3))
+
+
+def test_qmax_keeps_int32_lane_sums_exact():
+    assert int8op.qmax_for(768) == 16383
+    for k in (768, 8256, 8264, 50_000):
+        assert int8op.qmax_for(k) * 127 * ((k + 7) // 8) < 2**31
+    assert int8op.qmax_for(8264) < 16383
+
+
+@needs_op
+@pytest.mark.parametrize("B,K,N", [(1, 768, 1576), (3, 48, 22), (5, 37, 9), (32, 16, 4),
+                                   (2, 9000, 7), (0, 32, 8)])
+def test_kernel_equals_the_reference(op, B, K, N):
+    g = torch.Generator().manual_seed(B * 1000 + K + N)
+    x = 3 * torch.randn(B, K, generator=g)
+    if B > 1:
+        x[1] = 0.0  # an all-zero row (scale 1) must give the bias
+    w = torch.randn(N, K, generator=g)
+    q, s = int8op.quantize_rows(w)
+    bias = torch.randn(N, generator=g)
+    y = op(x, q, s, bias)
+    ref = int8op.linear_w8_reference(x, q, s, bias)
+    assert y.shape == (B, N) and y.dtype == torch.float32
+    torch.testing.assert_close(y, ref, rtol=2e-6, atol=2e-5)
+    if B > 1:
+        torch.testing.assert_close(y[1], bias)
+    if B:  # and near the float32 product: int8 weights, 15-bit activations
+        full = x @ w.t() + bias
+        assert ((y - full).abs().max() / full.abs().max()) < 0.02
+
+
+@needs_op
+def test_kernel_rejects_bad_operands_clearly(op):
+    q, s = int8op.quantize_rows(torch.randn(4, 16))
+    with pytest.raises(RuntimeError, match="float32"):
+        op(torch.randn(1, 16, dtype=torch.float64), q, s, torch.zeros(4))
+    with pytest.raises(RuntimeError, match="K = 16"):
+        op(torch.randn(1, 16), q[:, :8].contiguous(), s, torch.zeros(4))
+    with pytest.raises(RuntimeError, match="N = 4"):
+        op(torch.randn(1, 16), q, s, torch.zeros(5))
+
+
+def test_no_avx2_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    with pytest.raises(int8op.Int8OpUnavailable, match="AVX2.*'DEFAULT'.*ONNX"):
+        int8op.build_op(tmp_path / "op")
+    with pytest.raises(int8op.Int8OpUnavailable, match="AVX2"):
+        compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (1,), tmp_path / "aot",
+                    quantize="int8")
+    assert not (tmp_path / "op").exists() and not (tmp_path / "aot").exists()
+
+
+@needs_op
+def test_a_failing_build_names_the_compiler_error_and_leaves_no_file(monkeypatch, tmp_path):
+    bad = tmp_path / "broken.cpp"
+    bad.write_text("this is not C++\n")
+    monkeypatch.setattr(int8op, "SOURCE", bad)
+    with pytest.raises(int8op.Int8OpUnavailable, match="broken.cpp.*failed"):
+        int8op.build_op(tmp_path / "op")
+    assert list((tmp_path / "op").iterdir()) == []
+
+
+def test_bad_quantize_option_is_rejected(tmp_path):
+    with pytest.raises(ConfigError, match="quantize='int4'.*'none', 'int8'"):
+        compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (1,), tmp_path / "aot",
+                    quantize="int4")
+    assert not (tmp_path / "aot").exists()
+
+
+@needs_op
+def test_int8_packages_equal_the_eager_int8_model(op, tmp_path):
+    cfg = NeuralActuatorConfig(**TINY, tau_max=(1.5, 2.5), condition_head="both")
+    model = trained_like(cfg)
+    aot = compile_aot(model, (1, 3), tmp_path / "aot", quantize="int8")
+    meta = json.loads((tmp_path / "aot" / "aot.json").read_text())
+    assert meta["quantize"] == "int8" and meta["op_source_sha256"] == int8op.source_hash()
+    assert (tmp_path / "aot" / int8op.LIBRARY).is_file()
+    loaded = AotActuator(tmp_path / "aot")
+    assert loaded.quantize == "int8" and aot.quantize == "int8"
+    fused = FusedNeuralActuator(model).eval()
+    q8 = FusedNeuralActuator(model).eval().quantize_trunk()
+    assert not hasattr(q8, "w_trunk") and q8.w_trunk_q.dtype == torch.int8
+    g = torch.Generator().manual_seed(3)
+    for B in (1, 3):
+        x = 3 * torch.randn(B, cfg.history, cfg.n_features, generator=g)
+        with torch.no_grad():
+            ref8, ref32 = q8(x), fused(x)
+        out = loaded(x)
+        for o, r in zip(out, ref8):
+            torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5)
+        # int8 moves the outputs a little, not a lot, from float32
+        for o, r in zip(out, ref32):
+            assert (o - r).abs().max() <= 0.05 * max(r.abs().max().item(), 1.0)
+        assert not torch.equal(out[1], ref32[1])  # the int8 trunk is what ran
+        assert (out[0].abs() <= torch.tensor(cfg.tau_max) + 1e-6).all()
+    # the caller's model is untouched (compile_aot quantized a copy)
+    assert model.trunk.weight.dtype == torch.float32
