@@ -40,6 +40,7 @@ from neuract.neuralactuator import (  # noqa: E402
     count_flops,
     count_params,
     export_onnx,
+    int8op,  # noqa: E402
 )
 from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
 from neuract.neuralactuator.export import output_deviation  # noqa: E402
@@ -143,6 +144,11 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         aot_note = {"compile_s": aot.compile_seconds(),
                     "inductor_options": {int(B): e["options"]
                                          for B, e in aot.meta["batch_sizes"].items()}}
+    # the same with the head trunk in int8 (neuract's own operator; needs AVX2)
+    aot8 = None
+    if aot is not None and int8op.cpu_supported():
+        aot8 = compile_aot(fused, (1, 32), tmp / "aot_int8", quantize="int8")
+        aot_note["int8_compile_s"] = aot8.compile_seconds()
 
     # the twin benchmark's estimator: wider input (more channels per joint), both condition
     # heads; its own input shape, so its own ONNX file and AOT packages
@@ -153,6 +159,8 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
                                       quantize="int8"), threads=1)
     taot = (compile_aot(FusedNeuralActuator(tmodel).eval(), (1, 32), tmp / "aot_twin")
             if aot is not None else None)
+    taot8 = (compile_aot(FusedNeuralActuator(tmodel).eval(), (1, 32), tmp / "aot_twin_int8",
+                         quantize="int8") if aot8 is not None else None)
 
     naive = NaiveEncoder(cfg.n_features, cfg.n_outputs).eval()
     with warnings.catch_warnings():  # grad enabled: no fused fast path, exportable ops
@@ -170,12 +178,17 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         # a runner per batch size: no dispatch inside the timed call
         **({"torch-aot-inductor": ("torch", {B: aot.runner(B) for B in (1, 32)})}
            if aot is not None else {}),
+        **({"torch-aot-inductor-int8": ("torch", {B: aot8.runner(B) for B in (1, 32)})}
+           if aot8 is not None else {}),
         # ONNX Runtime through I/O-bound buffers, one runner per batch size (OnnxActuator.runner)
         "onnxruntime": ("numpy", {B: onnx_model.runner(B) for B in (1, 32)}),
         "onnxruntime-int8": ("numpy", {B: onnx_int8.runner(B) for B in (1, 32)}),
         "twin-estimator torch-eager": ("torch", tmodel),
         **({"twin-estimator torch-aot-inductor": ("torch", {B: taot.runner(B) for B in (1, 32)})}
            if taot is not None else {}),
+        **({"twin-estimator torch-aot-inductor-int8": ("torch", {B: taot8.runner(B)
+                                                                 for B in (1, 32)})}
+           if taot8 is not None else {}),
         "twin-estimator onnxruntime": ("numpy", {B: tonnx.runner(B) for B in (1, 32)}),
         "twin-estimator onnxruntime-int8": ("numpy", {B: tonnx8.runner(B) for B in (1, 32)}),
         "naive-encoder torch-eager": ("torch", naive),
@@ -212,6 +225,11 @@ def build_backends(tmp: Path) -> tuple[dict, dict]:
         if taot is not None:
             diffs["twin-estimator torch-aot-inductor"] = max(
                 _max_diff(tmodel(xx), taot.runner(len(xx))(xx)) for xx in (xt, xt[:1]))
+        if aot8 is not None:  # both batch sizes; the same int8 numerics at each
+            int8_rel["torch-aot-inductor-int8"] = max(
+                _max_rel_diff(model(xx), aot8.runner(len(xx))(xx)) for xx in (xb, xb[:1]))
+            int8_rel["twin-estimator torch-aot-inductor-int8"] = max(
+                _max_rel_diff(tmodel(xx), taot8.runner(len(xx))(xx)) for xx in (xt, xt[:1]))
     sim_cfg = cfg.replace(mode="simulator")
     info = {
         "config": cfg,
@@ -434,7 +452,8 @@ def twin_markdown(t) -> str:
 def aot_markdown(note) -> str:
     if not isinstance(note, dict):
         return f"`torch-aot-inductor`: {note}."
-    opts = "; ".join(f"batch {B}: " + ", ".join(f"{k}={v}" for k, v in o.items())
+    opts = "; ".join(f"batch {B}: " + (", ".join(f"{k}={v}" for k, v in o.items())
+                                        or "Inductor's defaults (no freezing)")
                      for B, o in note["inductor_options"].items())
     comp = ", ".join(f"batch {B} {s:.0f} s" for B, s in note["compile_s"].items())
     return ("`torch-aot-inductor` is the same `FusedNeuralActuator` exported with "
@@ -444,7 +463,20 @@ def aot_markdown(note) -> str:
             "pass; the attention products are handed to Inductor as multiply + sum); one "
             f"package per batch size, float32. Inductor options: {opts}. Compile time (in this "
             f"run, on the shared machine): {comp}. Its max |difference| above covers both "
-            "packages (batch 1 and batch 32).")
+            "packages (batch 1 and batch 32)." + aot_int8_markdown(note))
+
+
+def aot_int8_markdown(note: dict) -> str:
+    if "int8_compile_s" not in note:
+        return " (No `torch-aot-inductor-int8` rows: this CPU lacks AVX2.)"
+    return (" `torch-aot-inductor-int8` is the same packages compiled with "
+            "`compile_aot(..., quantize=\"int8\")`: the head trunk's matrix in int8 per output "
+            "channel (the full 8-bit range), computed by neuract's own operator "
+            "`neuract::linear_w8` (`neuract.neuralactuator.int8op`, C++ with AVX2: each input "
+            "row scaled to int16, int16 x int8 products summed exactly in int32), built into "
+            "the package directory and called from the compiled graph; the rest float32, "
+            "the same Inductor options. Its difference from float32 is listed with "
+            "`onnxruntime-int8`'s; on a trained twin estimator see `bench_int8_accuracy.py`.")
 
 
 def main() -> None:

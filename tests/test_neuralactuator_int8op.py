@@ -18,8 +18,7 @@ from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuatorConfig
 from test_neuralactuator_compiled import TINY, trained_like
 
-avx2 = torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX2", "AVX512"))
-needs_op = pytest.mark.skipif(cxx_compiler() is None or not avx2,
+needs_op = pytest.mark.skipif(cxx_compiler() is None or not int8op.cpu_supported(),
                               reason="needs a C++ compiler and an AVX2 CPU")
 
 

@@ -47,10 +47,15 @@ def source_hash() -> str:
     return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
 
 
+def cpu_supported() -> bool:
+    """Whether this CPU can run the operator (torch reports AVX2 or AVX-512)."""
+    return torch.backends.cpu.get_cpu_capability().upper().startswith(("AVX2", "AVX512"))
+
+
 def require_avx2() -> str:
     """torch's CPU capability string; raises :class:`Int8OpUnavailable` without AVX2."""
     cap = torch.backends.cpu.get_cpu_capability()
-    if not cap.upper().startswith(("AVX2", "AVX512")):
+    if not cpu_supported():
         raise Int8OpUnavailable(
             f"the int8 operator needs a CPU with AVX2 and FMA; torch reports CPU capability "
             f"{cap!r}. Use quantize='none' (float32), or the int8 ONNX export "
@@ -158,4 +163,4 @@ def build_op(out_dir: str | os.PathLike) -> Path:
 
 
 __all__ = ["build_op", "load_op", "quantize_rows", "linear_w8_reference", "qmax_for",
-           "source_hash", "require_avx2", "Int8OpUnavailable", "LIBRARY", "SOURCE"]
+           "source_hash", "require_avx2", "cpu_supported", "Int8OpUnavailable", "LIBRARY", "SOURCE"]

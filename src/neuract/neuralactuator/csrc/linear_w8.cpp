@@ -28,50 +28,64 @@ int32_t qmax_for(int64_t K) {
   return static_cast<int32_t>(std::min<int64_t>(16383, limit));
 }
 
-void row(const float* xr, const int8_t* w, const float* scale, const float* bias, float* yr,
-         int16_t* xq, int64_t K, int64_t N, int32_t qmax) {
+// quantizes one row of x to int16; returns its scale
+float quantize_row(const float* xr, int16_t* xq, int64_t K, int32_t qmax) {
   float m = 0.f;
   for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(xr[k]));
   const float sx = m > 0.f ? m / static_cast<float>(qmax) : 1.f;
   const float inv = 1.f / sx;
   for (int64_t k = 0; k < K; ++k) xq[k] = static_cast<int16_t>(std::nearbyint(xr[k] * inv));
+  return sx;
+}
+
+// R rows of x (already quantized: xq[r * K ...], scales sx[r]) against all N weight rows;
+// each block of 4 weight rows is widened to int16 once per 16 inputs and used for all R rows
+template <int R>
+void rows(const int16_t* xq, const float* sx, const int8_t* w, const float* scale,
+          const float* bias, float* y, int64_t K, int64_t N) {
   const int64_t K16 = K - K % 16;
   int64_t n = 0;
   for (; n + 4 <= N; n += 4) {
     const int8_t* w0 = w + n * K;
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    __m256i acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
     for (int64_t k = 0; k < K16; k += 16) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k));
-#define NEURACT_W8_ACC(acc, r)                                                              \
-  acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, _mm256_cvtepi8_epi16(_mm_loadu_si128(  \
-                                  reinterpret_cast<const __m128i*>(w0 + (r) * K + k)))))
-      NEURACT_W8_ACC(a0, 0);
-      NEURACT_W8_ACC(a1, 1);
-      NEURACT_W8_ACC(a2, 2);
-      NEURACT_W8_ACC(a3, 3);
-#undef NEURACT_W8_ACC
-    }
-    // horizontal sums in float (the lanes' int32 sums could overflow when added together)
-    const __m256 f01 = _mm256_hadd_ps(_mm256_cvtepi32_ps(a0), _mm256_cvtepi32_ps(a1));
-    const __m256 f23 = _mm256_hadd_ps(_mm256_cvtepi32_ps(a2), _mm256_cvtepi32_ps(a3));
-    const __m256 s = _mm256_hadd_ps(f01, f23);
-    __m128 acc = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    if (K16 < K) {
-      float tail[4];
-      for (int r = 0; r < 4; ++r) {
-        int32_t t = 0;
-        for (int64_t k = K16; k < K; ++k) t += int32_t(xq[k]) * int32_t(w0[r * K + k]);
-        tail[r] = static_cast<float>(t);
+      __m256i wv[4];
+      for (int j = 0; j < 4; ++j)
+        wv[j] = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w0 + j * K + k)));
+      for (int r = 0; r < R; ++r) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * K + k));
+        for (int j = 0; j < 4; ++j)
+          acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(xv, wv[j]));
       }
-      acc = _mm_add_ps(acc, _mm_loadu_ps(tail));
     }
-    const __m128 sc = _mm_mul_ps(_mm_loadu_ps(scale + n), _mm_set1_ps(sx));
-    _mm_storeu_ps(yr + n, _mm_fmadd_ps(acc, sc, _mm_loadu_ps(bias + n)));
+    for (int r = 0; r < R; ++r) {
+      // horizontal sums in float (the lanes' int32 sums could overflow when added together)
+      const __m256 f01 = _mm256_hadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_cvtepi32_ps(acc[r][1]));
+      const __m256 f23 = _mm256_hadd_ps(_mm256_cvtepi32_ps(acc[r][2]), _mm256_cvtepi32_ps(acc[r][3]));
+      const __m256 s = _mm256_hadd_ps(f01, f23);
+      __m128 sum = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+      if (K16 < K) {
+        float tail[4];
+        for (int j = 0; j < 4; ++j) {
+          int32_t t = 0;
+          for (int64_t k = K16; k < K; ++k) t += int32_t(xq[r * K + k]) * int32_t(w0[j * K + k]);
+          tail[j] = static_cast<float>(t);
+        }
+        sum = _mm_add_ps(sum, _mm_loadu_ps(tail));
+      }
+      const __m128 sc = _mm_mul_ps(_mm_loadu_ps(scale + n), _mm_set1_ps(sx[r]));
+      _mm_storeu_ps(y + r * N + n, _mm_fmadd_ps(sum, sc, _mm_loadu_ps(bias + n)));
+    }
   }
   for (; n < N; ++n) {
-    int64_t t = 0;
-    for (int64_t k = 0; k < K; ++k) t += int64_t(xq[k]) * int64_t(w[n * K + k]);
-    yr[n] = std::fma(static_cast<float>(t), scale[n] * sx, bias[n]);
+    for (int r = 0; r < R; ++r) {
+      int64_t t = 0;
+      for (int64_t k = 0; k < K; ++k) t += int64_t(xq[r * K + k]) * int64_t(w[n * K + k]);
+      y[r * N + n] = std::fma(static_cast<float>(t), scale[n] * sx[r], bias[n]);
+    }
   }
 }
 
@@ -99,9 +113,17 @@ at::Tensor linear_w8(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   const float* bp = bc.data_ptr<float>();
   float* yp = out.data_ptr<float>();
   at::parallel_for(0, B, 4, [&](int64_t begin, int64_t end) {
-    std::vector<int16_t> xq(static_cast<size_t>(K));
-    for (int64_t b = begin; b < end; ++b)
-      row(xp + b * K, wp, sp, bp, yp + b * N, xq.data(), K, N, qmax);
+    std::vector<int16_t> xq(static_cast<size_t>(2 * K));
+    float sx[2];
+    int64_t b = begin;
+    for (; b + 2 <= end; b += 2) {
+      for (int r = 0; r < 2; ++r) sx[r] = quantize_row(xp + (b + r) * K, xq.data() + r * K, K, qmax);
+      rows<2>(xq.data(), sx, wp, sp, bp, yp + b * N, K, N);
+    }
+    if (b < end) {
+      sx[0] = quantize_row(xp + b * K, xq.data(), K, qmax);
+      rows<1>(xq.data(), sx, wp, sp, bp, yp + b * N, K, N);
+    }
   });
   return out;
 }
