@@ -27,7 +27,14 @@ import torch  # noqa: E402
 
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval import evaluate_estimator  # noqa: E402
-from neuract.neuralactuator import OnnxActuator, estimate, export_onnx  # noqa: E402
+from neuract.neuralactuator import (  # noqa: E402
+    FusedNeuralActuator,
+    OnnxActuator,
+    estimate,
+    export_onnx,
+    int8op,
+)
+from neuract.neuralactuator.compiled import cxx_compiler  # noqa: E402
 from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -55,6 +62,18 @@ class OnnxForward:
     def __call__(self, x: torch.Tensor):
         return tuple(torch.from_numpy(o) for o in self._onnx.run(
             np.ascontiguousarray(x.numpy(), dtype=np.float32)))
+
+
+class FusedForward(OnnxForward):
+    """The same, with the forward pass in a :class:`FusedNeuralActuator` (here its int8-trunk
+    form, which the ``quantize="int8"`` AOTInductor packages equal to 1e-5; tested)."""
+
+    def __init__(self, model, fused):
+        self._model = model
+        self._fused = fused
+
+    def __call__(self, x: torch.Tensor):
+        return self._fused(x)
 
 
 def test_episodes(cfg) -> list:
@@ -90,6 +109,10 @@ def main() -> int:
             name = "ONNX Runtime (float32)" if q == "none" else "ONNX Runtime (int8 trunk)"
             variants[name] = OnnxForward(model, export_onnx(model, Path(td) / f"{q}.onnx",
                                                             quantize=q))
+        if int8op.cpu_supported() and cxx_compiler() is not None:
+            int8op.load_op(int8op.build_op(Path(td) / "op"))
+            variants["torch AOTInductor (int8 trunk, neuract::linear_w8)"] = FusedForward(
+                model, FusedNeuralActuator(model).eval().quantize_trunk())
         c = model.cfg
         x = torch.cat([windows(tr, c.channels, c.n_joints, c.history, physics=c.physics,
                                context_s=c.context_s, reference=model.reference,
@@ -111,12 +134,19 @@ def main() -> int:
                            for k in OUTPUTS])
     out["n_windows"] = int(x.shape[0])
     write_json(RESULTS / "int8_accuracy.json", out)
-    md = ("# int8 ONNX export: accuracy of a trained NeuralActuator (estimator mode)\n\n"
+    md = ("# int8 trunk (ONNX export, torch AOTInductor): accuracy of a trained NeuralActuator "
+          "(estimator mode)\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`), scored on its "
           f"{len(test)} test episodes ({x.shape[0]} windows) with the estimator protocol and "
           "the checkpoint's calibrated gate and condition decisions. The int8 export stores "
           "the head trunk's weights in int8 per output channel (ONNX Runtime dynamic "
-          "quantization); the rest stays float32. Output deviation: mean / max |difference| "
+          "quantization, weights in a 7-bit range); the rest stays float32. The torch "
+          "AOTInductor int8 row is `compile_aot(..., quantize=\"int8\")`'s arithmetic (the "
+          "trunk's weights in int8 over the full 8-bit range, inputs scaled to int16, exact "
+          "integer sums: `neuract::linear_w8`), run here as the eager "
+          "`FusedNeuralActuator(model).quantize_trunk()`, which the compiled packages equal "
+          "to 1e-5 (`tests/test_neuralactuator_int8op.py`). Output deviation: mean / max "
+          "|difference| "
           "from the torch model over that output's standard deviation on the test windows. "
           f"Machine: {out['machine']}, CPU flags {', '.join(out['cpu_flags']) or 'unknown'} "
           "(int8 products differ between CPUs with and without VNNI). Reproduce: `.venv/bin/python "

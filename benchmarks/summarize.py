@@ -256,12 +256,18 @@ def _na_adapt(d: dict) -> list[Row]:
     return rows
 
 
+INT8_VARIANTS = {"ONNX Runtime (int8 trunk)": "NeuralActuator int8 ONNX export",
+                 "torch AOTInductor (int8 trunk, neuract::linear_w8)":
+                     "NeuralActuator int8 torch AOTInductor"}
+
+
 def _int8(d: dict) -> list[Row]:
     m = d.get("models", {})
-    f32, q8 = m.get("torch (float32)", {}), m.get("ONNX Runtime (int8 trunk)", {})
-    return [("NeuralActuator int8 ONNX export", f"{name}, float32 -> int8 trunk [estimator]",
-             f"{_f(f32.get(k), 4)} -> {_f(q8.get(k), 4)}",
+    f32 = m.get("torch (float32)", {})
+    return [(area, f"{name}, float32 -> int8 trunk [estimator]",
+             f"{_f(f32.get(k), 4)} -> {_f(m[variant].get(k), 4)}",
              "the twin benchmark's trained estimator on its test episodes")
+            for variant, area in INT8_VARIANTS.items() if variant in m
             for k, name in (("torque_rmse", "torque RMSE [N m]"), ("force_mae", "force MAE [N]"),
                             ("gate_f1", "gate F1"), ("condition_accuracy", "condition accuracy"))]
 
