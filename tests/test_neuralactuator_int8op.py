@@ -138,3 +138,35 @@ def test_int8_packages_equal_the_eager_int8_model(op, tmp_path):
         assert (out[0].abs() <= torch.tensor(cfg.tau_max) + 1e-6).all()
     # the caller's model is untouched (compile_aot quantized a copy)
     assert model.trunk.weight.dtype == torch.float32
+
+
+@needs_op
+def test_export_verb_writes_int8_aot_packages_with_the_calibration(tmp_path, capsys):
+    from neuract.cli import main
+    from neuract.neuralactuator import save_checkpoint
+
+    model = trained_like(NeuralActuatorConfig(**TINY))
+    extra = {"gate_threshold": 0.4, "condition_threshold": [0.3, 0.6]}
+    save_checkpoint(model, tmp_path / "ck", extra=extra)
+    out = tmp_path / "deploy" / "aot"
+    argv = ["export", "--checkpoint", str(tmp_path / "ck"), "--format", "aot", "--out",
+            str(out), "--quantize", "int8", "--batch-sizes", "1", "3", "--check-windows", "7"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "wrote" in printed and "max |AOT - torch|" in printed and "7 windows" in printed
+    aot = AotActuator(out)
+    assert aot.extra == extra and aot.quantize == "int8" and aot.batch_sizes == (1, 3)
+    x = torch.randn(3, model.cfg.history, model.cfg.n_features)
+    with torch.no_grad():
+        ref = FusedNeuralActuator(model).eval().quantize_trunk()(x)
+    for r, g in zip(ref, aot(x)):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+    # bad options: a clear error naming the option, nothing written
+    for args, match in ((["--format", "tflite"], "--format 'tflite'"),
+                        (["--format", "aot", "--out", str(tmp_path / "x.onnx")], "directory"),
+                        (["--format", "aot", "--batch-sizes", "0"], "--batch-sizes")):
+        argv = ["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(tmp_path / "bad"),
+                *args]
+        assert main(argv) == 1
+        assert match in capsys.readouterr().err
+        assert not (tmp_path / "bad").exists() and not (tmp_path / "x.onnx").exists()

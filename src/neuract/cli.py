@@ -18,7 +18,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "estimate": ("neuract.pipeline.verbs", "EstimateConfig", "stream telemetry through a model"),
     "evaluate": ("neuract.pipeline.verbs", "EvaluateConfig", "NeuralActuator vs baselines, report"),
     "export": ("neuract.pipeline.export_verb", "ExportConfig",
-               "a NeuralActuator checkpoint to ONNX (float32 or int8)"),
+               "a NeuralActuator checkpoint to ONNX or torch AOTInductor (float32 or int8)"),
     "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
     "fit": ("neuract.fit.verb", "FitConfig", "identify an actuator model from positions only"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),

@@ -122,7 +122,8 @@ QUANTIZE = ("none", "int8")
 
 
 def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLike = "na_aot",
-                options: dict | None = None, quantize: str = "none") -> AotActuator:
+                options: dict | None = None, quantize: str = "none",
+                extra: dict | None = None) -> AotActuator:
     """Compile ``model`` for each batch size into ``out_dir`` and load the result.
 
     model: a :class:`NeuralActuator` (folded here) or a :class:`FusedNeuralActuator`.
@@ -131,6 +132,8 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     quantize: ``"none"`` (float32) or ``"int8"``: the head trunk's weights in int8, computed by
     neuract's own operator (:mod:`neuract.neuralactuator.int8op`, built into ``out_dir`` as
     ``neuract_ops.so``; needs an AVX2 CPU), the rest in float32.
+    extra: JSON-serialisable metadata stored in ``aot.json`` (``AotActuator.extra``; the
+    export verb stores the checkpoint's calibrated decisions there).
     Writes ``neuralactuator_b{B}.pt2`` per size (each atomically) and ``aot.json``; raises
     :class:`CompilerNotFound` before any work when no C++ compiler is present.
     """
@@ -139,6 +142,10 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
         raise ConfigError(f"batch_sizes={tuple(batch_sizes)!r}; expected integers >= 1")
     if quantize not in QUANTIZE:
         raise ConfigError(f"compile_aot: quantize={quantize!r}; expected one of {QUANTIZE}")
+    try:
+        json.dumps(extra or {})
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"compile_aot: extra must be JSON-serialisable ({exc})") from None
     fused = _fused(model)
     if quantize == "int8":
         from neuract.neuralactuator import int8op
@@ -176,7 +183,8 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
             "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
             "inputs": "x: (B, history, n_features) float32 raw features",
-            "outputs": list(OUTPUTS), "quantize": quantize, **op, "batch_sizes": entries}
+            "outputs": list(OUTPUTS), "quantize": quantize, **op, "extra": dict(extra or {}),
+            "batch_sizes": entries}
     # several compiles may share a directory: keep the sizes compiled earlier
     old = out / META
     if old.is_file():
@@ -212,6 +220,7 @@ class AotActuator:
                                                        self.meta["config"].items() if k in fields})
         self._shape = (self.config.history, self.config.n_features)
         self.quantize = self.meta.get("quantize", "none")
+        self.extra = self.meta.get("extra") or {}
         if self.quantize == "int8":  # the packages call neuract::linear_w8: load it first
             from neuract.neuralactuator.int8op import load_op
 

@@ -1,13 +1,20 @@
-"""``neuract export``: a NeuralActuator checkpoint to one ONNX file for deployment.
+"""``neuract export``: a NeuralActuator checkpoint to one ONNX file, or to torch AOTInductor
+packages, for deployment.
 
     neuract export --checkpoint runs/demo/checkpoints/neuralactuator_estimator \\
         --out runs/export/neuralactuator.onnx [--quantize int8]
+    neuract export --checkpoint ... --format aot --out runs/export/neuralactuator_aot \\
+        [--quantize int8] [--batch-sizes 1 32]
 
-The file holds the folded graph (:func:`neuract.neuralactuator.export_onnx`), the model
+The ONNX file holds the folded graph (:func:`neuract.neuralactuator.export_onnx`), the model
 config and channel list, and the checkpoint's calibrated decisions (gate threshold, filter,
-condition threshold and smoothing) under ``neuract.extra``. After writing, the verb runs the
-file in ONNX Runtime on windows drawn around the checkpoint's normalisation statistics and
-reports how far each output is from the torch model's.
+condition threshold and smoothing) under ``neuract.extra``. ``--format aot`` writes a
+directory of AOTInductor packages, one per batch size
+(:func:`neuract.neuralactuator.compiled.compile_aot`; needs a C++ compiler; with ``--quantize
+int8`` also neuract's int8 operator, which needs an AVX2 CPU), with the same decisions in its
+``aot.json``; load it with ``AotActuator(dir)``. After writing, the verb runs the export on
+windows drawn around the checkpoint's normalisation statistics and reports how far each
+output is from the torch model's.
 """
 
 from __future__ import annotations
@@ -18,18 +25,30 @@ from typing import Any
 
 from neuract.errors import ConfigError
 
+FORMATS = ("onnx", "aot")
+DEFAULT_OUT = {"onnx": Path("runs/export/neuralactuator.onnx"),
+               "aot": Path("runs/export/neuralactuator_aot")}
+
 
 @dataclass
 class ExportConfig:
-    """Export a NeuralActuator checkpoint to ONNX (folded graph, calibrated decisions)."""
+    """Export a NeuralActuator checkpoint to ONNX or AOTInductor (folded graph, calibrated
+    decisions)."""
 
     checkpoint: Path
     """checkpoint directory (model.safetensors + config.json), either mode"""
-    out: Path = Path("runs/export/neuralactuator.onnx")
-    """the ONNX file to write (atomically; its folder is created)"""
+    out: Path | None = None
+    """onnx: the file to write (atomically; its folder is created; default
+    runs/export/neuralactuator.onnx); aot: the directory (default runs/export/neuralactuator_aot)"""
+    format: str = "onnx"
+    """onnx (one file for ONNX Runtime) or aot (torch AOTInductor packages, one per batch size;
+    needs a C++ compiler, and the torch that compiled them to run)"""
     quantize: str = "none"
-    """none (float32, equal to torch to about 1e-6) or int8 (the head trunk's weights in int8
-    for ONNX Runtime's dynamic quantization: faster at batch 1, an approximation)"""
+    """none (float32, equal to torch to about 1e-6) or int8 (the head trunk's weights in int8:
+    faster at batch 1, an approximation; onnx: ONNX Runtime's dynamic quantization, aot:
+    neuract's int8 operator, AVX2 CPUs)"""
+    batch_sizes: tuple[int, ...] = (1, 32)
+    """aot: the batch sizes to compile (static shapes, one package each)"""
     check_windows: int = 256
     """random windows (around the checkpoint's normalisation statistics) compared with the
     torch model after writing; 0: no check"""
@@ -44,18 +63,44 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     from neuract.neuralactuator.export import QUANTIZE, output_deviation
     from neuract.pipeline.verbs import calibrated, load_model
 
+    if cfg.format not in FORMATS:
+        raise ConfigError(f"--format {cfg.format!r}; accepted: {list(FORMATS)}")
     if cfg.quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {cfg.quantize!r}; accepted: {list(QUANTIZE)}")
-    if Path(cfg.out).suffix.lower() != ".onnx":
-        raise ConfigError(f"--out {str(cfg.out)!r}: expected a file name ending in .onnx")
+    dest = Path(cfg.out) if cfg.out is not None else DEFAULT_OUT[cfg.format]
+    if cfg.format == "onnx" and dest.suffix.lower() != ".onnx":
+        raise ConfigError(f"--out {str(dest)!r}: expected a file name ending in .onnx")
+    if cfg.format == "aot":
+        if dest.suffix.lower() == ".onnx" or dest.is_file():
+            raise ConfigError(f"--out {str(dest)!r}: --format aot writes a directory of "
+                              "packages; give a directory path (not a file, not *.onnx)")
+        if not cfg.batch_sizes or not all(type(b) is int and b >= 1 for b in cfg.batch_sizes):
+            raise ConfigError(f"--batch-sizes {list(cfg.batch_sizes)!r}; expected one or more "
+                              "integers >= 1")
     if not (isinstance(cfg.check_windows, int) and cfg.check_windows >= 0):
         raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer >= 0")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
     extra = calibrated(model)
-    Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-    path = export_onnx(model, cfg.out, quantize=cfg.quantize, extra=extra)
-    out: dict[str, Any] = {"onnx": str(path), "quantize": cfg.quantize, "mode": model.cfg.mode,
-                           "bytes": path.stat().st_size, "extra": extra, "check": None}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if cfg.format == "onnx":
+        path = export_onnx(model, dest, quantize=cfg.quantize, extra=extra)
+        out: dict[str, Any] = {"onnx": str(path), "bytes": path.stat().st_size}
+        run_export = OnnxActuator(path).run
+    else:
+        from neuract.neuralactuator.compiled import compile_aot
+
+        if not cfg.quiet:
+            print(f"compiling AOTInductor packages for batch sizes {sorted(set(cfg.batch_sizes))} "
+                  "(about 15-60 s each) ...", flush=True)
+        aot = compile_aot(model, cfg.batch_sizes, dest, quantize=cfg.quantize, extra=extra)
+        path = dest
+        out = {"aot": str(dest), "batch_sizes": list(aot.batch_sizes),
+               "bytes": sum(f.stat().st_size for f in dest.iterdir() if f.is_file())}
+
+        def run_export(x):  # every compiled size, each on the windows padded to its batch
+            return [_run_padded(aot, B, torch.from_numpy(x)) for B in aot.batch_sizes]
+    out.update({"format": cfg.format, "quantize": cfg.quantize, "mode": model.cfg.mode,
+                "extra": extra, "check": None})
     if cfg.check_windows:
         g = torch.Generator().manual_seed(0)
         c = model.cfg
@@ -63,18 +108,34 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
              * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
         with torch.no_grad():
             ref = [r.numpy() for r in model(x)]
-        dev = output_deviation(ref, OnnxActuator(path).run(x.numpy().astype(np.float32)))
-        out["check"] = {k: {"max_abs_diff": v["max_abs_diff"],
-                            "max_abs_diff_over_std": v["max_abs_over_std"]}
-                        for k, v in dev.items()}
+        got = run_export(x.numpy().astype(np.float32))
+        devs = ([output_deviation(ref, got)] if cfg.format == "onnx" else
+                [output_deviation(ref, o) for o in got])
+        out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
+                            "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}
+                        for k in devs[0]}
     if not cfg.quiet:
+        what = "ONNX" if cfg.format == "onnx" else "AOT"
         print(f"wrote {path} ({out['bytes'] / 1e6:.2f} MB, {model.cfg.mode} mode, "
               f"quantize={cfg.quantize}; calibrated decisions: {sorted(extra) or 'none'})")
         for k, v in (out["check"] or {}).items():
-            print(f"  {k}: max |ONNX - torch| {v['max_abs_diff']:.2e} "
+            print(f"  {k}: max |{what} - torch| {v['max_abs_diff']:.2e} "
                   f"({v['max_abs_diff_over_std']:.2%} of its spread) over "
                   f"{cfg.check_windows} windows")
     return out
+
+
+def _run_padded(aot, batch: int, x):
+    """The package for ``batch`` over all of x (zero windows pad the last call), as numpy."""
+    import torch
+
+    n = len(x)
+    pad = (-n) % batch
+    xp = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))]) if pad else x
+    run = aot.runner(batch)
+    outs = [[o.clone() for o in run(xp[i:i + batch].contiguous())]
+            for i in range(0, len(xp), batch)]
+    return [torch.cat(o)[:n].numpy() for o in zip(*outs)]
 
 
 __all__ = ["ExportConfig", "run"]
