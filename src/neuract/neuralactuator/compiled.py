@@ -147,6 +147,10 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"compile_aot: extra must be JSON-serialisable ({exc})") from None
     fused = _fused(model)
+    if fused.trunk_int8 and quantize != "int8":
+        raise ConfigError("compile_aot: the model's head trunk is already int8 "
+                          "(FusedNeuralActuator.quantize_trunk); pass quantize='int8' so the "
+                          "operator's library is built beside the packages")
     if quantize == "int8":
         from neuract.neuralactuator import int8op
 
@@ -157,7 +161,7 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     op = {}
     if quantize == "int8":
         out.mkdir(parents=True, exist_ok=True)
-        int8op.load_op(int8op.build_op(out))
+        int8op.load_op(int8op.build_op(out), source=int8op.source_hash())
         fused = copy.deepcopy(fused).quantize_trunk()
         op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
     out.mkdir(parents=True, exist_ok=True)
@@ -224,7 +228,7 @@ class AotActuator:
         if self.quantize == "int8":  # the packages call neuract::linear_w8: load it first
             from neuract.neuralactuator.int8op import load_op
 
-            load_op(d / self.meta["op_library"])
+            load_op(d / self.meta["op_library"], source=self.meta.get("op_source_sha256"))
         self._loaders = {}
         for B, entry in self.meta["batch_sizes"].items():
             pkg = d / entry["package"]

@@ -11,8 +11,9 @@ int4 kernels have no AVX2 code), so neuract ships its own operator, a small C++ 
 
 * weights: int8 per output channel, symmetric, the full 8-bit range (:func:`quantize_rows`);
 * activations: each row of x is scaled to int16 (its largest magnitude -> 16383) in the
-  call; the int16 x int8 products are summed exactly in int32 (AVX2 ``vpmaddwd``, which
-  cannot saturate, unlike the 8-bit pair sums that need 7-bit weights in ONNX Runtime);
+  call; the int16 x int8 products are summed exactly (AVX2 ``vpmaddwd`` into int32 lanes,
+  which cannot saturate, unlike the 8-bit pair sums that need 7-bit weights in ONNX Runtime;
+  then the lanes in float64); a row with a NaN or an infinity gives a NaN row;
 * :func:`linear_w8_reference` is the same arithmetic in torch, for tests.
 
 :func:`build_op` compiles the file with the C++ compiler AOTInductor uses (~10 s) into a
@@ -78,22 +79,32 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q.contiguous(), scale.contiguous()
 
 
+TINY_X = 1e-30  # rows whose largest |x| is below this count as zero (kTiny in the C++ file)
+
+
 def qmax_for(k: int) -> int:
-    """The activation range the kernel uses for K inputs (keeps int32 lane sums exact)."""
+    """The activation range the kernel uses for K inputs: each int32 lane sums ceil(K / 8)
+    products of at most qmax * 128 (int8 reaches -128), so none can overflow."""
     per_lane = max((k + 7) // 8, 1)
-    return min(QMAX_X, (2**31 - 1) // (127 * per_lane))
+    return min(QMAX_X, (2**31 - 1) // (128 * per_lane))
 
 
 def linear_w8_reference(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
                         bias: torch.Tensor) -> torch.Tensor:
-    """What ``torch.ops.neuract.linear_w8`` computes, in torch (float64 sums, exact)."""
+    """What ``torch.ops.neuract.linear_w8`` computes, in torch (float64 sums, exact): rows
+    with a NaN or an infinity give NaN rows, rows below ``TINY_X`` count as zero."""
     x = x.float()
     qmax = qmax_for(x.shape[1])
-    m = x.abs().amax(dim=1)
-    sx = torch.where(m > 0, m / qmax, torch.ones_like(m))
-    xq = torch.round(x * (1.0 / sx)[:, None])
+    finite = torch.isfinite(x).all(dim=1)
+    m = torch.where(finite, x.abs().amax(dim=1), torch.zeros_like(x[:, 0]))
+    zero = m < TINY_X
+    sx = torch.where(zero, torch.ones_like(m), m / qmax)
+    xs = torch.where(finite[:, None], x, torch.zeros_like(x))
+    xq = torch.round((xs * (1.0 / sx)[:, None]).clamp(-qmax, qmax))
+    xq = torch.where(zero[:, None], torch.zeros_like(xq), xq)
     acc = xq.double() @ w.double().t()
-    return (acc * (scale.double()[None] * sx.double()[:, None]) + bias.double()).float()
+    y = (acc * (scale.double()[None] * sx.double()[:, None]) + bias.double()).float()
+    return torch.where(finite[:, None], y, torch.full_like(y, float("nan")))
 
 
 def _registered() -> bool:
@@ -118,23 +129,47 @@ def _register_fake() -> None:
     _FAKE.append(_shape)
 
 
-def load_op(path: str | os.PathLike) -> None:
-    """Load the library built by :func:`build_op` into this process (a no-op when the
-    operator is already registered, e.g. by another compiled directory)."""
-    require_avx2()
+def loaded_source() -> str | None:
+    """The source hash of the operator registered in this process (``None``: none is)."""
     if not _registered():
+        return None
+    try:
+        return str(torch.ops.neuract.linear_w8_source())
+    except (AttributeError, RuntimeError):  # a library built before the hash was recorded
+        return "unknown"
+
+
+def load_op(path: str | os.PathLike, source: str | None = None) -> None:
+    """Load the library built by :func:`build_op` into this process, once.
+
+    source: the source hash the library was built from (``aot.json`` records it); when the
+    operator is already registered (by another directory's library) it must match, since a
+    process can hold only one version: a different one raises :class:`Int8OpUnavailable`.
+    """
+    require_avx2()
+    have = loaded_source()
+    if have is None:
         p = Path(path)
         if not p.is_file():
             raise Int8OpUnavailable(f"int8 operator library {str(p)!r} not found; build it "
                                     "with build_op (compile_aot(..., quantize='int8') does)")
         torch.ops.load_library(str(p))
+        have = loaded_source()
+    if source is not None and have != source:
+        raise Int8OpUnavailable(
+            f"the int8 operator loaded in this process was built from source {have!r}, but "
+            f"{str(path)!r} was built from {source!r}; a process holds one version: load "
+            "this directory in a new process (or compile it again with this neuract)")
     _register_fake()
 
 
 def build_op(out_dir: str | os.PathLike) -> Path:
     """Compile ``csrc/linear_w8.cpp`` into ``out_dir/neuract_ops.so`` (atomically) and return
     its path. Needs a C++ compiler (:func:`~neuract.neuralactuator.compiled.require_cxx_compiler`)
-    and an AVX2 CPU; the library runs only with the torch that built it."""
+    and an AVX2 CPU; the library runs only with the torch that built it. It uses torch's
+    OpenMP threads over the rows of a batch."""
+    import tempfile
+
     from torch.utils import cpp_extension
 
     from neuract.neuralactuator.compiled import require_cxx_compiler
@@ -144,18 +179,27 @@ def build_op(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dst = out / LIBRARY
-    tmp = out / f".{LIBRARY}.{os.getpid()}.tmp"
+    fd, name = tempfile.mkstemp(prefix=f".{LIBRARY}.", suffix=".tmp", dir=out)
+    os.close(fd)
+    tmp = Path(name)
     libs = cpp_extension.library_paths()
-    cmd = [cxx, "-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-std=c++17", "-w",
+    cmd = [cxx, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+           f'-DNEURACT_SOURCE_HASH="{source_hash()}"',
            *[f"-I{p}" for p in cpp_extension.include_paths()], str(SOURCE), "-o", str(tmp),
            *[f"-L{p}" for p in libs], *[f"-Wl,-rpath,{p}" for p in libs],
            "-lc10", "-ltorch_cpu", "-ltorch"]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            raise Int8OpUnavailable(f"compiling {SOURCE.name} with {cxx} took over 600 s; "
+                                    "stopped") from None
         if done.returncode != 0:
+            errors = [ln for ln in done.stderr.splitlines() if "error" in ln.lower()]
             raise Int8OpUnavailable(f"compiling {SOURCE.name} with {cxx} failed (exit "
-                                    f"{done.returncode}):\n{done.stderr[-2000:]}")
+                                    f"{done.returncode}):\n" + "\n".join(errors[:20]
+                                                                         or [done.stderr[-2000:]]))
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
@@ -163,4 +207,5 @@ def build_op(out_dir: str | os.PathLike) -> Path:
 
 
 __all__ = ["build_op", "load_op", "quantize_rows", "linear_w8_reference", "qmax_for",
-           "source_hash", "require_avx2", "cpu_supported", "Int8OpUnavailable", "LIBRARY", "SOURCE"]
+           "source_hash", "require_avx2", "cpu_supported", "loaded_source", "Int8OpUnavailable",
+           "LIBRARY", "SOURCE", "TINY_X"]

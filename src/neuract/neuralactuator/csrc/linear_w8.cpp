@@ -4,11 +4,13 @@
 //                                             scale, bias: (N,) float32 -> y: (B, N) float32
 //
 // Each row of x is quantized to int16 with its own scale (max |x| -> qmax, qmax = 16383 for
-// K <= 8256); the int16 x int8 products are summed exactly in int32 (vpmaddwd), so the only
-// rounding besides the weights' own is x's 15-bit quantization. At batch 1 the call reads
-// the weights once, a quarter of the bytes of a float32 matrix-vector product, which is
-// what bounds that product on a CPU. neuract.neuralactuator.int8op builds, loads and
-// documents this file; linear_w8_reference there is the same arithmetic in torch.
+// K <= 8192); the int16 x int8 products are summed exactly (int32 lanes, vpmaddwd, then the
+// lanes in double), so the only rounding besides the weights' own is x's 15-bit
+// quantization and the final float32 scaling. A row with a NaN or an infinity gives a NaN
+// row; a row whose largest |x| is below 1e-30 is treated as zero. At batch 1 the call reads
+// the weights once, a quarter of the bytes of a float32 matrix-vector product, which is what
+// bounds that product on a CPU. neuract.neuralactuator.int8op builds, loads and documents
+// this file; linear_w8_reference there is the same arithmetic in torch.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -17,25 +19,59 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
+
+#ifndef NEURACT_SOURCE_HASH
+#define NEURACT_SOURCE_HASH "unknown"
+#endif
 
 namespace {
 
 int32_t qmax_for(int64_t K) {
-  // each int32 lane sums ceil(K / 8) products of at most qmax * 127
+  // each int32 lane sums ceil(K / 8) products of at most qmax * 128 (int8 reaches -128)
   const int64_t per_lane = (K + 7) / 8;
-  const int64_t limit = INT32_MAX / (127 * std::max<int64_t>(per_lane, 1));
+  const int64_t limit = INT32_MAX / (128 * std::max<int64_t>(per_lane, 1));
   return static_cast<int32_t>(std::min<int64_t>(16383, limit));
 }
 
-// quantizes one row of x to int16; returns its scale
+constexpr float kTiny = 1e-30f;  // rows below this magnitude count as zero
+
+// quantizes one row of x to int16; returns its scale, or NaN when the row is not finite
 float quantize_row(const float* xr, int16_t* xq, int64_t K, int32_t qmax) {
   float m = 0.f;
-  for (int64_t k = 0; k < K; ++k) m = std::max(m, std::fabs(xr[k]));
-  const float sx = m > 0.f ? m / static_cast<float>(qmax) : 1.f;
+  bool finite = true;
+  for (int64_t k = 0; k < K; ++k) {
+    finite = finite && std::isfinite(xr[k]);
+    m = std::max(m, std::fabs(xr[k]));
+  }
+  if (!finite) {
+    std::fill(xq, xq + K, int16_t(0));
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  if (m < kTiny) {
+    std::fill(xq, xq + K, int16_t(0));
+    return 1.f;
+  }
+  const float sx = m / static_cast<float>(qmax);
   const float inv = 1.f / sx;
-  for (int64_t k = 0; k < K; ++k) xq[k] = static_cast<int16_t>(std::nearbyint(xr[k] * inv));
+  const float q = static_cast<float>(qmax);
+  for (int64_t k = 0; k < K; ++k)
+    xq[k] = static_cast<int16_t>(std::nearbyint(std::min(q, std::max(-q, xr[k] * inv))));
   return sx;
+}
+
+// the four accumulators' lane sums, exactly (in double)
+inline __m256d lane_sums(const __m256i* a) {
+  __m256d s[4];
+  for (int j = 0; j < 4; ++j)
+    s[j] = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(a[j])),
+                         _mm256_cvtepi32_pd(_mm256_extracti128_si256(a[j], 1)));
+  const __m256d h01 = _mm256_hadd_pd(s[0], s[1]);  // 0a+0b, 1a+1b, 0c+0d, 1c+1d
+  const __m256d h23 = _mm256_hadd_pd(s[2], s[3]);
+  const __m256d lo = _mm256_permute2f128_pd(h01, h23, 0x20);
+  const __m256d hi = _mm256_permute2f128_pd(h01, h23, 0x31);
+  return _mm256_add_pd(lo, hi);
 }
 
 // R rows of x (already quantized: xq[r * K ...], scales sx[r]) against all N weight rows;
@@ -62,29 +98,25 @@ void rows(const int16_t* xq, const float* sx, const int8_t* w, const float* scal
       }
     }
     for (int r = 0; r < R; ++r) {
-      // horizontal sums in float (the lanes' int32 sums could overflow when added together)
-      const __m256 f01 = _mm256_hadd_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_cvtepi32_ps(acc[r][1]));
-      const __m256 f23 = _mm256_hadd_ps(_mm256_cvtepi32_ps(acc[r][2]), _mm256_cvtepi32_ps(acc[r][3]));
-      const __m256 s = _mm256_hadd_ps(f01, f23);
-      __m128 sum = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-      if (K16 < K) {
-        float tail[4];
+      __m256d sum = lane_sums(acc[r]);
+      if (K16 < K) {  // the last K % 16 inputs
+        alignas(32) double tail[4];
         for (int j = 0; j < 4; ++j) {
           int32_t t = 0;
           for (int64_t k = K16; k < K; ++k) t += int32_t(xq[r * K + k]) * int32_t(w0[j * K + k]);
-          tail[j] = static_cast<float>(t);
+          tail[j] = static_cast<double>(t);
         }
-        sum = _mm_add_ps(sum, _mm_loadu_ps(tail));
+        sum = _mm256_add_pd(sum, _mm256_load_pd(tail));
       }
       const __m128 sc = _mm_mul_ps(_mm_loadu_ps(scale + n), _mm_set1_ps(sx[r]));
-      _mm_storeu_ps(y + r * N + n, _mm_fmadd_ps(sum, sc, _mm_loadu_ps(bias + n)));
+      _mm_storeu_ps(y + r * N + n, _mm_fmadd_ps(_mm256_cvtpd_ps(sum), sc, _mm_loadu_ps(bias + n)));
     }
   }
   for (; n < N; ++n) {
     for (int r = 0; r < R; ++r) {
       int64_t t = 0;
       for (int64_t k = 0; k < K; ++k) t += int64_t(xq[r * K + k]) * int64_t(w[n * K + k]);
-      y[r * N + n] = std::fma(static_cast<float>(t), scale[n] * sx[r], bias[n]);
+      y[r * N + n] = std::fma(static_cast<float>(static_cast<double>(t)), scale[n] * sx[r], bias[n]);
     }
   }
 }
@@ -128,10 +160,14 @@ at::Tensor linear_w8(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return out;
 }
 
+std::string linear_w8_source() { return NEURACT_SOURCE_HASH; }
+
 }  // namespace
 
-TORCH_LIBRARY(neuract, m) {
+TORCH_LIBRARY_FRAGMENT(neuract, m) {
   m.def("linear_w8(Tensor x, Tensor w, Tensor scale, Tensor bias) -> Tensor");
+  // the SHA-256 prefix of this file as built (int8op.load_op compares it with aot.json)
+  m.def("linear_w8_source() -> str", &linear_w8_source);
 }
 
 TORCH_LIBRARY_IMPL(neuract, CPU, m) { m.impl("linear_w8", linear_w8); }
