@@ -474,7 +474,8 @@ def aot_int8_markdown(note: dict) -> str:
             "`compile_aot(..., quantize=\"int8\")`: the head trunk's matrix in int8 per output "
             "channel (the full 8-bit range), computed by neuract's own operator "
             "`neuract::linear_w8` (`neuract.neuralactuator.int8op`, C++ with AVX2: each input "
-            "row scaled to int16, int16 x int8 products summed exactly in int32), built into "
+            "row scaled to int16, int16 x int8 products summed exactly (int32 lanes, then "
+            "float64)), built into "
             "the package directory and called from the compiled graph; the rest float32, "
             "the same Inductor options. Its difference from float32 is listed with "
             "`onnxruntime-int8`'s; on a trained twin estimator see `bench_int8_accuracy.py`.")

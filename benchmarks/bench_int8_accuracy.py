@@ -111,7 +111,7 @@ def main() -> int:
                                                             quantize=q))
         if int8op.cpu_supported() and cxx_compiler() is not None:
             int8op.load_op(int8op.build_op(Path(td) / "op"))
-            variants["torch AOTInductor (int8 trunk, neuract::linear_w8)"] = FusedForward(
+            variants["torch int8 trunk (neuract::linear_w8, as compile_aot int8)"] = FusedForward(
                 model, FusedNeuralActuator(model).eval().quantize_trunk())
         c = model.cfg
         x = torch.cat([windows(tr, c.channels, c.n_joints, c.history, physics=c.physics,
@@ -140,8 +140,8 @@ def main() -> int:
           f"{len(test)} test episodes ({x.shape[0]} windows) with the estimator protocol and "
           "the checkpoint's calibrated gate and condition decisions. The int8 export stores "
           "the head trunk's weights in int8 per output channel (ONNX Runtime dynamic "
-          "quantization, weights in a 7-bit range); the rest stays float32. The torch "
-          "AOTInductor int8 row is `compile_aot(..., quantize=\"int8\")`'s arithmetic (the "
+          "quantization, weights in a 7-bit range); the rest stays float32. The torch int8 "
+          "trunk row is `compile_aot(..., quantize=\"int8\")`'s arithmetic (the "
           "trunk's weights in int8 over the full 8-bit range, inputs scaled to int16, exact "
           "integer sums: `neuract::linear_w8`), run here as the eager "
           "`FusedNeuralActuator(model).quantize_trunk()`, which the compiled packages equal "

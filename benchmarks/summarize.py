@@ -257,8 +257,8 @@ def _na_adapt(d: dict) -> list[Row]:
 
 
 INT8_VARIANTS = {"ONNX Runtime (int8 trunk)": "NeuralActuator int8 ONNX export",
-                 "torch AOTInductor (int8 trunk, neuract::linear_w8)":
-                     "NeuralActuator int8 torch AOTInductor"}
+                 "torch int8 trunk (neuract::linear_w8, as compile_aot int8)":
+                     "NeuralActuator int8 trunk in torch (compile_aot's arithmetic, run eager)"}
 
 
 def _int8(d: dict) -> list[Row]:

@@ -29,7 +29,7 @@ Numerics stay float32; the outputs match the eager model to ~1e-6.
 
 ``quantize="int8"`` stores the head trunk's weights (1.2 M of the default model's 1.4 M) in
 int8 and computes that product with neuract's own operator (:mod:`neuract.neuralactuator.
-int8op`: int16 activations x int8 weights, exact int32 sums, AVX2), whose library is built
+int8op`: int16 activations x int8 weights, exact integer sums, AVX2), whose library is built
 into the output directory and loaded before the packages: at batch 1 the float32 call is
 bound by reading the trunk's 4.8 MB, and int8 reads a quarter of that. Everything else stays
 float32; the packages then match ``FusedNeuralActuator(model).quantize_trunk()`` to 1e-5 (tested).
