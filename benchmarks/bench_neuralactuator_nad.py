@@ -35,7 +35,13 @@ from neuract.pipeline.nad_experiment import (  # noqa: E402
     TwinPretrainConfig,
     run_nad_experiment,
 )
-from neuract.pipeline.report import markdown_table, public, summary_markdown  # noqa: E402
+from neuract.pipeline.report import (  # noqa: E402
+    TWIN_PRETRAINED_COLS,
+    markdown_table,
+    public,
+    summary_markdown,
+    twin_pretrained_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -127,27 +133,12 @@ def render(out: dict, bench: dict) -> str:
     return "\n".join(md) + "\n"
 
 
-def _est_cells(rec: dict) -> list:
-    f, g = rec.get("force") or {}, rec.get("gate") or {}
-
-    def n(v, d=3):
-        return "—" if v is None else f"{v:.{d}f}"
-
-    return [n(f.get("all")), n(f.get("contact")), n(f.get("no_contact")),
-            n(g.get("precision")), n(g.get("recall")), n(g.get("f1"))]
-
-
 def twin_pretrained_markdown(pub: dict) -> str:
     """The sim-to-real section of one robot: the estimator trained on the train files only,
     the twin-pretrained one as it is and after fine-tuning on the train files."""
     tp = pub["twin_pretrained"]
     c = tp["config"]
-    own = next(r for r in pub["estimation"] if r["model"] == "NeuralActuator")
-    rows = [["trained on the train files only (above)"] + _est_cells(own),
-            ["pretrained on the twin, as it is (zero-shot)"] + _est_cells(tp["zero_shot"])]
-    if tp.get("fine_tuned"):
-        rows.append([f"pretrained on the twin, fine-tuned on the train files "
-                     f"({c['fine_tune_steps']} steps)"] + _est_cells(tp["fine_tuned"]))
+    rows = twin_pretrained_rows(pub)
     tw = tp["twin"]
     d = {**c, **tw.get("data", {})}  # the twin data actually used, where recorded
     thr = tp["thresholds"].get("gate_threshold")
@@ -155,8 +146,6 @@ def twin_pretrained_markdown(pub: dict) -> str:
     tune = (f"then {c['fine_tune_steps']} steps on the NAD train files (lr "
             f"{c['fine_tune_lr']:g}, the twin's normalisation kept)" if c["fine_tune_steps"]
             else "not fine-tuned")
-    head = ["estimator", "force MAE [N]", "contact", "no contact", "gate precision",
-            "gate recall", "gate F1"]
     return "\n".join([
         "### Sim-to-real: estimator pretrained on the twin (estimator mode)", "",
         f"Pretrained on {d['minutes']:g} min of this robot's twin ({d.get('units', 4)} units, "
@@ -168,7 +157,7 @@ def twin_pretrained_markdown(pub: dict) -> str:
         f"{tw['test_episodes']} held-out twin episodes it scores force MAE "
         f"{tw['estimation']['force']['all']:.3f} N and gate F1 "
         + ("—" if tw_f1 is None else f"{tw_f1:.3f}") + "." + _on_train(tp), "",
-        markdown_table(head, rows)]) + "\n"
+        markdown_table(TWIN_PRETRAINED_COLS, rows)]) + "\n"
 
 
 def _on_train(tp: dict) -> str:

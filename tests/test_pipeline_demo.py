@@ -379,6 +379,59 @@ def test_twin_experiment_refuses_unknown_robots(tmp_path):
         setup_for("ur5")
 
 
+NAD_TINY = ["--experiment.size.d-model", "16", "--experiment.size.n-layers", "1",
+            "--experiment.size.n-heads", "2", "--experiment.size.d-ff", "16",
+            "--experiment.size.d-trunk", "16", "--experiment.sim-steps", "2",
+            "--experiment.est-steps", "2", "--experiment.batch", "4",
+            "--experiment.baseline-iters", "1", "--experiment.neural-baselines",
+            "--experiment.horizons", "10", "--experiment.no-full",
+            "--experiment.figure-samples", "40", "--quiet"]
+
+
+@pytest.mark.realdata
+def test_evaluate_nad_with_twin_pretraining(shared_data, tmp_path, monkeypatch):
+    """`--twin-pretrain.minutes` adds the sim-to-real estimator to an NAD evaluation: pretrained
+    on that many twin minutes of the same robot, fine-tuned on the train files, scored on the
+    test files, in results.json and the report."""
+    from neuract.cli import main
+    from neuract.pipeline import nad_experiment
+
+    seen = {}
+    real = nad_experiment.twin_pretrained
+
+    def spy(robot, setup, train, test, exp, pre, out, progress=None, data=None):
+        seen.update(robot=robot, n_train=len(train), n_test=len(test), pre=pre, out=out)
+        return real(robot, setup, train, test, exp, pre, out, progress, data)
+
+    monkeypatch.setattr(nad_experiment, "twin_pretrained", spy)
+    out = tmp_path / "nad_s2r"
+    assert main(["evaluate", "--source", "nad", "--nad", str(shared_data / "nad"), "--robot",
+                 "omx", "--out", str(out), *NAD_TINY, "--twin-pretrain.minutes", "3",
+                 "--twin-pretrain.units", "1", "--twin-pretrain.steps", "2",
+                 "--twin-pretrain.fine-tune-steps", "2"]) == 0
+    assert seen["robot"] == "omx" and seen["out"] == out
+    assert (seen["pre"].minutes, seen["pre"].steps, seen["pre"].fine_tune_steps) == (3, 2, 2)
+    res = json.loads((out / "results.json").read_text())
+    tp = res["twin_pretrained"]
+    assert {"zero_shot", "fine_tuned"} <= set(tp)
+    assert (out / "twin_pretrained" / "fine_tuned" / "checkpoints").is_dir()
+    report = (out / "report.md").read_text()
+    assert "Sim-to-real: estimator pretrained on the twin" in report
+    assert "fine-tuned on the train files (2 steps)" in report
+
+
+def test_twin_pretraining_needs_the_nad_source(tmp_path, capsys):
+    from neuract.cli import main
+
+    assert main(["evaluate", "--source", "twin", "--out", str(tmp_path / "x"),
+                 "--twin-pretrain.minutes", "5", "--quiet"]) == 1
+    assert "--twin-pretrain.minutes 5 applies to --source nad" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["evaluate", "--source", "nad", "--out", str(tmp_path / "x"),
+                 "--twin-pretrain.units", "0", "--quiet"]) == 1
+    assert "TwinPretrainConfig.units = 0" in capsys.readouterr().err
+
+
 @pytest.mark.realdata
 def test_evaluate_on_the_nad_omx_files(shared_data, tmp_path):
     """`neuract evaluate --source nad --robot omx` on the real files, tiny sizes: checkpoints

@@ -183,6 +183,36 @@ def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> lis
     return out
 
 
+TWIN_PRETRAINED_COLS = ["estimator", "force MAE [N]", "contact", "no contact",
+                        "gate precision", "gate recall", "gate F1"]
+
+
+def _est_cells(rec: Mapping[str, Any]) -> list:
+    f, g = rec.get("force") or {}, rec.get("gate") or {}
+
+    def n(v, d=3):
+        return "—" if v is None else f"{v:.{d}f}"
+
+    return [n(f.get("all")), n(f.get("contact")), n(f.get("no_contact")),
+            n(g.get("precision")), n(g.get("recall")), n(g.get("f1"))]
+
+
+def twin_pretrained_rows(res: Mapping[str, Any]) -> list[list]:
+    """Rows (:data:`TWIN_PRETRAINED_COLS`) of the sim-to-real section of an NAD run: the
+    estimator trained on the train files only, the twin-pretrained one as it is, and after
+    fine-tuning on the train files (``res["twin_pretrained"]``, from
+    :func:`neuract.pipeline.nad_experiment.twin_pretrained`)."""
+    tp = res["twin_pretrained"]
+    own = next(r for r in res["estimation"] if r["model"] == "NeuralActuator")
+    rows = [["trained on the train files only (above)"] + _est_cells(own),
+            ["pretrained on the twin, as it is (zero-shot)"] + _est_cells(tp["zero_shot"])]
+    if tp.get("fine_tuned"):
+        rows.append([f"pretrained on the twin, fine-tuned on the train files "
+                     f"({tp['config']['fine_tune_steps']} steps)"]
+                    + _est_cells(tp["fine_tuned"]))
+    return rows
+
+
 def build_report(res: Mapping[str, Any], title: str, intro: str = "",
                  extra_tables: Sequence[Any] = ()):
     """A :class:`neuract.eval.Report` with tables, rollout plot, force traces, confusion."""
@@ -206,6 +236,15 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
                                                  EST_NOTE))
     for name, cols, rows in gate_breakdown(res):
         rep.add("Estimation (estimator mode)", Table(name, cols, rows, GATE_BREAKDOWN_NOTE))
+    if res.get("twin_pretrained"):
+        c = res["twin_pretrained"]["config"]
+        rep.add("Estimation (estimator mode)", Table(
+            "Sim-to-real: estimator pretrained on the twin", TWIN_PRETRAINED_COLS,
+            twin_pretrained_rows(res),
+            f"Pretrained on {c['minutes']:g} min of this robot's twin ({c['units']} units, "
+            f"contact = external force >= {c['contact_min_force_n']:g} N, {c['steps']} steps), "
+            "its gate threshold calibrated on the twin and kept; scored on the same test "
+            "files and labels as the table above."))
     if res.get("condition_per_motor"):
         rep.add("Estimation (estimator mode)", records_table(
             [res["condition_per_motor"]], ["accuracy", "n_samples", "n_motors",
