@@ -87,30 +87,21 @@ def test_params_to_log_cholesky_rejects_inconsistent_body():
         params_to_log_cholesky(bad)  # violates the triangle inequality Izz <= Ixx + Iyy
 
 
-def test_core_regressor_identity_and_base_recovery_planar2():
-    robot = _core_robot("planar2")
-    q, qd, qdd = random_states(robot.n_dof, 200, seed=2)
+@pytest.mark.parametrize("name,n,seed,rtol,atol", [("planar2", 200, 2, 1e-7, 1e-9),
+                                                    ("panda", 300, 3, 1e-6, 1e-8)])
+def test_core_regressor_identity_and_base_recovery(name, n, seed, rtol, atol):
+    robot = _core_robot(name)
+    q, qd, qdd = random_states(robot.n_dof, n, seed=seed)
     y = robot.regressor(q, qd, qdd)
     pi = torch.as_tensor(robot.inertial_parameters(), dtype=torch.float64).reshape(-1)
     tau = robot.inverse_dynamics(q, qd, qdd)
     torch.testing.assert_close(y @ pi, tau)
     bp = base_parameters(robot.regressor, robot.n_dof)
     res = identify_ls(y, tau, qd, bp, viscous=False, coulomb=False)
-    np.testing.assert_allclose(res.beta, bp.project(pi.numpy()), rtol=1e-7, atol=1e-9)
-
-
-def test_core_panda_base_recovery_and_consistent_fit():
-    robot = _core_robot("panda")
-    q, qd, qdd = random_states(robot.n_dof, 300, seed=3)
-    y = robot.regressor(q, qd, qdd)
-    pi = torch.as_tensor(robot.inertial_parameters(), dtype=torch.float64).reshape(-1)
-    tau = robot.inverse_dynamics(q, qd, qdd)
-    torch.testing.assert_close(y @ pi, tau)
-    bp = base_parameters(robot.regressor, robot.n_dof)
-    res = identify_ls(y, tau, qd, bp, viscous=False, coulomb=False)
-    np.testing.assert_allclose(res.beta, bp.project(pi.numpy()), rtol=1e-6, atol=1e-8)
-    cons = identify_consistent(y[:100], tau[:100], qd[:100], max_iter=100)
-    assert min(cons.extra["pseudo_inertia_min_eig"]) > 0
+    np.testing.assert_allclose(res.beta, bp.project(pi.numpy()), rtol=rtol, atol=atol)
+    if name == "panda":  # and a physically consistent fit on a third of the samples
+        cons = identify_consistent(y[:100], tau[:100], qd[:100], max_iter=100)
+        assert min(cons.extra["pseudo_inertia_min_eig"]) > 0
 
 
 def test_consistent_fit_two_link_full_regressor_is_pd_and_fits():

@@ -25,6 +25,14 @@ from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 
 
+def bounded(x: Tensor, lim: Tensor, smooth: bool) -> Tensor:
+    """x clipped to +-lim, or its smooth form ``lim tanh(x / lim)`` (same slope at zero, same
+    asymptotes, non-zero gradient with respect to x and lim everywhere)."""
+    if smooth:
+        return lim * torch.tanh(x / lim)
+    return torch.minimum(torch.maximum(x, -lim), lim)
+
+
 class ErrorLimit(nn.Module):
     """Clamp of the position error (..., n) [rad] to +-``limit`` [rad] (fitted)."""
 
@@ -38,7 +46,4 @@ class ErrorLimit(nn.Module):
         self.smooth = smooth
 
     def forward(self, error: Tensor) -> Tensor:
-        lim = self.limit()
-        if self.smooth:
-            return lim * torch.tanh(error / lim)
-        return torch.minimum(torch.maximum(error, -lim), lim)
+        return bounded(error, self.limit(), self.smooth)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from neuract.actuators.error_limit import bounded
 from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 
@@ -40,10 +41,7 @@ class GoalSlew(nn.Module):
 
     def step(self, target: Tensor, prev: Tensor, dt: float) -> Tensor:
         """(..., n) the internal goal after ``dt`` [s], moving from ``prev`` to ``target``."""
-        s = self.speed() * dt
-        if self.smooth:
-            return prev + s * torch.tanh((target - prev) / s)
-        return prev + torch.minimum(torch.maximum(target - prev, -s), s)
+        return prev + bounded(target - prev, self.speed() * dt, self.smooth)
 
     def forward(self, targets: Tensor, dt: float) -> Tensor:
         """(..., T, n) the internal goal for a whole goal sequence (..., T, n), starting at
