@@ -134,8 +134,8 @@ def main() -> int:
                            for k in OUTPUTS])
     out["n_windows"] = int(x.shape[0])
     write_json(RESULTS / "int8_accuracy.json", out)
-    md = ("# int8 trunk (ONNX export, torch AOTInductor): accuracy of a trained NeuralActuator "
-          "(estimator mode)\n\n"
+    md = ("# int8 trunk (ONNX export; torch, compile_aot int8): accuracy of a trained "
+          "NeuralActuator (estimator mode)\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`), scored on its "
           f"{len(test)} test episodes ({x.shape[0]} windows) with the estimator protocol and "
           "the checkpoint's calibrated gate and condition decisions. The int8 export stores "

@@ -122,3 +122,47 @@ def test_packages_equal_the_eager_model_at_each_batch_size(tmp_path, mode, head)
     (tmp_path / "aot" / "aot.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="torch 0.0.1"):
         AotActuator(tmp_path / "aot")
+
+
+@needs_cxx
+def test_export_verb_aot_float32_and_reusing_a_directory(tmp_path, monkeypatch):
+    """`neuract export --format aot` (float32): the check runs every compiled size on padded
+    windows and is near zero; a later compile of another model into the same directory drops
+    the first model's packages, one of the same model adds its sizes; a failing compile
+    leaves the directory as it was."""
+    from neuract.neuralactuator import save_checkpoint
+    from neuract.pipeline.export_verb import ExportConfig, run
+
+    a = trained_like(NeuralActuatorConfig(**TINY), seed=0)
+    b = trained_like(NeuralActuatorConfig(**TINY), seed=1)
+    save_checkpoint(a, tmp_path / "ck", extra={"gate_threshold": 0.3})
+    out = tmp_path / "aot"
+    res = run(ExportConfig(checkpoint=tmp_path / "ck", out=out, format="aot", batch_sizes=(2,),
+                           check_windows=5, quiet=True))
+    assert res["batch_sizes"] == [2] and res["extra"] == {"gate_threshold": 0.3}
+    assert max(v["max_abs_diff_over_std"] for v in res["check"].values()) < 1e-5
+    x = torch.randn(2, a.cfg.history, a.cfg.n_features)
+    with torch.no_grad():
+        for o, r in zip(AotActuator(out)(x), a(x)):
+            torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5)
+    # another model into the same directory: the first model's package goes
+    compile_aot(b, (1,), out)
+    assert AotActuator(out).batch_sizes == (1,) and not (out / "neuralactuator_b2.pt2").exists()
+    # the same model again at another size: both sizes are listed, both are b's
+    compile_aot(b, (2,), out)
+    loaded = AotActuator(out)
+    assert loaded.batch_sizes == (1, 2)
+    with torch.no_grad():
+        for o, r in zip(loaded(x), b(x)):
+            torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5)
+    # a compile that fails leaves the directory as it was, and no staging folder
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("compiler crashed")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", boom)
+    with pytest.raises(RuntimeError, match="compiler crashed"):
+        compile_aot(a, (1, 2), out)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aot", "ck"]

@@ -220,6 +220,13 @@ def test_export_verb_writes_int8_aot_packages_with_the_calibration(tmp_path, cap
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "wrote" in printed and "max |AOT - torch|" in printed and "7 windows" in printed
+    # the check itself: both packages over 7 windows (padded at batch 3) near float32
+    from neuract.pipeline.export_verb import ExportConfig, run
+
+    res = run(ExportConfig(checkpoint=tmp_path / "ck", out=out, format="aot", quantize="int8",
+                           batch_sizes=(1, 3), check_windows=7, quiet=True))
+    worst = max(v["max_abs_diff_over_std"] for v in res["check"].values())
+    assert 0 < worst < 0.1  # int8: not zero, not far
     aot = AotActuator(out)
     assert aot.extra == extra and aot.quantize == "int8" and aot.batch_sizes == (1, 3)
     x = torch.randn(3, model.cfg.history, model.cfg.n_features)
@@ -228,11 +235,15 @@ def test_export_verb_writes_int8_aot_packages_with_the_calibration(tmp_path, cap
     for r, g in zip(ref, aot(x)):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
     # bad options: a clear error naming the option, nothing written
+    (tmp_path / "afile").write_text("x")
     for args, match in ((["--format", "tflite"], "--format 'tflite'"),
                         (["--format", "aot", "--out", str(tmp_path / "x.onnx")], "directory"),
-                        (["--format", "aot", "--batch-sizes", "0"], "--batch-sizes")):
+                        (["--format", "aot", "--out", str(tmp_path / "afile")], "directory"),
+                        (["--format", "aot", "--batch-sizes", "0"], "--batch-sizes"),
+                        (["--batch-sizes", "4", "--out", str(tmp_path / "bad.onnx")],
+                         "applies to --format aot")):
         argv = ["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(tmp_path / "bad"),
                 *args]
         assert main(argv) == 1
         assert match in capsys.readouterr().err
-        assert not (tmp_path / "bad").exists() and not (tmp_path / "x.onnx").exists()
+        assert not any((tmp_path / n).exists() for n in ("bad", "bad.onnx", "x.onnx"))

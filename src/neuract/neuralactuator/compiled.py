@@ -39,8 +39,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,6 +117,16 @@ def _fused(model: nn.Module) -> FusedNeuralActuator:
                       "or a FusedNeuralActuator")
 
 
+def weights_hash(model: nn.Module) -> str:
+    """SHA-256 (first 16 hex digits) over a module's parameters and buffers, by name."""
+    h = hashlib.sha256()
+    for name, t in sorted({**dict(model.named_parameters()),
+                           **dict(model.named_buffers())}.items()):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def package_name(batch_size: int) -> str:
     return f"neuralactuator_b{batch_size}.pt2"
 
@@ -158,44 +171,53 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     require_cxx_compiler()
     cfg = fused.cfg
     out = Path(out_dir)
-    op = {}
-    if quantize == "int8":
-        out.mkdir(parents=True, exist_ok=True)
-        int8op.load_op(int8op.build_op(out), source=int8op.source_hash())
-        fused = copy.deepcopy(fused).quantize_trunk()
-        op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
-    out.mkdir(parents=True, exist_ok=True)
-    entries = {}
-    for B in sizes:
-        opts = dict(options) if options is not None else inductor_options(B)
-        x = torch.zeros(B, cfg.history, cfg.n_features)
-        t0 = time.perf_counter()
-        # the packager writes the file itself (its name must end in .pt2): write a hidden
-        # sibling, then rename, so a failed compile never leaves a partial package behind
-        tmp = out / f".{package_name(B)}.{os.getpid()}.tmp.pt2"
-        try:
+    # everything is built in a private sibling folder and moved in once every size compiled,
+    # so a failed compile leaves the directory as it was (or absent)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".staging", dir=out.parent))
+    try:
+        op = {}
+        if quantize == "int8":
+            int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())
+            fused = copy.deepcopy(fused).quantize_trunk()
+            op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
+        entries = {}
+        for B in sizes:
+            opts = dict(options) if options is not None else inductor_options(B)
+            x = torch.zeros(B, cfg.history, cfg.n_features)
+            t0 = time.perf_counter()
             with torch.no_grad():
                 ep = torch.export.export(fused, (x,)).run_decompositions(
                     {torch.ops.aten.matmul.default: _matmul_for_inductor})
-                torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp),
-                                                         inductor_configs=dict(opts))
-            os.replace(tmp, out / package_name(B))
-        finally:
-            tmp.unlink(missing_ok=True)
-        entries[str(B)] = {"package": package_name(B), "options": opts,
-                           "compile_s": time.perf_counter() - t0}
-    meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
-            "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
-            "inputs": "x: (B, history, n_features) float32 raw features",
-            "outputs": list(OUTPUTS), "quantize": quantize, **op, "extra": dict(extra or {}),
-            "batch_sizes": entries}
-    # several compiles may share a directory: keep the sizes compiled earlier
-    old = out / META
-    if old.is_file():
-        prev = json.loads(old.read_text())
-        if all(prev.get(k) == meta[k] for k in ("config", "torch", "quantize")):
+                torch._inductor.aoti_compile_and_package(
+                    ep, package_path=str(stage / package_name(B)), inductor_configs=dict(opts))
+            entries[str(B)] = {"package": package_name(B), "options": opts,
+                               "compile_s": time.perf_counter() - t0}
+        meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
+                "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
+                "inputs": "x: (B, history, n_features) float32 raw features",
+                "outputs": list(OUTPUTS), "quantize": quantize, **op,
+                "weights_sha256": weights_hash(fused), "extra": dict(extra or {}),
+                "batch_sizes": entries}
+        # several compiles of the same model may share a directory: keep the sizes compiled
+        # earlier; packages of another model (or config, torch, quantization) are removed
+        out.mkdir(parents=True, exist_ok=True)
+        old = out / META
+        prev = json.loads(old.read_text()) if old.is_file() else {}
+        as_json = json.loads(json.dumps(meta))  # tuples as the stored lists
+        same = all(prev.get(k) == as_json[k] for k in ("config", "torch", "quantize",
+                                                        "weights_sha256"))
+        if same:
             meta["batch_sizes"] = {**prev["batch_sizes"], **entries}
-    write_json(old, meta)
+        else:
+            for f in out.glob("neuralactuator_b*.pt2"):
+                if f.name not in {e["package"] for e in entries.values()}:
+                    f.unlink()
+        for f in stage.iterdir():
+            os.replace(f, out / f.name)
+        write_json(old, meta)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return AotActuator(out)
 
 

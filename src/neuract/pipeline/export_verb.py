@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neuract.errors import ConfigError
+from neuract.errors import ConfigError, NeuractError
 
 FORMATS = ("onnx", "aot")
+CHECK_LIMIT = {"none": 1e-3, "int8": 0.25}
+"""largest |export - torch| over an output's spread the check accepts (float32 exports agree
+to ~1e-6; int8 ones to a few per cent on trained and random models)"""
 DEFAULT_OUT = {"onnx": Path("runs/export/neuralactuator.onnx"),
                "aot": Path("runs/export/neuralactuator_aot")}
 
@@ -70,13 +73,15 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     dest = Path(cfg.out) if cfg.out is not None else DEFAULT_OUT[cfg.format]
     if cfg.format == "onnx" and dest.suffix.lower() != ".onnx":
         raise ConfigError(f"--out {str(dest)!r}: expected a file name ending in .onnx")
-    if cfg.format == "aot":
-        if dest.suffix.lower() == ".onnx" or dest.is_file():
-            raise ConfigError(f"--out {str(dest)!r}: --format aot writes a directory of "
-                              "packages; give a directory path (not a file, not *.onnx)")
-        if not cfg.batch_sizes or not all(type(b) is int and b >= 1 for b in cfg.batch_sizes):
-            raise ConfigError(f"--batch-sizes {list(cfg.batch_sizes)!r}; expected one or more "
-                              "integers >= 1")
+    if not cfg.batch_sizes or not all(type(b) is int and b >= 1 for b in cfg.batch_sizes):
+        raise ConfigError(f"--batch-sizes {list(cfg.batch_sizes)!r}; expected one or more "
+                          "integers >= 1")
+    if cfg.format == "onnx" and tuple(cfg.batch_sizes) != (1, 32):
+        raise ConfigError(f"--batch-sizes {list(cfg.batch_sizes)!r} applies to --format aot; "
+                          "an ONNX file takes any batch size")
+    if cfg.format == "aot" and (dest.suffix.lower() == ".onnx" or dest.is_file()):
+        raise ConfigError(f"--out {str(dest)!r}: --format aot writes a directory of "
+                          "packages; give a directory path (not a file, not *.onnx)")
     if not (isinstance(cfg.check_windows, int) and cfg.check_windows >= 0):
         raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer >= 0")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
@@ -114,6 +119,15 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
         out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
                             "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}
                         for k in devs[0]}
+        limit = CHECK_LIMIT[cfg.quantize]
+        bad = {k: v["max_abs_diff_over_std"] for k, v in out["check"].items()
+               if not v["max_abs_diff_over_std"] <= limit}
+        if bad:
+            raise NeuractError(
+                f"the export at {str(path)!r} was written but does not compute what the "
+                f"checkpoint computes: largest |difference| over the output's spread "
+                + ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
+                + f" (accepted for quantize={cfg.quantize}: <= {limit:g}); do not deploy it")
     if not cfg.quiet:
         what = "ONNX" if cfg.format == "onnx" else "AOT"
         print(f"wrote {path} ({out['bytes'] / 1e6:.2f} MB, {model.cfg.mode} mode, "

@@ -221,9 +221,9 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
                  f"({res['train_minutes'] * 60:.0f} s), evaluated on {len(test)} test "
                  f"file(s) ({res['test_minutes'] * 60:.0f} s). The release's numbers "
                  f"(trained on the full NAD, far more data): {RELEASE}.")
+        write_results(out / robot, res)  # first: a failing report must not lose them
         write_report(out / robot, build_report(res, f"NeuralActuator on NAD ({robot})",
                                                intro))
-        write_results(out / robot, res)
         results[robot] = res
     return results
 

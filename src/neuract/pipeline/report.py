@@ -197,15 +197,17 @@ def _est_cells(rec: Mapping[str, Any]) -> list:
             n(g.get("precision")), n(g.get("recall")), n(g.get("f1"))]
 
 
-def twin_pretrained_rows(res: Mapping[str, Any]) -> list[list]:
-    """Rows (:data:`TWIN_PRETRAINED_COLS`) of the sim-to-real section of an NAD run: the
-    estimator trained on the train files only, the twin-pretrained one as it is, and after
-    fine-tuning on the train files (``res["twin_pretrained"]``, from
+def twin_pretrained_rows(res: Mapping[str, Any],
+                         own_label: str = "trained on the train files only (above)"
+                         ) -> list[list]:
+    """Rows (:data:`TWIN_PRETRAINED_COLS`) of the sim-to-real section of an NAD run: the run's
+    own estimator (``own_label``; no row when the run has none), the twin-pretrained one as it
+    is, and after fine-tuning on the train files (``res["twin_pretrained"]``, from
     :func:`neuract.pipeline.nad_experiment.twin_pretrained`)."""
     tp = res["twin_pretrained"]
-    own = next(r for r in res["estimation"] if r["model"] == "NeuralActuator")
-    rows = [["trained on the train files only (above)"] + _est_cells(own),
-            ["pretrained on the twin, as it is (zero-shot)"] + _est_cells(tp["zero_shot"])]
+    own = next((r for r in res.get("estimation", []) if r["model"] == "NeuralActuator"), None)
+    rows = [[own_label] + _est_cells(own)] if own is not None else []
+    rows.append(["pretrained on the twin, as it is (zero-shot)"] + _est_cells(tp["zero_shot"]))
     if tp.get("fine_tuned"):
         rows.append([f"pretrained on the twin, fine-tuned on the train files "
                      f"({tp['config']['fine_tune_steps']} steps)"]
@@ -240,7 +242,8 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
         c = res["twin_pretrained"]["config"]
         rep.add("Estimation (estimator mode)", Table(
             "Sim-to-real: estimator pretrained on the twin", TWIN_PRETRAINED_COLS,
-            twin_pretrained_rows(res),
+            twin_pretrained_rows(res, res.get("own_estimator_label",
+                                              "trained on the train files only (above)")),
             f"Pretrained on {c['minutes']:g} min of this robot's twin ({c['units']} units, "
             f"contact = external force >= {c['contact_min_force_n']:g} N, {c['steps']} steps), "
             "its gate threshold calibrated on the twin and kept; scored on the same test "

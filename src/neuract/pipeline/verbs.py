@@ -176,10 +176,12 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             res["twin_pretrained"] = twin_pretrained(cfg.robot, setup, train, test,
                                                      cfg.experiment, cfg.twin_pretrain, out,
                                                      progress)
+            if pre.get("estimator") is not None:
+                res["own_estimator_label"] = "the estimator above (from --checkpoints)"
         res["data"] = {"train": [t.meta.name for t in train],
                        "test": [t.meta.name for t in test]}
+    write_results(out, res)  # first: a failing report must not lose the results
     write_report(out, build_report(res, title))
-    write_results(out, res)
     return res
 
 
