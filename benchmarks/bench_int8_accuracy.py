@@ -34,7 +34,7 @@ from neuract.neuralactuator import (  # noqa: E402
     export_onnx,
     int8op,
 )
-from neuract.neuralactuator.compiled import cxx_compiler  # noqa: E402
+from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
 from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -74,6 +74,15 @@ class FusedForward(OnnxForward):
 
     def __call__(self, x: torch.Tensor):
         return self._fused(x)
+
+
+def _compiled_note(models: dict) -> str:
+    d = next((m["compiled_package_max_abs_diff"] for m in models.values()
+              if "compiled_package_max_abs_diff" in m), None)
+    if d is None:
+        return ""
+    return ("; here the batch-32 package itself, run on every test window, differs from it by "
+            "at most " + ", ".join(f"{k} {v:.1e}" for k, v in d.items()))
 
 
 def test_episodes(cfg) -> list:
@@ -132,6 +141,15 @@ def main() -> int:
                                   ("torque_rmse", "force_mae", "gate_f1", "condition_accuracy")]
                         + [f"{dev[k]['mean_abs_over_std']:.4f} / {dev[k]['max_abs_over_std']:.3f}"
                            for k in OUTPUTS])
+        q8 = "torch int8 trunk (neuract::linear_w8, as compile_aot int8)"
+        if q8 in variants:  # the compiled packages themselves on every test window
+            print("compiling the int8 AOTInductor package (batch 32) ...", flush=True)
+            aot = compile_aot(model, (32,), Path(td) / "aot_int8", quantize="int8")
+            with torch.no_grad():
+                eager = variants[q8](x)
+            comp = aot.run_padded(x, 32)
+            out["models"][q8]["compiled_package_max_abs_diff"] = {
+                k: float((a - b).abs().max()) for k, a, b in zip(OUTPUTS, comp, eager)}
     out["n_windows"] = int(x.shape[0])
     write_json(RESULTS / "int8_accuracy.json", out)
     md = ("# int8 trunk (ONNX export; torch, compile_aot int8): accuracy of a trained "
@@ -145,7 +163,8 @@ def main() -> int:
           "trunk's weights in int8 over the full 8-bit range, inputs scaled to int16, exact "
           "integer sums: `neuract::linear_w8`), run here as the eager "
           "`FusedNeuralActuator(model).quantize_trunk()`, which the compiled packages equal "
-          "to 1e-5 (`tests/test_neuralactuator_int8op.py`). Output deviation: mean / max "
+          "to 1e-5 (`tests/test_neuralactuator_int8op.py`)"
+          + _compiled_note(out["models"]) + ". Output deviation: mean / max "
           "|difference| "
           "from the torch model over that output's standard deviation on the test windows. "
           f"Machine: {out['machine']}, CPU flags {', '.join(out['cpu_flags']) or 'unknown'} "

@@ -274,6 +274,18 @@ class AotActuator:
         run = self._loaders[batch_size].run
         return lambda x: run([x])
 
+    def run_padded(self, x: torch.Tensor, batch_size: int) -> list:
+        """Any number of windows x: (N, T, F) through the package for ``batch_size``, in
+        calls of that size (zero windows pad the last one) -> the four outputs for the N
+        windows (checks, benchmarks; :meth:`__call__` checks its input, this does not)."""
+        n = len(x)
+        pad = (-n) % batch_size
+        xp = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))]) if pad else x
+        run = self.runner(batch_size)
+        outs = [[o.clone() for o in run(xp[i:i + batch_size].contiguous())]
+                for i in range(0, len(xp), batch_size)]
+        return [torch.cat(o)[:n] for o in zip(*outs)]
+
     def __call__(self, x: torch.Tensor) -> tuple:
         if not isinstance(x, torch.Tensor) or x.dtype != torch.float32:
             raise SchemaError(f"AOT NeuralActuator input must be a float32 tensor; got "

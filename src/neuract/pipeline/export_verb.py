@@ -103,7 +103,8 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                "bytes": sum(f.stat().st_size for f in dest.iterdir() if f.is_file())}
 
         def run_export(x):  # every compiled size, each on the windows padded to its batch
-            return [_run_padded(aot, B, torch.from_numpy(x)) for B in aot.batch_sizes]
+            return [[o.numpy() for o in aot.run_padded(torch.from_numpy(x), B)]
+                    for B in aot.batch_sizes]
     out.update({"format": cfg.format, "quantize": cfg.quantize, "mode": model.cfg.mode,
                 "extra": extra, "check": None})
     if cfg.check_windows:
@@ -137,19 +138,6 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                   f"({v['max_abs_diff_over_std']:.2%} of its spread) over "
                   f"{cfg.check_windows} windows")
     return out
-
-
-def _run_padded(aot, batch: int, x):
-    """The package for ``batch`` over all of x (zero windows pad the last call), as numpy."""
-    import torch
-
-    n = len(x)
-    pad = (-n) % batch
-    xp = torch.cat([x, x.new_zeros((pad, *x.shape[1:]))]) if pad else x
-    run = aot.runner(batch)
-    outs = [[o.clone() for o in run(xp[i:i + batch].contiguous())]
-            for i in range(0, len(xp), batch)]
-    return [torch.cat(o)[:n].numpy() for o in zip(*outs)]
 
 
 __all__ = ["ExportConfig", "run"]
