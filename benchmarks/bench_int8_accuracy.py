@@ -66,7 +66,8 @@ class OnnxForward:
 
 class FusedForward(OnnxForward):
     """The same, with the forward pass in a :class:`FusedNeuralActuator` (here its int8-trunk
-    form, which the ``quantize="int8"`` AOTInductor packages equal to 1e-5; tested)."""
+    form, which the ``quantize="int8"`` AOTInductor packages match; the benchmark measures
+    how closely)."""
 
     def __init__(self, model, fused):
         self._model = model
@@ -162,8 +163,8 @@ def main() -> int:
           "trunk row is `compile_aot(..., quantize=\"int8\")`'s arithmetic (the "
           "trunk's weights in int8 over the full 8-bit range, inputs scaled to int16, exact "
           "integer sums: `neuract::linear_w8`), run here as the eager "
-          "`FusedNeuralActuator(model).quantize_trunk()`, which the compiled packages equal "
-          "to 1e-5 (`tests/test_neuralactuator_int8op.py`)"
+          "`FusedNeuralActuator(model).quantize_trunk()`, which the compiled packages match "
+          "to 1e-5 on the tests' small models (`tests/test_neuralactuator_int8op.py`)"
           + _compiled_note(out["models"]) + ". Output deviation: mean / max "
           "|difference| "
           "from the torch model over that output's standard deviation on the test windows. "
