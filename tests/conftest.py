@@ -41,3 +41,12 @@ def shared_robots() -> Path:
     if not SHARED_ROBOTS.is_dir():
         pytest.skip(f"reference robots not found at {SHARED_ROBOTS}")
     return SHARED_ROBOTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_op_cache(tmp_path_factory):
+    """Built operator libraries (neuract.neuralactuator.int8op) go to a cache of this test
+    session, not the user's: built once, reused by every later build in the session."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NEURACT_CACHE_DIR", str(tmp_path_factory.mktemp("op_cache")))
+        yield

@@ -191,8 +191,10 @@ def test_int8_packages_equal_the_eager_int8_model(op, tmp_path):
         with torch.no_grad():
             ref8, ref32 = q8(x), fused(x)
         out = loaded(x)
+        # a compiled graph rounds the trunk's input a little differently, which can move an
+        # input across an int16 step: 1e-4, not float32's 1e-6
         for o, r in zip(out, ref8):
-            torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-4)
         # int8 moves the outputs a little, not a lot, from float32
         for o, r in zip(out, ref32):
             assert (o - r).abs().max() <= 0.05 * max(r.abs().max().item(), 1.0)
@@ -233,7 +235,7 @@ def test_export_verb_writes_int8_aot_packages_with_the_calibration(tmp_path, cap
     with torch.no_grad():
         ref = FusedNeuralActuator(model).eval().quantize_trunk()(x)
     for r, g in zip(ref, aot(x)):
-        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)  # int16 steps: see above
     # bad options: a clear error naming the option, nothing written
     (tmp_path / "afile").write_text("x")
     for args, match in ((["--format", "tflite"], "--format 'tflite'"),
@@ -247,3 +249,24 @@ def test_export_verb_writes_int8_aot_packages_with_the_calibration(tmp_path, cap
         assert main(argv) == 1
         assert match in capsys.readouterr().err
         assert not any((tmp_path / n).exists() for n in ("bad", "bad.onnx", "x.onnx"))
+
+
+@needs_op
+def test_built_libraries_are_cached_and_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
+    import time
+
+    blocked = tmp_path / "not_a_dir"
+    blocked.write_text("x")
+    monkeypatch.setenv("NEURACT_CACHE_DIR", str(blocked))
+    first = int8op.build_op(tmp_path / "a")  # compiles; the cache cannot be written
+    assert first.is_file() and blocked.read_text() == "x"
+    monkeypatch.setenv("NEURACT_CACHE_DIR", str(tmp_path / "cache"))
+    assert not int8op.cached_library().exists()
+    int8op.build_op(tmp_path / "b")  # compiles and fills the cache
+    assert int8op.cached_library().is_file()
+    assert int8op.source_hash() in str(int8op.cached_library())
+    t0 = time.perf_counter()
+    again = int8op.build_op(tmp_path / "c")  # copied from the cache
+    assert time.perf_counter() - t0 < 5.0
+    assert again.read_bytes() == int8op.cached_library().read_bytes()
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [int8op.LIBRARY]

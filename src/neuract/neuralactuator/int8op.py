@@ -16,10 +16,11 @@ int4 kernels have no AVX2 code), so neuract ships its own operator, a small C++ 
   then the lanes in float64); a row with a NaN or an infinity gives a NaN row;
 * :func:`linear_w8_reference` is the same arithmetic in torch, for tests.
 
-:func:`build_op` compiles the file with the C++ compiler AOTInductor uses (~10 s) into a
-directory; :func:`load_op` loads it into the process (once) and registers its shape function
-so that ``torch.export`` can trace it. :func:`~neuract.neuralactuator.compiled.compile_aot`
-with ``quantize="int8"`` does both and keeps the library beside its packages, which load it
+:func:`build_op` compiles the file with the C++ compiler AOTInductor uses (~10-20 s; kept
+in a cache, :func:`cache_dir`, and copied from there next time) into a directory;
+:func:`load_op` loads it into the process (once) and registers its shape function so that
+``torch.export`` can trace it. :func:`~neuract.neuralactuator.compiled.compile_aot` with
+``quantize="int8"`` does both and keeps the library beside its packages, which load it
 before they run. The operator needs a CPU with AVX2 and FMA.
 """
 
@@ -163,11 +164,44 @@ def load_op(path: str | os.PathLike, source: str | None = None) -> None:
     _register_fake()
 
 
-def build_op(out_dir: str | os.PathLike) -> Path:
+def cache_dir() -> Path:
+    """Where built libraries are kept for reuse: ``$NEURACT_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/neuract/ops`` (``~/.cache/neuract/ops``)."""
+    env = os.environ.get("NEURACT_CACHE_DIR")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "neuract" / "ops"
+
+
+def cached_library() -> Path:
+    """The cache entry for this source, torch version and C++ ABI."""
+    key = f"{torch.__version__}-{source_hash()}-abi{int(torch._C._GLIBCXX_USE_CXX11_ABI)}"
+    return cache_dir() / key / LIBRARY
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    import shutil
+    import tempfile
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, name)
+        os.replace(name, dst)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     """Compile ``csrc/linear_w8.cpp`` into ``out_dir/neuract_ops.so`` (atomically) and return
     its path. Needs a C++ compiler (:func:`~neuract.neuralactuator.compiled.require_cxx_compiler`)
     and an AVX2 CPU; the library runs only with the torch that built it. It uses torch's
-    OpenMP threads over the rows of a batch."""
+    OpenMP threads over the rows of a batch.
+
+    cache: reuse a library built earlier from the same source for the same torch
+    (:func:`cached_library`, copied in; ~10-20 s of compiling saved) and keep a new one there
+    (best effort: an unwritable cache is skipped)."""
     import tempfile
 
     from torch.utils import cpp_extension
@@ -179,6 +213,10 @@ def build_op(out_dir: str | os.PathLike) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dst = out / LIBRARY
+    hit = cached_library() if cache else None
+    if hit is not None and hit.is_file():
+        _copy_atomic(hit, dst)
+        return dst
     fd, name = tempfile.mkstemp(prefix=f".{LIBRARY}.", suffix=".tmp", dir=out)
     os.close(fd)
     tmp = Path(name)
@@ -203,9 +241,14 @@ def build_op(out_dir: str | os.PathLike) -> Path:
         os.replace(tmp, dst)
     finally:
         tmp.unlink(missing_ok=True)
+    if hit is not None:
+        try:
+            _copy_atomic(dst, hit)
+        except OSError:  # a read-only or full cache only costs the next build its time
+            pass
     return dst
 
 
 __all__ = ["build_op", "load_op", "quantize_rows", "linear_w8_reference", "qmax_for",
            "source_hash", "require_avx2", "cpu_supported", "loaded_source", "Int8OpUnavailable",
-           "LIBRARY", "SOURCE", "TINY_X"]
+           "LIBRARY", "SOURCE", "TINY_X", "cache_dir", "cached_library"]
