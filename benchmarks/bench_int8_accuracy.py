@@ -48,33 +48,26 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-class OnnxForward:
-    """A NeuralActuator whose forward pass runs in ONNX Runtime (everything else, features,
+class SwappedForward:
+    """A NeuralActuator whose forward pass is ``forward`` (everything else, features,
     calibrated decisions, config, is the torch model's), so ``estimate`` can drive it."""
 
-    def __init__(self, model, path: Path):
+    def __init__(self, model, forward):
         self._model = model
-        self._onnx = OnnxActuator(path, threads=1)
+        self._forward = forward
 
     def __getattr__(self, name):
         return getattr(self._model, name)
 
     def __call__(self, x: torch.Tensor):
-        return tuple(torch.from_numpy(o) for o in self._onnx.run(
-            np.ascontiguousarray(x.numpy(), dtype=np.float32)))
+        return self._forward(x)
 
 
-class FusedForward(OnnxForward):
-    """The same, with the forward pass in a :class:`FusedNeuralActuator` (here its int8-trunk
-    form, which the ``quantize="int8"`` AOTInductor packages match; the benchmark measures
-    how closely)."""
-
-    def __init__(self, model, fused):
-        self._model = model
-        self._fused = fused
-
-    def __call__(self, x: torch.Tensor):
-        return self._fused(x)
+def onnx_forward(path: Path):
+    """The forward pass of an exported file in ONNX Runtime, torch tensors in and out."""
+    onnx = OnnxActuator(path, threads=1)
+    return lambda x: tuple(torch.from_numpy(o) for o in onnx.run(
+        np.ascontiguousarray(x.numpy(), dtype=np.float32)))
 
 
 def _compiled_note(models: dict) -> str:
@@ -117,11 +110,12 @@ def main() -> int:
         variants = {"torch (float32)": model}
         for q in ("none", "int8"):
             name = "ONNX Runtime (float32)" if q == "none" else "ONNX Runtime (int8 trunk)"
-            variants[name] = OnnxForward(model, export_onnx(model, Path(td) / f"{q}.onnx",
-                                                            quantize=q))
+            variants[name] = SwappedForward(model, onnx_forward(
+                export_onnx(model, Path(td) / f"{q}.onnx", quantize=q)))
         if int8op.cpu_supported() and cxx_compiler() is not None:
             int8op.load_op(int8op.build_op(Path(td) / "op"))
-            variants["torch int8 trunk (neuract::linear_w8, as compile_aot int8)"] = FusedForward(
+            variants["torch int8 trunk (neuract::linear_w8, as compile_aot int8)"] = SwappedForward(
+                # the int8-trunk arithmetic the quantize="int8" AOTInductor packages compile
                 model, FusedNeuralActuator(model).eval().quantize_trunk())
         c = model.cfg
         x = torch.cat([windows(tr, c.channels, c.n_joints, c.history, physics=c.physics,

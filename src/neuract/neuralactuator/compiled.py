@@ -55,6 +55,7 @@ from torch import nn
 from neuract.atomic import write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
+from neuract.neuralactuator.export import QUANTIZE
 from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
 
@@ -133,9 +134,6 @@ def package_name(batch_size: int) -> str:
     return f"neuralactuator_b{batch_size}.pt2"
 
 
-QUANTIZE = ("none", "int8")
-
-
 def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLike = "na_aot",
                 options: dict | None = None, quantize: str = "none",
                 extra: dict | None = None) -> AotActuator:
@@ -149,8 +147,9 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     ``neuract_ops.so``; needs an AVX2 CPU), the rest in float32.
     extra: JSON-serialisable metadata stored in ``aot.json`` (``AotActuator.extra``; the
     export verb stores the checkpoint's calibrated decisions there).
-    Writes ``neuralactuator_b{B}.pt2`` per size (each atomically) and ``aot.json``; raises
-    :class:`CompilerNotFound` before any work when no C++ compiler is present.
+    Writes ``neuralactuator_b{B}.pt2`` per size and ``aot.json`` (built in a staging folder and
+    moved in once every size compiled); raises :class:`CompilerNotFound` before any work when
+    no C++ compiler is present.
     """
     sizes = sorted({int(b) for b in batch_sizes})
     if not sizes or sizes[0] < 1:
@@ -212,8 +211,9 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
         if same:
             meta["batch_sizes"] = {**prev["batch_sizes"], **entries}
         else:
+            new = {e["package"] for e in entries.values()}
             for f in out.glob("neuralactuator_b*.pt2"):
-                if f.name not in {e["package"] for e in entries.values()}:
+                if f.name not in new:
                     f.unlink()
         for f in stage.iterdir():
             os.replace(f, out / f.name)

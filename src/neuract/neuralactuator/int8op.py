@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import torch
 
+from neuract.atomic import atomic_path
 from neuract.errors import NeuractError
 
 SOURCE = Path(__file__).with_name("csrc") / "linear_w8.cpp"
@@ -180,17 +182,8 @@ def cached_library() -> Path:
 
 
 def _copy_atomic(src: Path, dst: Path) -> None:
-    import shutil
-    import tempfile
-
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, name)
-        os.replace(name, dst)
-    finally:
-        Path(name).unlink(missing_ok=True)
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
 
 
 def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
@@ -202,8 +195,6 @@ def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     cache: reuse a library built earlier from the same source for the same torch
     (:func:`cached_library`, copied in; ~10-20 s of compiling saved) and keep a new one there
     (best effort: an unwritable cache is skipped)."""
-    import tempfile
-
     from torch.utils import cpp_extension
 
     from neuract.neuralactuator.compiled import require_cxx_compiler
@@ -217,17 +208,14 @@ def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     if hit is not None and hit.is_file():
         _copy_atomic(hit, dst)
         return dst
-    fd, name = tempfile.mkstemp(prefix=f".{LIBRARY}.", suffix=".tmp", dir=out)
-    os.close(fd)
-    tmp = Path(name)
     libs = cpp_extension.library_paths()
-    cmd = [cxx, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-           f'-DNEURACT_SOURCE_HASH="{source_hash()}"',
-           *[f"-I{p}" for p in cpp_extension.include_paths()], str(SOURCE), "-o", str(tmp),
-           *[f"-L{p}" for p in libs], *[f"-Wl,-rpath,{p}" for p in libs],
-           "-lc10", "-ltorch_cpu", "-ltorch"]
-    try:
+    with atomic_path(dst) as tmp:  # a failed compile leaves no library behind
+        cmd = [cxx, "-O3", "-mavx2", "-mfma", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+               f'-DNEURACT_SOURCE_HASH="{source_hash()}"',
+               *[f"-I{p}" for p in cpp_extension.include_paths()], str(SOURCE), "-o", str(tmp),
+               *[f"-L{p}" for p in libs], *[f"-Wl,-rpath,{p}" for p in libs],
+               "-lc10", "-ltorch_cpu", "-ltorch"]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except subprocess.TimeoutExpired:
@@ -238,9 +226,6 @@ def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
             raise Int8OpUnavailable(f"compiling {SOURCE.name} with {cxx} failed (exit "
                                     f"{done.returncode}):\n" + "\n".join(errors[:20]
                                                                          or [done.stderr[-2000:]]))
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
     if hit is not None:
         try:
             _copy_atomic(dst, hit)
