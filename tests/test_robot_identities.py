@@ -141,3 +141,40 @@ def test_solve_symmetric_gradcheck():
 
     assert torch.autograd.gradcheck(f, (A, b))
     torch.testing.assert_close(f(A, b), torch.linalg.solve(A, b.expand(3, 4, 5)[..., None])[..., 0])
+
+
+def test_solve_symmetric_second_derivatives():
+    """Second derivatives through the solve (create_graph): gradgradcheck, symmetric and
+    general perturbations of A."""
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(2, 5, 5, dtype=torch.float64, generator=g)
+    A = (A @ A.transpose(-1, -2) + 5 * torch.eye(5, dtype=torch.float64)).requires_grad_(True)
+    b = torch.randn(2, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    assert torch.autograd.gradgradcheck(solve_symmetric, (A, b))
+    assert torch.autograd.gradgradcheck(
+        lambda A, b: solve_symmetric(0.5 * (A + A.transpose(-1, -2)), b), (A, b))
+
+
+@pytest.mark.parametrize("case", ["toy", "bundled:so101", "bundled:panda"])
+def test_forward_dynamics_hessian_matches_finite_difference(case, tmp_path):
+    """d/dq of the autograd gradient of |qdd(q)|^2 (double backward through the solve)
+    against a central difference of that gradient."""
+    from neuract.robot.dynamics import forward_dynamics
+
+    robot = load_case(case, tmp_path)
+    q, qd, _ = _states(robot, n=1, seed=3)
+    tau = torch.randn(q.shape, dtype=q.dtype, generator=torch.Generator().manual_seed(4))
+
+    def grad_of(q, create_graph=False):
+        loss = forward_dynamics(robot, q, qd, tau).square().sum()
+        return torch.autograd.grad(loss, q, create_graph=create_graph)[0][0]
+
+    qv = q.detach().clone().requires_grad_(True)
+    gv = grad_of(qv, create_graph=True)
+    n = q.shape[-1]
+    H = torch.stack([torch.autograd.grad(gv[i], qv, retain_graph=True)[0][0] for i in range(n)])
+    eps = 1e-6
+    H_fd = torch.stack([
+        (grad_of((q + eps * e).requires_grad_(True)) - grad_of((q - eps * e).requires_grad_(True)))
+        / (2 * eps) for e in torch.eye(n, dtype=q.dtype)])
+    torch.testing.assert_close(H, H_fd, rtol=1e-5, atol=1e-6 * H_fd.abs().max().item())

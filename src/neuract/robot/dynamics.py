@@ -332,20 +332,27 @@ def inverse_dynamics(robot, q: Tensor, qd: Tensor, qdd: Tensor,
 
 class _SymSolve(torch.autograd.Function):
     """x = A^{-1} b for symmetric A (..., n, n), b (..., n); backward without transposes:
-    grad_b = A^{-1} g, grad_A = -grad_b x^T (A = A^T)."""
+    grad_b = A^{-1} g, grad_A = -grad_b x^T (A = A^T).
+
+    Under ``create_graph`` (second derivatives) the backward is written with differentiable
+    torch ops, grad_b = A^{-T} g through ``torch.linalg.solve``, so that its own derivative is
+    exact for any perturbation of A (not only symmetric ones)."""
 
     @staticmethod
     def forward(ctx, A, b):
         LU, piv = torch.linalg.lu_factor(A)
         x = torch.linalg.lu_solve(LU, piv, b[..., None])[..., 0]
-        ctx.save_for_backward(LU, piv, x)
+        ctx.save_for_backward(A, LU, piv, x)
         ctx.shapes = (A.shape, b.shape)
         return x
 
     @staticmethod
     def backward(ctx, g):
-        LU, piv, x = ctx.saved_tensors
-        gb = torch.linalg.lu_solve(LU, piv, g[..., None])[..., 0]
+        A, LU, piv, x = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph: differentiable ops
+            gb = torch.linalg.solve(A.mT, g[..., None])[..., 0]
+        else:
+            gb = torch.linalg.lu_solve(LU, piv, g[..., None])[..., 0]
         gA = -gb[..., :, None] * x[..., None, :] if ctx.needs_input_grad[0] else None
         if gA is not None:
             gA = gA.sum_to_size(ctx.shapes[0])
@@ -356,7 +363,8 @@ def solve_symmetric(A: Tensor, b: Tensor) -> Tensor:
     """Solve A x = b for symmetric positive definite A (..., n, n), b (..., n) -> x (..., n).
 
     Batched LU (faster than a Cholesky solve for batches of small matrices in torch on CPU)
-    with a backward pass that exploits the symmetry (first-order differentiable).
+    with a backward pass that exploits the symmetry; twice differentiable (second derivatives
+    through differentiable ops).
     """
     shape = torch.broadcast_shapes(A.shape[:-2], b.shape[:-1])
     A = A.expand(*shape, *A.shape[-2:])
