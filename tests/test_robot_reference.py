@@ -3,7 +3,11 @@
 Checked per robot: mass matrix (mj_fullM), bias forces (qfrc_bias), inverse dynamics
 (mj_inverse, passive/constraint forces off), forward dynamics with external wrenches (mj_forward
 with xfrc_applied), body and site poses (xpos/xmat, site_xpos/site_xmat), body and site
-Jacobians (mj_jacBody/mj_jacSite), J^T wrench (mj_applyFT), and the regressor identity Y pi = RNEA.
+Jacobians (mj_jacBody/mj_jacSite), J^T wrench (mj_applyFT), the regressor Y pi (mj_inverse less
+armature), kinetic energy and changes of potential energy (mj_energyVel/mj_energyPos), and the
+passive torques (damping and friction loss at sliding speeds: qfrc_damper + qfrc_constraint).
+Against Pinocchio: CRBA, RNEA, ABA, generalized gravity, Coriolis matrix times velocity, frame
+placements and frame Jacobians (LOCAL_WORLD_ALIGNED).
 """
 
 from __future__ import annotations
@@ -30,7 +34,10 @@ N_STATES = 100
 def test_matches_mujoco(case, tmp_path, shared_robots):
     robot = load_case(case, tmp_path)
     errors = compare_with_mujoco(robot, n_states=N_STATES, seed=1)
-    assert {"mass_matrix", "bias_forces", "inverse_dynamics", "body_jacobian"} <= set(errors)
+    assert {"mass_matrix", "bias_forces", "inverse_dynamics", "body_jacobian", "regressor",
+            "kinetic_energy", "potential_energy_change", "passive_torques"} <= set(errors)
+    # friction loss compared where MuJoCo's constraint acts as sliding friction
+    assert errors.pop("passive_saturated_share") >= 0.9
     bad = {k: v for k, v in errors.items() if not v < TOL}
     assert not bad, f"{case}: relative errors above {TOL}: {bad}"
 
@@ -57,3 +64,26 @@ def test_comparison_can_fail(tmp_path, shared_robots):
     pi[10:20] *= 1 + 1e-6
     errors = compare_with_mujoco(robot.with_inertial_parameters(pi), n_states=5)
     assert errors["mass_matrix"] > TOL and errors["bias_forces"] > TOL
+    for key in ("regressor", "kinetic_energy", "potential_energy_change"):
+        assert errors[key] > TOL, key
+    assert errors["passive_torques"] < TOL
+    # a friction-loss sign error or a 1e-6 change of the damping shows up too
+    flipped = compare_with_mujoco(robot.replace(frictionloss=-robot.frictionloss), n_states=5)
+    damped = compare_with_mujoco(robot.replace(damping=robot.damping * (1 + 1e-6)), n_states=5)
+    assert flipped["passive_torques"] > TOL and damped["passive_torques"] > TOL
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pinocchio") is None, reason="pinocchio missing")
+def test_pinocchio_comparison_can_fail(tmp_path, shared_robots):
+    """A 1e-6 scaling of one link's inertials, or a 1e-6 shift of a joint position, must show up
+    against Pinocchio (the check is live)."""
+    case = "so101_new_calib.urdf"
+    robot = load_case(case, tmp_path)
+    path = case_path(case, tmp_path)
+    pi = robot.inertial_parameters().clone()
+    pi[10:20] *= 1 + 1e-6
+    errors = compare_with_pinocchio(robot.with_inertial_parameters(pi), path, n_states=5)
+    for key in ("mass_matrix", "rnea", "aba", "gravity", "coriolis"):
+        assert errors[key] > TOL, key
+    assert errors["body_pos"] < TOL and errors["body_jacobian"] < TOL
+

@@ -432,7 +432,9 @@ def kinetic_energy(robot, q: Tensor, qd: Tensor) -> Tensor:
 
 
 def potential_energy(robot, q: Tensor) -> Tensor:
-    """Gravitational potential energy -g . sum_i m_i c_i (...,) [J] (zero at the world origin)."""
+    """Gravitational potential energy -g . sum_i m_i c_i (...,) [J] (zero at the world origin),
+    over the robot's moving bodies: a body welded to the world adds a constant (MuJoCo's
+    ``energy[0]`` counts it)."""
     R, p = link_poses(robot, q)
     h = world_inertials(robot, R, p)[..., 1:4].sum(-2)
     return -(h * robot.gravity).sum(-1)

@@ -12,7 +12,10 @@ import mujoco
 import numpy as np
 import torch
 
+from neuract.robot.dynamics import kinetic_energy, potential_energy
+
 __all__ = ["random_states", "reference_model", "compare_with_mujoco", "compare_with_pinocchio",
+           "passive_model",
            "mujoco_rollout"]
 
 
@@ -48,19 +51,64 @@ def _rel(ours: np.ndarray, ref: np.ndarray) -> float:
     return float((np.abs(ours - ref).max(-1) / den).max())
 
 
+def passive_model(robot) -> mujoco.MjModel:
+    """A copy of ``robot.mj_model`` whose only constraint is the joints' friction loss
+    (limits, equality, contacts, springs and actuators disabled; dampers on)."""
+    m = copy.deepcopy(robot.mj_model)
+    for bit in ("mjDSBL_LIMIT", "mjDSBL_EQUALITY", "mjDSBL_CONTACT", "mjDSBL_SPRING",
+                "mjDSBL_ACTUATION"):
+        m.opt.disableflags |= int(getattr(mujoco.mjtDisableBit, bit))
+    return m
+
+
+def _passive_reference(robot, q: np.ndarray, seed: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MuJoCo's joint damping plus friction-loss constraint forces at sliding speeds.
+
+    Velocities of 5-20 rad/s in magnitude, random sign. Returns (qd, qfrc_damper +
+    qfrc_constraint, saturated) where ``saturated`` (n, nv) marks the dofs whose friction-loss
+    constraint force is ``-frictionloss * sign(qd)`` (MuJoCo's dry sliding friction), or that
+    have none. MuJoCo's friction loss is a soft velocity constraint: where the rest of the
+    dynamics already decelerates a joint faster than its reference acceleration, its force
+    lies inside the bound or at the opposite one, which is not Coulomb friction.
+    """
+    m = passive_model(robot)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(seed + 2)
+    qd = rng.uniform(5.0, 20.0, size=q.shape) * rng.choice([-1.0, 1.0], size=q.shape)
+    ref, sat = [], []
+    fl = m.dof_frictionloss
+    for k in range(q.shape[0]):
+        d.qpos[:], d.qvel[:] = q[k], qd[k]
+        d.qfrc_applied[:] = 0.0
+        mujoco.mj_forward(m, d)
+        ref.append(d.qfrc_damper + d.qfrc_constraint)
+        sat.append((fl == 0) | (np.abs(d.qfrc_constraint + fl * np.sign(qd[k]))
+                                <= 1e-12 * (1 + fl)))
+    return qd, np.stack(ref), np.stack(sat)
+
+
 def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, float]:
-    """Relative errors of M, bias, inverse/forward dynamics, FK, Jacobians, external torques."""
+    """Relative errors of M, bias, inverse/forward dynamics, FK, Jacobians, external torques,
+    the inertial-parameter regressor, kinetic energy, changes of potential energy (bodies
+    welded to the world, a constant, are not part of the robot) and passive torques (damping
+    and friction loss at sliding speeds, where MuJoCo's friction-loss constraint saturates;
+    the key ``passive_saturated_share`` is the share of dofs compared, not an error)."""
     m = reference_model(robot)
+    m.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
     d = mujoco.MjData(m)
     nv, nb, ns = m.nv, m.nbody, m.nsite
     q, qd, qdd = random_states(robot, n_states, seed)
     rng = np.random.default_rng(seed + 1)
     wrench = rng.normal(size=(n_states, nb - 1, 6))
     ref = {k: [] for k in ("M", "bias", "inv", "fwd", "xpos", "xmat", "jac", "spos", "smat",
-                           "sjac", "ext")}
+                           "sjac", "ext", "energy")}
     for k in range(n_states):
         d.qpos[:], d.qvel[:], d.qacc[:] = q[k], qd[k], qdd[k]
         mujoco.mj_inverse(m, d)
+        mujoco.mj_energyPos(m, d)
+        mujoco.mj_energyVel(m, d)
+        ref["energy"].append(d.energy.copy())
         M = np.zeros((nv, nv))
         mujoco.mj_fullM(m, d, M)
         ref["M"].append(M)
@@ -113,8 +161,17 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
             torch.stack([r.body_jacobian(qt, b) for b in range(nb - 1)], 1).numpy(), ref["jac"]),
         "external_torques": _rel(r.external_torques(qt, wt).numpy(), ref["ext"]),
         "regressor": _rel((r.regressor(qt, qdt, qddt) @ r.inertial_parameters()).numpy(),
-                          (tau_inv - r.armature * qddt).numpy()),
+                          ref["inv"] - m.dof_armature * qdd),
+        "kinetic_energy": _rel(kinetic_energy(r, qt, qdt).numpy()[:, None],
+                               ref["energy"][:, 1:2]),
+        "potential_energy_change": _rel(
+            (potential_energy(r, qt) - potential_energy(r, qt[:1])).numpy()[:, None],
+            (ref["energy"][:, 0] - ref["energy"][0, 0])[:, None]),
     }
+    qd_p, passive_ref, sat = _passive_reference(robot, q, seed)
+    passive = r.passive_torques(torch.as_tensor(qd_p)).numpy()
+    out["passive_torques"] = _rel(np.where(sat, passive, 0.0), np.where(sat, passive_ref, 0.0))
+    out["passive_saturated_share"] = float(sat.mean())
     if ns:
         spos, srot = r.site_poses(qt)
         out["site_pos"] = _rel(spos.numpy(), ref["spos"])
@@ -126,8 +183,10 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
 
 def compare_with_pinocchio(robot, urdf_path, n_states: int = 100, seed: int = 0
                            ) -> dict[str, float]:
-    """Relative errors of M, RNEA and link poses against Pinocchio built from the same file
-    (URDF, or MJCF through Pinocchio's own MJCF parser). Armature is left out on both sides."""
+    """Relative errors against Pinocchio built from the same file (URDF, or MJCF through
+    Pinocchio's own MJCF parser): M (CRBA), inverse dynamics (RNEA), forward dynamics (ABA),
+    gravity and Coriolis torques, link poses and link Jacobians (frame origin, world axes).
+    Armature is left out on both sides."""
     import pinocchio as pin
 
     if str(urdf_path).endswith(".xml"):
@@ -137,32 +196,48 @@ def compare_with_pinocchio(robot, urdf_path, n_states: int = 100, seed: int = 0
         pm = pin.buildModelFromUrdf(str(urdf_path))
     pd = pm.createData()
     idx = [pm.joints[pm.getJointId(name)].idx_q for name in robot.joint_names]
+    vidx = [pm.joints[pm.getJointId(name)].idx_v for name in robot.joint_names]
     q, qd, qdd = random_states(robot, n_states, seed)
+    tau = np.random.default_rng(seed + 3).normal(size=q.shape)
     r = robot.to(dtype=torch.float64)
     body = pin.FrameType.BODY
     frames = [(i, pm.getFrameId(name, body)) for i, name in enumerate(r.body_names)
               if pm.existFrame(name, body)]
-    Ms, taus, pos, rot = [], [], [], []
+    world = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+    ref = {k: [] for k in ("M", "tau", "pos", "rot", "aba", "g", "c", "jac")}
     for k in range(n_states):
-        qp, vp, ap = (np.zeros(pm.nq) for _ in range(3))
-        qp[idx], vp[idx], ap[idx] = q[k], qd[k], qdd[k]
+        qp, vp, ap, tp = (np.zeros(pm.nq) for _ in range(4))
+        qp[idx], vp[idx], ap[idx], tp[idx] = q[k], qd[k], qdd[k], tau[k]
         M = pin.crba(pm, pd, qp)
         M = np.triu(M) + np.triu(M, 1).T
-        Ms.append(M[np.ix_(idx, idx)])
-        taus.append(pin.rnea(pm, pd, qp, vp, ap)[idx])
+        ref["M"].append(M[np.ix_(vidx, vidx)])
+        ref["tau"].append(pin.rnea(pm, pd, qp, vp, ap)[vidx])
+        ref["aba"].append(pin.aba(pm, pd, qp, vp, tp)[vidx])
+        g = pin.computeGeneralizedGravity(pm, pd, qp)
+        ref["g"].append(g[vidx])
+        ref["c"].append((pin.computeCoriolisMatrix(pm, pd, qp, vp) @ vp)[vidx])
+        pin.computeJointJacobians(pm, pd, qp)
         pin.framesForwardKinematics(pm, pd, qp)
-        pos.append(np.stack([pd.oMf[f].translation for _, f in frames]))
-        rot.append(np.stack([pd.oMf[f].rotation for _, f in frames]))
-    qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))
+        ref["pos"].append(np.stack([pd.oMf[f].translation for _, f in frames]))
+        ref["rot"].append(np.stack([pd.oMf[f].rotation for _, f in frames]))
+        ref["jac"].append(np.stack([pin.getFrameJacobian(pm, pd, f, world)[:, vidx]
+                                    for _, f in frames]))
+    ref = {k: np.stack(v) for k, v in ref.items()}
+    qt, qdt, qddt, taut = (torch.as_tensor(x) for x in (q, qd, qdd, tau))
     bp, br = r.forward_kinematics(qt)
     sel = [i for i, _ in frames]
+    r0 = r.replace(armature=torch.zeros_like(r.armature))
+    gravity = r0.bias_forces(qt, torch.zeros_like(qdt))
     return {
-        "mass_matrix": _rel(r.mass_matrix(qt).numpy() - np.diag(r.armature.numpy()),
-                            np.stack(Ms)),
-        "rnea": _rel(r.inverse_dynamics(qt, qdt, qddt).numpy() - r.armature.numpy() * qdd,
-                     np.stack(taus)),
-        "body_pos": _rel(bp[:, sel].numpy(), np.stack(pos)),
-        "body_rot": _rel(br[:, sel].numpy(), np.stack(rot)),
+        "mass_matrix": _rel(r0.mass_matrix(qt).numpy(), ref["M"]),
+        "rnea": _rel(r0.inverse_dynamics(qt, qdt, qddt).numpy(), ref["tau"]),
+        "aba": _rel(r0.forward_dynamics(qt, qdt, taut).numpy(), ref["aba"]),
+        "gravity": _rel(gravity.numpy(), ref["g"]),
+        "coriolis": _rel((r0.bias_forces(qt, qdt) - gravity).numpy(), ref["c"]),
+        "body_pos": _rel(bp[:, sel].numpy(), ref["pos"]),
+        "body_rot": _rel(br[:, sel].numpy(), ref["rot"]),
+        "body_jacobian": _rel(torch.stack([r.body_jacobian(qt, i) for i in sel], 1).numpy(),
+                              ref["jac"]),
         "n_frames_compared": float(len(frames)),
     }
 
