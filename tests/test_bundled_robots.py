@@ -457,3 +457,46 @@ def test_panda_explains_measured_torques_of_gaz_trajectory(shared_data):
     # raises joint 2's ratio to 0.080 / 0.094, so this catches more than gross frame errors.
     bound = 1.2 * np.array([0.299, 0.060, 0.074, 0.131, 0.237, 0.176])
     assert np.all(ratio[:6] < bound), f"residual ratios {ratio.round(3)} exceed {bound.round(3)}"
+
+
+def _csv_rows(path):
+    import csv
+
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    return [r for r in rows[1:] if len(r) == len(rows[0])]
+
+
+@pytest.mark.realdata
+def test_omx_kinematics_equal_the_controllers_logged_pose(shared_data):
+    """Real OpenManipulator-X moved by hand (IKNet test set, 8758 samples, every arm joint
+    swept over 2.2-6.1 rad): the controller's own logged end-effector pose (ROS
+    ``/kinematics_pose``) equals the bundled model's ``link5`` frame with the point 0.126 m
+    along its x axis, position and orientation, to round-off (measured 1e-16). The bundled
+    ``end_effector`` site sits 0.014 m farther out along the same axis."""
+    import torch
+
+    from neuract.robot import load_robot
+
+    root = shared_data / "openmanipulator_x_iknet_manual"
+    joints = _csv_rows(root / "joint_states.csv")
+    poses = _csv_rows(root / "kinematics_pose.csv")
+    assert len(joints) == len(poses) > 8000
+    q = np.array([[float(v) for v in r[8:12]] for r in joints])  # joint1..joint4 [rad]
+    pose = np.array([[float(v) for v in r[3:10]] for r in poses])  # x y z, qx qy qz qw
+    assert np.ptp(q, 0).min() > 2.0  # every joint really moved
+    robot = load_robot("omx_arm", dtype=torch.float64)
+    pos, rot = robot.forward_kinematics(torch.as_tensor(q))
+    i = list(robot.body_names).index("link5")
+    R = rot[:, i].numpy()
+    tcp = pos[:, i].numpy() + 0.126 * R[:, :, 0]
+    np.testing.assert_allclose(tcp, pose[:, :3], rtol=0, atol=1e-9)
+    x, y, z, w = pose[:, 3:].T
+    R_log = np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
+        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], -1),
+        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], -1)], 1)
+    np.testing.assert_allclose(R, R_log, rtol=0, atol=1e-9)
+    sp, _ = robot.site_poses(torch.as_tensor(q))
+    site = sp[:, list(robot.site_names).index("end_effector")].numpy()
+    np.testing.assert_allclose(site, pos[:, i].numpy() + 0.140 * R[:, :, 0], rtol=0, atol=1e-9)
