@@ -251,3 +251,25 @@ def test_export_verb_writes_onnx_with_the_calibration(tmp_path, capsys):
         assert not bad.exists() and not (tmp_path / "x.bin").exists()
     assert main(["export", "--checkpoint", str(tmp_path / "nope"), "--out", str(out)]) == 1
     assert "config.json" in capsys.readouterr().err
+
+
+def test_export_verb_leaves_no_onnx_file_when_its_check_fails(tmp_path, capsys, monkeypatch):
+    """An export that fails its accuracy check is not left at --out (nor its staging file),
+    and an earlier good file there is kept."""
+    from neuract.cli import main
+    from neuract.pipeline import export_verb
+
+    save_checkpoint(trained_like(NeuralActuatorConfig(**TINY)), tmp_path / "ck")
+    out = tmp_path / "deploy" / "na.onnx"
+    argv = ["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(out)]
+    monkeypatch.setitem(export_verb.CHECK_LIMIT, "none", -1.0)  # every export fails
+    assert main(argv) == 1
+    assert "was not written" in capsys.readouterr().err
+    assert list((tmp_path / "deploy").iterdir()) == []
+    monkeypatch.setitem(export_verb.CHECK_LIMIT, "none", 1e-3)
+    assert main(argv) == 0
+    before = out.read_bytes()
+    monkeypatch.setitem(export_verb.CHECK_LIMIT, "none", -1.0)
+    assert main(argv) == 1
+    assert out.read_bytes() == before and sorted(p.name for p in out.parent.iterdir()) == [
+        "na.onnx"]

@@ -166,3 +166,25 @@ def test_fused_path_equals_model(kw):
     with torch.no_grad():
         for u, v in zip(model(x), fused(x)):
             torch.testing.assert_close(u, v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("head", ["trunk", "both"])
+def test_fused_path_keeps_float32_precision_on_a_near_constant_channel(head):
+    """A channel that never varied in training (a temperature register at 36 degC: std at the
+    statistics floor, 1e-3) must not cost the fused float32 path its precision (folding the
+    mean into the bias cancelled two ~1e4 terms: 5e-3 deviations were seen on an export)."""
+    cfg = NeuralActuatorConfig(**TINY, condition_head=head)
+    model = with_random_stats(NeuralActuator(cfg)).eval()
+    C = len(cfg.channels)
+    t = cfg.channels.index("temperature")
+    with torch.no_grad():
+        model.x_mean.view(cfg.n_joints, C)[:, t] = 36.0
+        model.x_std.view(cfg.n_joints, C)[:, t] = 1e-3
+    x = rand_x(cfg, 16)
+    x.view(16, cfg.history, cfg.n_joints, C)[..., t] = 36.0
+    ref = [v.double() for v in model.double()(x.double())]
+    with torch.no_grad():
+        got = FusedNeuralActuator(model.float())(x)
+    for u, v in zip(ref, got):
+        tol = 2e-5 * max(1.0, u.abs().max().item())
+        torch.testing.assert_close(v.double(), u, rtol=0, atol=tol)

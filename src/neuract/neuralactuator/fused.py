@@ -3,13 +3,15 @@
 :class:`FusedNeuralActuator` computes exactly what :class:`NeuralActuator` computes (up to
 float rounding) with fewer, larger operations:
 
-* feature normalisation and the positional embedding are folded into the input projection;
+* feature scaling and the positional embedding are folded into the input projection (the mean
+  is subtracted first, in the graph: folding it too loses float32 precision on channels that
+  barely varied in training);
 * LayerNorm scales/shifts are folded into the following projection, the attention scale into
   the query weights, the force scale and ``1 / tau_max`` into the output head;
 * the PD servo prior is one small matrix product on the raw last-step features;
 * activations stay 2-D ``(B * T, d)``; all heads come out of one matrix product;
-* a motor condition head (``condition_head="motor"`` / ``"both"``) has the feature
-  normalisation and the joint one-hot folded into one first-layer map and bias per joint.
+* a motor condition head (``condition_head="motor"`` / ``"both"``) has the feature scaling
+  and the joint one-hot folded into one first-layer map and bias per joint.
 
 It is what ``export.py`` writes to ONNX and what the ``torch-fused`` benchmark backend runs
 (optionally frozen with TorchScript). :meth:`FusedNeuralActuator.quantize_trunk` stores the
@@ -48,10 +50,14 @@ class FusedNeuralActuator(nn.Module):
         self.trunk_int8 = False
         m = model
         with torch.no_grad():
+            # the mean is subtracted in the graph, not folded into the bias: a channel that
+            # barely varied in training (std at its floor) times a large raw value (a
+            # temperature register) would cancel in float32 against a folded bias
             W = m.inp.weight / m.x_std  # (d, F)
-            b = m.inp.bias - W @ m.x_mean
+            self.x_mean = nn.Parameter(m.x_mean.clone(), requires_grad=False)  # (F,)
             self.w_in = nn.Parameter(W.t().contiguous(), requires_grad=False)  # (F, d)
-            self.b_tok = nn.Parameter((b + m.pos).contiguous(), requires_grad=False)  # (T, d)
+            self.b_tok = nn.Parameter((m.inp.bias + m.pos).contiguous(),
+                                      requires_grad=False)  # (T, d)
             self.layers = nn.ModuleList()
             dh = self.d // self.H
             for layer in m.layers:
@@ -97,9 +103,9 @@ class FusedNeuralActuator(nn.Module):
                 C = len(cfg.channels)
                 l1, l2, l3 = m.cond_motor[0], m.cond_motor[2], m.cond_motor[4]
                 wc, wo = l1.weight[:, :C], l1.weight[:, C:]  # (h, C), (h, J)
-                mean, std = m.x_mean.reshape(J, C), m.x_std.reshape(J, C)
-                wj = wc[None] / std[:, None, :]  # (J, h, C)
-                bj = l1.bias[None] + wo.t() - (wj @ mean[:, :, None])[..., 0]  # (J, h)
+                std = m.x_std.reshape(J, C)
+                wj = wc[None] / std[:, None, :]  # (J, h, C), applied to centred channels
+                bj = l1.bias[None] + wo.t()  # (J, h)
                 for name, t in (("w_m1", wj.transpose(1, 2)), ("b_m1", bj),
                                 ("w_m2", l2.weight.t()), ("b_m2", l2.bias),
                                 ("w_m3", l3.weight.t()), ("b_m3", l3.bias)):
@@ -124,7 +130,8 @@ class FusedNeuralActuator(nn.Module):
         T, d, H, J = self.T, self.d, self.H, self.J
         act = F.relu if self.cfg.activation == "relu" else F.gelu
         # every reshape uses -1 for the batch so the exported graph has no shape arithmetic
-        h = (torch.matmul(x, self.w_in) + self.b_tok).reshape(-1, d)  # (B*T, d)
+        xc = x - self.x_mean
+        h = (torch.matmul(xc, self.w_in) + self.b_tok).reshape(-1, d)  # (B*T, d)
         for L in self.layers:
             qkv = torch.addmm(L.b_qkv, F.layer_norm(h, (d,)), L.w_qkv)
             qkv = qkv.reshape(-1, T, 3 * H, d // H).transpose(1, 2)  # (B, 3H, T, dh)
@@ -145,7 +152,7 @@ class FusedNeuralActuator(nn.Module):
         cond = out[:, J + 4:].reshape(-1, J, self.K)
         if self.motor:
             hm = self.cfg.d_motor
-            own = x[:, -1].reshape(-1, J, 1, self.Fdim // J)  # each joint's raw channels
+            own = xc[:, -1].reshape(-1, J, 1, self.Fdim // J)  # each joint's centred channels
             z = act(torch.matmul(own, self.w_m1).reshape(-1, J, hm) + self.b_m1)
             z = act(torch.addmm(self.b_m2, z.reshape(-1, hm), self.w_m2))
             mc = torch.addmm(self.b_m3, z, self.w_m3).reshape(-1, J, self.K)

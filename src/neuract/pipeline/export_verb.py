@@ -14,11 +14,13 @@ directory of AOTInductor packages, one per batch size
 int8`` also neuract's int8 operator, which needs an AVX2 CPU), with the same decisions in its
 ``aot.json``; load it with ``AotActuator(dir)``. After writing, the verb runs the export on
 windows drawn around the checkpoint's normalisation statistics and reports how far each
-output is from the torch model's.
+output is from the torch model's; past :data:`CHECK_LIMIT` it fails (an ONNX file is checked
+under a staging name and only then moved to ``--out``, so a failing one is not left behind).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,11 +61,8 @@ class ExportConfig:
 
 
 def run(cfg: ExportConfig) -> dict[str, Any]:
-    import numpy as np
-    import torch
 
-    from neuract.neuralactuator import OnnxActuator, export_onnx
-    from neuract.neuralactuator.export import QUANTIZE, output_deviation
+    from neuract.neuralactuator.export import QUANTIZE
     from neuract.pipeline.verbs import calibrated, load_model
 
     if cfg.format not in FORMATS:
@@ -87,9 +86,22 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
     extra = calibrated(model)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # ONNX: written and checked under a staging name, moved to --out once it passes
+    staged = dest.with_name(f".{dest.stem}.unchecked.onnx")
+    try:
+        return _export(cfg, model, extra, dest, staged)
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> dict[str, Any]:
+    import torch
+
+    from neuract.neuralactuator import OnnxActuator, export_onnx
+
     if cfg.format == "onnx":
-        path = export_onnx(model, dest, quantize=cfg.quantize, extra=extra)
-        out: dict[str, Any] = {"onnx": str(path), "bytes": path.stat().st_size}
+        path = export_onnx(model, staged, quantize=cfg.quantize, extra=extra)
+        out: dict[str, Any] = {"onnx": str(dest), "bytes": path.stat().st_size}
         session = OnnxActuator(path)
 
         def run_export(x):  # one output set, like one compiled size below
@@ -110,26 +122,10 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                     for B in aot.batch_sizes]
     out.update({"format": cfg.format, "quantize": cfg.quantize, "mode": model.cfg.mode,
                 "extra": extra, "check": None})
-    if cfg.check_windows:
-        g = torch.Generator().manual_seed(0)
-        c = model.cfg
-        x = (model.x_mean + model.x_std
-             * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
-        with torch.no_grad():
-            ref = [r.numpy() for r in model(x)]
-        devs = [output_deviation(ref, o) for o in run_export(x.numpy().astype(np.float32))]
-        out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
-                            "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}
-                        for k in devs[0]}
-        limit = CHECK_LIMIT[cfg.quantize]
-        bad = {k: v["max_abs_diff_over_std"] for k, v in out["check"].items()
-               if not v["max_abs_diff_over_std"] <= limit}
-        if bad:
-            raise NeuractError(
-                f"the export at {str(path)!r} was written but does not compute what the "
-                f"checkpoint computes: largest |difference| over the output's spread "
-                + ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
-                + f" (accepted for quantize={cfg.quantize}: <= {limit:g}); do not deploy it")
+    _check(cfg, model, run_export, out, dest)
+    if cfg.format == "onnx":
+        os.replace(path, dest)
+        path = dest
     if not cfg.quiet:
         what = "ONNX" if cfg.format == "onnx" else "AOT"
         print(f"wrote {path} ({out['bytes'] / 1e6:.2f} MB, {model.cfg.mode} mode, "
@@ -139,6 +135,41 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                   f"({v['max_abs_diff_over_std']:.2%} of its spread) over "
                   f"{cfg.check_windows} windows")
     return out
+
+
+def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Path) -> None:
+    """Compare the export with the checkpoint's torch model on ``cfg.check_windows`` random
+    windows (drawn from the feature statistics); fills ``out["check"]``; raises past
+    :data:`CHECK_LIMIT`. ``where``: the export as the user will find it (ONNX: not written
+    to it when the check fails; AOT packages: written there)."""
+    import numpy as np
+    import torch
+
+    from neuract.neuralactuator.export import output_deviation
+
+    if not cfg.check_windows:
+        return
+    g = torch.Generator().manual_seed(0)
+    c = model.cfg
+    x = (model.x_mean + model.x_std
+         * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
+    with torch.no_grad():
+        ref = [r.numpy() for r in model(x)]
+    devs = [output_deviation(ref, o) for o in run_export(x.numpy().astype(np.float32))]
+    out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
+                        "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}
+                    for k in devs[0]}
+    limit = CHECK_LIMIT[cfg.quantize]
+    bad = {k: v["max_abs_diff_over_std"] for k, v in out["check"].items()
+           if not v["max_abs_diff_over_std"] <= limit}
+    if bad:
+        what = ("was not written" if cfg.format == "onnx"
+                else "was written but must not be deployed")
+        raise NeuractError(
+            f"the export for {str(where)!r} does not compute what the checkpoint computes: "
+            f"largest |difference| over the output's spread "
+            + ", ".join(f"{k} {v:.3g}" for k, v in bad.items())
+            + f" (accepted for quantize={cfg.quantize}: <= {limit:g}); it {what}")
 
 
 __all__ = ["ExportConfig", "run"]

@@ -52,6 +52,11 @@ def _r(x: Any, nd: int = 3) -> Any:
     return None if x is None else round(float(x), nd)
 
 
+def _txt(x: Any, nd: int = 3) -> str:
+    """A figure inside running text: rounded, or a dash where undefined."""
+    return "\u2014" if x is None else f"{float(x):.{nd}f}"
+
+
 def rollout_rows(res: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """Arm-mean joint MAE [deg] per model (rows) and horizon (columns)."""
     horizons: list[Any] = []
@@ -129,7 +134,7 @@ def targets(res: Mapping[str, Any]) -> list[dict[str, Any]]:
     if f.get("all") is not None or f.get("contact") is not None:
         v = f.get("all", f.get("contact"))
         out.append({"target": "force MAE <= 0.3 N", "value": f"{v:.3f} N (contact "
-                    f"{_r(f.get('contact'))}, no contact {_r(f.get('no_contact'))})",
+                    f"{_txt(f.get('contact'))}, no contact {_txt(f.get('no_contact'))})",
                     "met": v <= 0.3, "mode": "estimator"})
     g = na.get("gate") or {}
     if g.get("f1") is not None:
@@ -160,7 +165,7 @@ def gate_breakdown(res: Mapping[str, Any], model: str = "NeuralActuator") -> lis
     out = []
     lc = g.get("label_changes")
     if lc:
-        out.append((f"Gate errors near contact label changes (overall F1 {_r(g.get('f1'))})",
+        out.append((f"Gate errors near contact label changes (overall F1 {_txt(g.get('f1'))})",
                     ["within [s]", "share of false alarms", "share of misses",
                      "F1 away from the changes"],
                     [[f"{b:g}", _r(a), _r(m), _r(f)] for b, a, m, f in
