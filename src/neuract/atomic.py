@@ -1,6 +1,11 @@
 """Atomic file and directory writes: write to a temporary sibling, then rename.
 
 A crash or an exception never leaves a partial output behind.
+
+The temporary file/directory is created with ``os.open(..., 0o666)`` / ``os.mkdir(..., 0o777)``
+so the result gets exactly the permissions a plain ``open()``/``mkdir`` would give under the
+current umask (``tempfile.mkstemp``/``mkdtemp`` would make every output 0600/0700). The umask
+itself is never read or changed, so there is no process-global side effect.
 """
 
 from __future__ import annotations
@@ -8,21 +13,96 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
-import tempfile
+import stat
+import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+_TRIES = 100
+
+
+def _sibling_name(path: Path, suffix: str) -> Path:
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
+
+
+def _make_temp_file(path: Path) -> Path:
+    """Create a new empty file next to ``path`` with mode ``0o666 & ~umask``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(_TRIES):
+        tmp = _sibling_name(path, ".tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+    raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
+
+
+def _make_temp_dir(path: Path) -> Path:
+    """Create a new empty directory next to ``path`` with mode ``0o777 & ~umask``."""
+    for _ in range(_TRIES):
+        tmp = _sibling_name(path, ".tmp")
+        try:
+            os.mkdir(tmp, 0o777)
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"could not create a temporary directory next to {str(path)!r}")
+
+
+def _is_real_dir(path: Path) -> bool:
+    """True for a directory itself (not a symlink to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _check_dest(path: Path, overwrite: bool) -> None:
+    """Raise ConfigError if ``path`` exists and may not be replaced by a directory."""
+    if not os.path.lexists(path):
+        return
+    from neuract.errors import ConfigError
+
+    if not overwrite:
+        raise ConfigError(f"output directory {str(path)!r} already exists; pass overwrite=True")
+    if not _is_real_dir(path):
+        kind = "a symlink" if path.is_symlink() else "not a directory"
+        raise ConfigError(
+            f"output directory {str(path)!r} exists and is {kind}; overwrite=True replaces "
+            "only an existing directory: remove it or choose another output path")
+
+
+def _rmtree(path: Path) -> None:
+    """Remove a directory tree, making read-only directories writable where that blocks it."""
+
+    def retry(func: Any, name: str, _exc: Any) -> None:
+        for p in (os.path.dirname(name), name):
+            with contextlib.suppress(OSError):
+                if _is_real_dir(Path(p)):
+                    os.chmod(p, os.stat(p).st_mode | stat.S_IRWXU)
+        func(name)  # a second failure propagates
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=retry)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary file path next to ``path``; rename it onto ``path`` on success."""
+    """Yield a temporary file path next to ``path``; rename it onto ``path`` on success.
+
+    The file is created empty with the permissions ``open(path, "w")`` would give
+    (``0o666 & ~umask``); a replaced file's old permissions are not kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _make_temp_file(path)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -35,29 +115,42 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def atomic_dir(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; move it onto ``path`` on success.
 
-    If ``path`` exists and ``overwrite`` is true it is replaced only after the new content
-    is complete. On any exception the temporary directory is removed.
+    The directory is created with the permissions ``mkdir`` would give (``0o777 & ~umask``).
+    If ``path`` exists it must be a directory and ``overwrite`` true (else ConfigError, before
+    anything is written); it is replaced only after the new content is complete, and its old
+    copy is then deleted. On any exception the temporary directory is removed and an
+    existing ``path`` is left as it was.
     """
     path = Path(path)
-    if path.exists() and not overwrite:
-        from neuract.errors import ConfigError
-
-        raise ConfigError(f"output directory {str(path)!r} already exists; pass overwrite=True")
+    _check_dest(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = _make_temp_dir(path)
     try:
         yield tmp
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+        _check_dest(path, overwrite)  # it may have appeared or changed meanwhile
+        if os.path.lexists(path):
+            _swap_in(tmp, path)
         else:
             os.replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    """Replace the directory ``path`` by ``tmp``; restore ``path`` if the swap fails."""
+    old = _sibling_name(path, ".old")
+    os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    try:
+        _rmtree(old)
+    except OSError as e:  # the new content is in place; only the old copy is left over
+        warnings.warn(f"replaced {str(path)!r} but could not delete its old copy "
+                      f"{str(old)!r}: {e}", RuntimeWarning, stacklevel=4)
 
 
 def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
