@@ -96,3 +96,22 @@ def test_load_errors(tmp_path):
     (out / "data" / "episode_000000.parquet").unlink()
     with pytest.raises(SchemaError, match="episode file listed in meta/info.json is missing"):
         load_dataset(out)[0]
+    # an empty or truncated episode file, and a channel of text: clear errors naming the file
+    out = write_dataset([random_traj(rng, "b")], tmp_path / "ds2")
+    f = out / "data" / "episode_000000.parquet"
+    good = f.read_bytes()
+    for broken in (b"", good[: len(good) // 2]):
+        f.write_bytes(broken)
+        with pytest.raises(SchemaError, match="not a readable parquet file"):
+            load_dataset(out)[0]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f.write_bytes(good)
+    table = pq.read_table(f)
+    col = table.column_names.index("q.j0") if "q.j0" in table.column_names else 1
+    name = table.column_names[col]
+    table = table.set_column(col, name, pa.array(["x"] * table.num_rows))
+    pq.write_table(table, f)
+    with pytest.raises(SchemaError, match="does not hold numbers"):
+        load_dataset(out)[0]

@@ -54,6 +54,13 @@ def test_adapt_writes_a_scored_checkpoint(unit):
     assert main(["estimate", "--checkpoint", str(out), "--data", str(ds), "--out", str(est),
                  "--quiet"]) == 0
     assert (est / "summary.json").is_file()
+    # and evaluate --checkpoints takes it as one checkpoint directory, under its own mode
+    from neuract.pipeline.verbs import load_pretrained
+
+    pre = load_pretrained(out)
+    assert list(pre) == ["estimator"] and pre["estimator"].gate_threshold == 0.4
+    with pytest.raises(ConfigError, match="no neuralactuator_simulator"):
+        load_pretrained(root)
 
 
 def test_adapt_refuses_bad_input(unit):

@@ -62,3 +62,28 @@ def test_simulate_refuses_an_estimator_checkpoint(run):
     with pytest.raises(ConfigError, match="--substeps"):
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     substeps=0, quiet=True))
+    assert not (root / "x").exists()  # refused before anything was written
+
+
+def test_simulate_and_estimate_outputs_are_all_or_nothing(run, capsys):
+    """An existing --out is refused without --overwrite (and replaced whole with it); a bad
+    option fails before any file is written; a run never leaves a partial directory."""
+    root, ck, ds, eps, _ = run
+    out = root / "once"
+    argv = ["simulate", "--checkpoint", str(ck["simulator"]), "--data", str(ds), "--out",
+            str(out), "--quiet"]
+    assert main(argv) == 0
+    (out / "stale.parquet").write_bytes(b"old run")
+    assert main(argv) == 1
+    assert "--overwrite" in capsys.readouterr().err and (out / "stale.parquet").exists()
+    assert main([*argv, "--overwrite"]) == 0
+    assert not (out / "stale.parquet").exists()
+    assert len(list(out.glob("*.parquet"))) == len(eps)
+    est = ["estimate", "--checkpoint", str(ck["estimator"]), "--data", str(ds), "--quiet"]
+    for value in ("-1", "0", "nan"):
+        bad = root / f"est_{value}"
+        assert main([*est, "--out", str(bad), "--condition-tau-s", value]) == 1
+        assert "--condition-tau-s" in capsys.readouterr().err
+        assert not bad.exists()
+    assert main([*est, "--out", str(root / "est_ok"), "--condition-tau-s", "2"]) == 0
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".")) == []

@@ -36,7 +36,14 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+RESUMABLE = ("adapt", "demo", "evaluate", "fit")
+"""verbs that save their training state as they go and resume from it when rerun"""
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb. Exit status: 0 done; 1 a clear error (bad input, unwritable path) or a
+    check that failed (a verb returning ``{"passed": 0}``, e.g. selfcheck); 2 a usage error;
+    130 interrupted (Ctrl-C)."""
     import tyro
 
     from neuract.errors import NeuractError
@@ -55,9 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     cfg_cls = getattr(module, cfg_name)
     cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
     try:
-        module.run(cfg)
+        result = module.run(cfg)
     except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
         print(f"neuract {verb}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\nneuract {verb}: interrupted."
+              + (" Rerun the same command to resume from its last saved training state."
+                 if verb in RESUMABLE else ""), file=sys.stderr)
+        return 130
+    if isinstance(result, dict) and result.get("passed") == 0:  # a check verb that failed
+        print(f"neuract {verb}: checks failed (see above)", file=sys.stderr)
         return 1
     return 0
 

@@ -73,7 +73,12 @@ def _from_table(
         missing = [n for n in names if n not in present]
         if missing:
             raise SchemaError(f"{path}: missing column(s) {missing} for channel {ch!r}")
-        cols = [table.column(n).to_numpy().astype(numpy_dtype(ch), copy=False) for n in names]
+        try:
+            cols = [table.column(n).to_numpy().astype(numpy_dtype(ch), copy=False)
+                    for n in names]
+        except (ValueError, TypeError, pa.ArrowException) as exc:
+            raise SchemaError(f"{path}: channel {ch!r} does not hold numbers of type "
+                              f"{numpy_dtype(ch)} ({exc})") from None
         out[ch] = cols[0] if CHANNELS[ch].kind in ("time", "scalar") else np.stack(cols, 1)
     return Trajectory(out, meta)
 
@@ -252,7 +257,11 @@ class Dataset:
         path = self.root / ep["file"]
         if not path.is_file():
             raise SchemaError(f"{path}: episode file listed in meta/info.json is missing")
-        table = pq.read_table(path)
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise SchemaError(f"{path}: not a readable parquet file (empty, truncated or "
+                              f"replaced?): {exc}") from None
         if table.num_rows != ep["n_samples"]:
             raise SchemaError(
                 f"{path}: {table.num_rows} rows; meta/info.json says "

@@ -103,6 +103,11 @@ def resolve_filters(model: NeuralActuator, condition_tau_s: float | None = None,
     condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
     if condition_tau_s is None:
         condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
+    if not (isinstance(condition_tau_s, (int, float)) and np.isfinite(condition_tau_s)
+            and condition_tau_s > 0):
+        raise ConfigError(f"condition_tau_s={condition_tau_s!r} (--condition-tau-s); expected "
+                          "a finite smoothing time constant > 0 s (a tiny one, e.g. 1e-9, "
+                          "smooths nothing)")
     # the model's gate filter goes with the model's threshold: a caller that sets the
     # threshold gets a plain threshold unless it sets the filter too
     own = gate_threshold is None
@@ -132,12 +137,10 @@ def check_gate_filter(tau_s: float, threshold: float, release: float) -> None:
 def _threshold(th, n: int) -> float | np.ndarray:
     """A condition threshold: one value, or one per motor (n,)."""
     a = np.asarray(th, dtype=np.float64)
-    if a.ndim == 0:
-        return float(a)
-    if a.shape != (n,) or not np.isfinite(a).all():
+    if a.shape not in ((), (n,)) or not ((a > 0) & (a < 1)).all():
         raise ConfigError(f"condition_threshold={th!r}; expected one value or {n} per-motor "
                           "values in (0, 1)")
-    return a
+    return float(a) if a.ndim == 0 else a
 
 
 def shift_threshold(p: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:

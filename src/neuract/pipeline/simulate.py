@@ -7,7 +7,8 @@ Simulator mode throughout: each episode starts from its measured state (and the 
 ``history``-sample past the model reads); afterwards only the commands (and the supply
 voltage, a known input) enter, exactly as in the rollout protocol's full-trajectory horizon.
 Writes one parquet file per episode (``t``, ``q_sim.<joint>`` [rad], and the measured
-``q.<joint>`` beside it) and ``summary.json`` with each episode's open-loop joint MAE [deg].
+``q.<joint>`` beside it) and ``summary.json`` with each episode's open-loop joint MAE [deg],
+all or nothing (an existing ``--out`` is replaced only with ``--overwrite``).
 """
 
 from __future__ import annotations
@@ -34,32 +35,54 @@ class SimulateConfig:
     """arm model (bundled name or MJCF/URDF path); empty: from the episodes (so101, omx)"""
     substeps: int = 2
     """physics steps per telemetry step"""
+    overwrite: bool = False
+    """replace an existing --out directory"""
     quiet: bool = False
 
 
 def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     import torch
 
-    from neuract.atomic import atomic_path, write_json
-    from neuract.eval.protocol import simulate_full
+    from neuract.atomic import atomic_dir, write_json
     from neuract.neuralactuator import simulator
-    from neuract.pipeline.verbs import checkpoint_and_episodes, resolve_robot
+    from neuract.pipeline.verbs import check_out, checkpoint_and_episodes, resolve_robot
 
     torch.set_num_threads(1)
     if cfg.substeps < 1:
         raise ConfigError(f"--substeps {cfg.substeps}; expected >= 1")
+    out_dir = Path(cfg.out)
+    check_out(out_dir, cfg.overwrite)
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "simulator",
                                            "open-loop simulations")
-    out_dir = Path(cfg.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     h = model.cfg.history
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "prior": model.cfg.prior, "episodes": []}
     robot, _ = resolve_robot(cfg.robot, model, trajs)
     sim = simulator(model, robot, cfg.substeps)
+    with atomic_dir(out_dir, overwrite=True) as tmp_dir:  # all files or none
+        _simulate_all(sim, trajs, h, tmp_dir, summary)
+        write_json(tmp_dir / "summary.json", summary)
+    if not cfg.quiet:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"NeuralActuator open-loop simulation (simulator mode) -> {out_dir}")
+        for c in ("episode", "samples", "joint MAE (deg), mean of all joints"):
+            t.add_column(c)
+        for e in summary["episodes"]:
+            t.add_row(e["episode"], str(e["samples"]), f"{e['mean_mae_deg']:.3f}")
+        Console().print(t)
+    return summary
+
+
+def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any]) -> None:
+    """One parquet file per episode in ``out_dir``; each episode's errors into ``summary``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from neuract.eval.protocol import simulate_full
+
     for tr in trajs:
         inputs = ("q_goal", "voltage") if "voltage" in tr else ("q_goal",)
         q_sim = simulate_full(sim, tr, "NeuralActuator", inputs=inputs, history=h)
@@ -70,26 +93,13 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
             cols[f"q.{name}"] = q[:, j]
         name = tr.meta.name.replace("/", "__") or "episode"
         path = out_dir / f"{name}.parquet"
-        with atomic_path(path) as tmp:
-            pq.write_table(pa.table(cols), tmp)
+        pq.write_table(pa.table(cols), path)  # inside the run's temporary directory
         err = np.degrees(np.abs(q_sim[h:] - q[h:])).mean(0)
         summary["episodes"].append({
             "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
             "first_simulated_sample": h, "joint_mae_deg": dict(zip(
                 tr.meta.joint_names, err.round(4).tolist())),
             "mean_mae_deg": float(err.mean())})
-    write_json(out_dir / "summary.json", summary)
-    if not cfg.quiet:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=f"NeuralActuator open-loop simulation (simulator mode) -> {out_dir}")
-        for c in ("episode", "samples", "joint MAE (deg), mean"):
-            t.add_column(c)
-        for e in summary["episodes"]:
-            t.add_row(e["episode"], str(e["samples"]), f"{e['mean_mae_deg']:.3f}")
-        Console().print(t)
-    return summary
 
 
 def run(cfg: SimulateConfig) -> dict[str, Any]:

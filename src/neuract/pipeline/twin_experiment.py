@@ -215,8 +215,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
              "simulator; the twin's hidden true torque scores the estimates.")
     name = ROBOT_TITLES.get(cfg.data.robot, cfg.data.robot)
     title = title or f"NeuralActuator on the {name} twin"
+    write_results(out, res)  # first: a failing report must not lose the results
     write_report(out, build_report(res, title, intro))
-    write_results(out, res)
     return res
 
 

@@ -46,7 +46,8 @@ class EvaluateConfig:
     """twin: data to generate"""
     checkpoints: Path | None = None
     """directory with neuralactuator_simulator/ and/or neuralactuator_estimator/ checkpoints
-    to evaluate instead of training those modes (e.g. runs/demo/checkpoints)"""
+    to evaluate instead of training those modes (e.g. runs/demo/checkpoints), or one
+    checkpoint directory (e.g. from neuract adapt), used for its own mode"""
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     twin_pretrain: TwinPretrainConfig = field(default_factory=TwinPretrainConfig)
     """nad: also an estimator pretrained on the robot's twin, then fine-tuned on the train
@@ -98,10 +99,15 @@ def load_model(ckpt: Path):
 
 
 def load_pretrained(path: Path | None) -> dict[str, Any]:
-
+    """{mode: model} from ``--checkpoints``: a directory holding ``neuralactuator_simulator/``
+    and/or ``neuralactuator_estimator/``, or one checkpoint directory itself (e.g. what
+    ``neuract adapt`` writes), filed under its own mode."""
     if path is None:
         return {}
     path = Path(path)
+    if (path / "config.json").is_file():  # a single checkpoint
+        model = load_model(path)
+        return {model.cfg.mode: model}
     out = {}
     for mode in ("simulator", "estimator"):
         p = path / f"neuralactuator_{mode}"
@@ -195,7 +201,7 @@ class EstimateConfig:
     data: Path
     """a neuract dataset directory, or a NAD CSV file / folder"""
     out: Path = Path("runs/estimate")
-    """output directory: one parquet file per episode + summary.json"""
+    """output directory: one parquet file per episode + summary.json (all or nothing)"""
     condition_tau_s: float | None = None
     """time constant of the causal smoothing of the condition output [s] (default: the one
     chosen with the checkpoint's calibration, else 5 s)"""
@@ -203,7 +209,18 @@ class EstimateConfig:
     """feed each episode to the estimator one sample at a time, as on a running robot
     (``neuract.neuralactuator.StreamingEstimator``; the same outputs as the default
     whole-episode pass)"""
+    overwrite: bool = False
+    """replace an existing --out directory"""
     quiet: bool = False
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Refuse an existing ``--out`` (not a directory, or without ``--overwrite``) before any
+    work is done."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; give a directory path")
+    if out.exists() and not overwrite:
+        raise ConfigError(f"--out {str(out)!r} already exists; pass --overwrite to replace it")
 
 
 def read_telemetry(path: Path) -> list:
@@ -288,36 +305,21 @@ def resolve_robot(name: str, model, trajs, site: str = ""):
 
 
 def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
-    import pyarrow.parquet as pq
     import torch
 
-    from neuract.atomic import atomic_path, write_json
-    from neuract.neuralactuator import estimate
+    from neuract.atomic import atomic_dir, write_json
+    from neuract.neuralactuator.estimate import resolve_filters
 
     torch.set_num_threads(1)
-    model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     out_dir = Path(cfg.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_out(out_dir, cfg.overwrite)
+    model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
+    resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
-    for tr in trajs:
-        if cfg.stream:
-            from neuract.neuralactuator.stream import stream_trajectory
-
-            est = stream_trajectory(model, tr, condition_tau_s=cfg.condition_tau_s)
-        else:
-            est = estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
-        name = tr.meta.name.replace("/", "__") or "episode"
-        path = out_dir / f"{name}.parquet"
-        with atomic_path(path) as tmp:
-            pq.write_table(estimates_table(model, tr, est), tmp)
-        v = est["valid"]
-        summary["episodes"].append({
-            "episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
-            "mean_abs_tau": dict(zip(tr.meta.joint_names,
-                                     abs(est["tau"][v]).mean(0).round(4).tolist())),
-            "contact_share": float((est["contact_prob"][v] >= 0.5).mean()),
-            "degraded_prob_final": float(est["condition_prob"][-1])})
-    write_json(out_dir / "summary.json", summary)
+    with atomic_dir(out_dir, overwrite=True) as tmp_dir:  # all files or none
+        for tr in trajs:
+            summary["episodes"].append(_estimate_episode(model, tr, cfg, tmp_dir))
+        write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:
         from rich.console import Console
         from rich.table import Table
@@ -332,6 +334,29 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     return summary
 
 
+def _estimate_episode(model, tr, cfg: EstimateConfig, out_dir: Path) -> dict[str, Any]:
+    """One episode's estimates as a parquet file in ``out_dir``; returns its summary row."""
+    import pyarrow.parquet as pq
+
+    from neuract.neuralactuator import estimate
+
+    if cfg.stream:
+        from neuract.neuralactuator.stream import stream_trajectory
+
+        est = stream_trajectory(model, tr, condition_tau_s=cfg.condition_tau_s)
+    else:
+        est = estimate(model, tr, condition_tau_s=cfg.condition_tau_s)
+    name = tr.meta.name.replace("/", "__") or "episode"
+    path = out_dir / f"{name}.parquet"
+    pq.write_table(estimates_table(model, tr, est), path)  # inside the run's temporary dir
+    v = est["valid"]
+    return {"episode": tr.meta.name, "file": path.name, "samples": int(len(tr)),
+            "mean_abs_tau": dict(zip(tr.meta.joint_names,
+                                     abs(est["tau"][v]).mean(0).round(4).tolist())),
+            "contact_share": float((est["contact_prob"][v] >= 0.5).mean()),
+            "degraded_prob_final": float(est["condition_prob"][-1])}
+
+
 # tyro / cli entry points: one config + one run() per verb module
 def run(cfg: EvaluateConfig | EstimateConfig) -> Any:
     if isinstance(cfg, EstimateConfig):
@@ -339,5 +364,5 @@ def run(cfg: EvaluateConfig | EstimateConfig) -> Any:
     return run_evaluate(cfg)
 
 
-__all__ = ["EstimateConfig", "EvaluateConfig", "estimates_table", "read_telemetry", "run",
-           "run_estimate", "run_evaluate"]
+__all__ = ["EstimateConfig", "EvaluateConfig", "check_out", "estimates_table", "read_telemetry",
+           "run", "run_estimate", "run_evaluate"]

@@ -1,0 +1,50 @@
+"""The command-line entry point: usage, exit statuses, ``python -m neuract``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from neuract.cli import VERBS, main
+
+
+def test_usage_and_unknown_verb(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(v in out for v in VERBS)
+    assert main(["nosuch"]) == 2
+    assert "unknown verb 'nosuch'" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run([sys.executable, "-m", "neuract", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "selfcheck" in done.stdout
+
+
+def test_a_failed_selfcheck_exits_1(capsys):
+    """A 0.3 s step makes the rollout check fail: the verb must say so in its exit status."""
+    assert main(["selfcheck", "--robot", "planar2", "--n-states", "5", "--seconds", "3",
+                 "--dt", "0.3"]) == 1
+    captured = capsys.readouterr()
+    assert "SOME CHECKS FAILED" in captured.out and "checks failed" in captured.err
+    assert main(["selfcheck", "--robot", "planar2", "--n-states", "5", "--seconds", "0.2"]) == 0
+
+
+@pytest.mark.parametrize("verb", ["fit", "twin"])
+def test_ctrl_c_is_a_message_not_a_traceback(verb, monkeypatch, capsys):
+    import importlib
+
+    module = importlib.import_module(VERBS[verb][0])
+
+    def interrupted(cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "run", interrupted)
+    args = {"fit": ["--data", "x"], "twin": ["--out", "x"]}[verb]
+    assert main([verb, *args]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    assert ("resume" in err) == (verb == "fit")
