@@ -338,9 +338,12 @@ def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
     for (k, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
         torch.testing.assert_close(a, b, msg=k, rtol=0, atol=0)
     # a checkpoint from another run is refused, not silently mixed in
-    with pytest.raises(CheckpointError, match="different run"):
+    with pytest.raises(CheckpointError, match="different run") as err:
         train_neuralactuator(trajs, robot, cfg, TrainConfig(**{**base, "lr": 2e-2},
                              checkpoint=str(ck)), site=site)
+    # the message names only what differs, with both values
+    msg = str(err.value)
+    assert f"lr: {base.get('lr', TrainConfig().lr)!r} then, 0.02 now" in msg and len(msg) < 400
 
 
 def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
@@ -610,3 +613,11 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(raw_
     p[250] = 0.9
     use([(t, p, np.arange(len(t)) == 250)])
     assert est_mod.select_gate_filter(None, [], taus_s=(5.0,)) == (0.0, 0.02, 0.02, {})
+
+
+@pytest.mark.parametrize("lr", [-1.0, 0.0, float("nan"), float("inf")])
+def test_train_config_refuses_a_bad_learning_rate(lr):
+    from neuract.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="TrainConfig.lr.*--experiment.lr"):
+        TrainConfig(lr=lr).validate()

@@ -74,6 +74,9 @@ def test_adapt_refuses_bad_input(unit):
         run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "x", holdout=1.0, quiet=True))
     with pytest.raises(ConfigError, match="--steps"):
         run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "x", steps=0, quiet=True))
+    for lr in (-1.0, float("nan"), 0.0):
+        with pytest.raises(ConfigError, match="--lr"):
+            run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "x", lr=lr, quiet=True))
     assert not (root / "x").exists()
 
 

@@ -100,6 +100,9 @@ class TrainConfig:
                               "expected a transition > 0 N")
         for k in ("force_weight", "gate_weight", "condition_weight", "gate_focal_gamma"):
             check_loss_weight(getattr(self, k), f"TrainConfig.{k}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"TrainConfig.lr = {self.lr!r} (the learning rate: --lr, "
+                              "--experiment.lr); expected a finite value > 0, e.g. 1e-3")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
                 raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
@@ -275,6 +278,17 @@ def _save_state(train, key, model, opt, gen, history, step) -> None:
                    "np_rng": gen.bit_generator.state, "history": history[-200:]})
 
 
+def _key_diff(old: Any, new: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """{dotted key: (old, new)} of the entries in which two run keys differ."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return {} if old == new else {prefix or "key": (old, new)}
+    out: dict[str, tuple[Any, Any]] = {}
+    for k in sorted(set(old) | set(new), key=str):
+        out.update(_key_diff(old.get(k), new.get(k), f"{prefix}{k}" if not prefix
+                             else f"{prefix}.{k}"))
+    return out
+
+
 def _resume(train, key, model, opt, gen, history) -> int:
     """Load the training state if ``train.checkpoint`` exists; returns the step to resume at."""
     from neuract.errors import CheckpointError
@@ -284,9 +298,12 @@ def _resume(train, key, model, opt, gen, history) -> int:
         return 0
     state = load_training(train.checkpoint, model, opt, torch.default_generator)
     if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
-        raise CheckpointError(f"training checkpoint {train.checkpoint!r} was written by a "
-                              f"different run ({state.get('key')}); this run: {key}. Delete it "
-                              "or point TrainConfig.checkpoint elsewhere")
+        diff = "; ".join(f"{k}: {a!r} then, {b!r} now"
+                         for k, (a, b) in _key_diff(state.get("key"), key).items())
+        raise CheckpointError(
+            f"the training state {str(train.checkpoint)!r} was written by a different run "
+            f"({diff or 'another kind of training'}). Rerun with that run's options to resume "
+            "it, or delete the file (or use another output directory) to start afresh")
     gen.bit_generator.state = state["np_rng"]
     history.extend(state["history"])
     return int(state["step"])

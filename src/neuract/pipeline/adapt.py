@@ -82,7 +82,8 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     horizon = cfg.horizon or (36 if model.cfg.mode == "simulator" else 8)
     state = out.with_name(out.name + ".train_state.safetensors")
     tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
-                     freeze_encoder=cfg.freeze_encoder, seed=cfg.seed, checkpoint=str(state))
+                     freeze_encoder=cfg.freeze_encoder, seed=cfg.seed,
+                     checkpoint=str(state)).validate()
     robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site)
     score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
         else (lambda m: None)

@@ -386,6 +386,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                           "['pd', 'servo']")
     check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
     check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
+    train_config(cfg, "estimator", 1).validate()  # lr, batch, ...: before any training
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
