@@ -210,23 +210,29 @@ def test_rollout_never_sees_measured_positions_after_t0():
     torch.testing.assert_close(q1, q2)
 
 
-def test_fit_verb_writes_checkpoint_config_and_report(tmp_path, capsys):
-    from neuract.cli import main
-    from neuract.config import load_resolved
+def _write_pendulum_dataset(path, B: int = 4, T: int = 61) -> None:
+    """B synthetic pendulum runs of T samples at 100 Hz as a neuract dataset at ``path``."""
     from neuract.data import Trajectory, TrajectoryMeta, write_dataset
-    from neuract.fit.verb import FitConfig
 
     truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.0 + 0.02, armature=0.025)
-    data = synthetic_batch(truth, B=4, T=61)
+    data = synthetic_batch(truth, B=B, T=T)
     trajs = []
-    for b in range(4):
-        t = torch.arange(61, dtype=D).numpy() * 0.01
+    for b in range(B):
+        t = torch.arange(T, dtype=D).numpy() * 0.01
         ch = {"t": t, "q": data.q[b].numpy(), "qd": data.qd[b].numpy(),
               "q_goal": data.command[b].numpy()}
         meta = TrajectoryMeta(robot="pendulum", joint_names=("pendulum",), source="synthetic",
                               rate_hz=100.0, name=f"run{b}", labels=data.labels[b])
         trajs.append(Trajectory(ch, meta))
-    write_dataset(trajs, tmp_path / "ds")
+    write_dataset(trajs, path)
+
+
+def test_fit_verb_writes_checkpoint_config_and_report(tmp_path, capsys):
+    from neuract.cli import main
+    from neuract.config import load_resolved
+    from neuract.fit.verb import FitConfig
+
+    _write_pendulum_dataset(tmp_path / "ds")
     out = tmp_path / "run"
     rc = main(["fit", "--data", str(tmp_path / "ds"), "--out", str(out),
                "--actuator.friction", "m1", "--train.stage-iters", "3", "3", "3",
@@ -241,6 +247,109 @@ def test_fit_verb_writes_checkpoint_config_and_report(tmp_path, capsys):
     rc = main(["fit", "--data", str(tmp_path / "ds"), "--actuator.type", "nope",
                "--out", str(tmp_path / "bad")])
     assert rc == 1 and "valid actuator types" in capsys.readouterr().err
+
+
+FIT_ARGS = ["--actuator.friction", "m1", "--train.stage-iters", "3", "3", "3",
+            "--train.val-every", "3", "--train.checkpoint-every", "3", "--val-fraction", "0.25"]
+
+
+def _fit_cli(capsys, ds, out, *extra):
+    from neuract.cli import main
+
+    capsys.readouterr()
+    rc = main(["fit", "--data", str(ds), "--out", str(out), *FIT_ARGS, *extra])
+    return rc, capsys.readouterr()
+
+
+def test_fit_verb_resume_after_kill_equals_uninterrupted_run(tmp_path, capsys, monkeypatch):
+    import functools
+
+    from safetensors.torch import load_file
+
+    import neuract.fit.identify as ident
+
+    _write_pendulum_dataset(tmp_path / "ds")
+    assert _fit_cli(capsys, tmp_path / "ds", tmp_path / "a")[0] == 0
+    with monkeypatch.context() as m:  # killed after 4 iterations: last checkpoint at 3
+        m.setattr(ident, "fit", functools.partial(ident.fit, stop_after=4))
+        assert _fit_cli(capsys, tmp_path / "ds", tmp_path / "b")[0] == 0
+    rc, cap = _fit_cli(capsys, tmp_path / "ds", tmp_path / "b")
+    assert rc == 0 and "resumed at iteration 3" in cap.out
+    a, b = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("a", "b"))
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-12, msg=k)
+    # options that do not change the result may differ on resume
+    rc, cap = _fit_cli(capsys, tmp_path / "ds", tmp_path / "b", "--threads", "2",
+                       "--train.checkpoint-every", "5")
+    assert rc == 0 and "resumed at iteration 9" in cap.out, cap.err
+
+
+def test_fit_verb_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
+    from neuract.config import load_resolved
+    from neuract.fit.verb import FitConfig
+
+    ds, out = tmp_path / "ds", tmp_path / "run"
+    _write_pendulum_dataset(ds)
+    assert _fit_cli(capsys, ds, out)[0] == 0
+    ckpt = (out / "checkpoint" / "last.safetensors").read_bytes()
+
+    rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01")
+    assert rc == 1 and "resumed" not in cap.out
+    assert "train.lr: 0.03 (checkpoint) -> 0.01 (this run)" in cap.err
+    assert "--overwrite" in cap.err and "config.json" in cap.err and "--out" in cap.err
+    assert "actuator" not in cap.err and "data." not in cap.err  # only what differs
+    # nothing was touched: the checkpoint and the recorded options are the first run's
+    assert (out / "checkpoint" / "last.safetensors").read_bytes() == ckpt
+    assert load_resolved(FitConfig, out / "config.json").train.lr == 0.03
+
+    rc, cap = _fit_cli(capsys, ds, out, "--train.stage-iters", "3", "3", "4")
+    assert rc == 1 and "train.stage_iters: [3, 3, 3] (checkpoint) -> [3, 3, 4]" in cap.err
+
+    rc, cap = _fit_cli(capsys, ds, out, "--limit", "3")
+    assert rc == 1 and "limit: 0 (checkpoint) -> 3 (this run)" in cap.err
+    assert "data.episodes: 4 (checkpoint) -> 3 (this run)" in cap.err and "train." not in cap.err
+
+    rc, cap = _fit_cli(capsys, ds, out, "--duration", "0.4")
+    assert rc == 1 and "duration: 0.0 (checkpoint) -> 0.4 (this run)" in cap.err
+    assert "data.samples" in cap.err
+
+    rc, cap = _fit_cli(capsys, ds, out, "--actuator.friction", "stribeck")
+    assert rc == 1 and "missing" not in cap.err
+    assert 'actuator.friction: "m1" (checkpoint) -> "stribeck" (this run)' in cap.err
+    assert "--overwrite" in cap.err
+
+    rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01", "--overwrite")
+    assert rc == 0 and "resumed" not in cap.out
+    rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01")
+    assert rc == 0 and "resumed at iteration 9" in cap.out
+
+
+def test_fit_refuses_other_data_options_and_keyless_checkpoints(tmp_path):
+    from neuract.errors import CheckpointError
+    from neuract.fit.checkpoint import load_training, save_training
+
+    _small_fit(tmp_path, stop_after=4)  # last checkpoint at 3
+    truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.02, armature=0.025)
+    model = _stribeck_model(kt=3.6, fb=0.03, fs=0.04, backlash=0.01, armature=0.02)
+    cfg = TrainConfig(horizons=(0.2, 0.5), stage_iters=(5, 5), runs_per_iter=3, val_every=3,
+                      checkpoint_every=3, substeps=1)
+    other = synthetic_batch(truth, B=3, T=51)
+    with pytest.raises(CheckpointError, match=r"data\.train\.episodes: 4 \(checkpoint\) -> 3"):
+        fit(model, PLANT, other, other, cfg, ckpt_dir=tmp_path)
+    data = synthetic_batch(truth, B=4, T=51)
+    cfg.lr = 0.01
+    with pytest.raises(CheckpointError, match=r"train\.lr: 0\.03 \(checkpoint\) -> 0\.01"):
+        fit(model, PLANT, data, data, cfg, ckpt_dir=tmp_path)
+    # a state written before run keys were stored: refused, not resumed blindly
+    opt = torch.optim.Adam(model.parameters())
+    path = tmp_path / "last.safetensors"
+    state = load_training(path, model, opt, torch.Generator())
+    state.pop("key")
+    save_training(path, model, opt, torch.Generator(), state)
+    cfg.lr = 0.03
+    with pytest.raises(CheckpointError, match="records no run key"):
+        fit(model, PLANT, data, data, cfg, ckpt_dir=tmp_path)
 
 
 def test_actuator_state_is_simulated():

@@ -104,3 +104,80 @@ def load_training(path: str | os.PathLike, module: nn.Module, optimizer: torch.o
                               ) from None
     generator.set_state(tensors["rng"])
     return state
+
+
+def read_training_state(path: str | os.PathLike) -> dict[str, Any]:
+    """The trainer state (JSON metadata) of a training checkpoint, without loading any tensor:
+    lets a caller check what run wrote it before its weights are loaded into a model."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"training checkpoint {str(path)!r} not found")
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta = f.metadata() or {}
+        state = json.loads(meta["trainer"])
+    except Exception as exc:  # noqa: BLE001 - corrupt files raise various errors
+        raise CheckpointError(f"training checkpoint {str(path)!r} unreadable: {exc}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"training checkpoint {str(path)!r} unreadable: trainer state "
+                              f"is {type(state).__name__}, not an object")
+    return state
+
+
+def normalise_key(key: dict[str, Any]) -> dict[str, Any]:
+    """``key`` as it reads back from a checkpoint's JSON metadata (tuples become lists, ...)."""
+    return json.loads(json.dumps(key, default=str))
+
+
+_ABSENT = object()
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def key_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(dotted field, old value, new value) as JSON text for every leaf of two run keys that
+    differs; a field present on one side only reads ``(absent)`` on the other."""
+    a, b = _flatten(old), _flatten(new)
+    names = list(b) + [k for k in a if k not in b]
+    out = []
+    for k in names:
+        va, vb = a.get(k, _ABSENT), b.get(k, _ABSENT)
+        sa = "(absent)" if va is _ABSENT else json.dumps(va)
+        sb = "(absent)" if vb is _ABSENT else json.dumps(vb)
+        if sa != sb:
+            out.append((k, sa, sb))
+    return out
+
+
+def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str, Any],
+                  resume_hint: str = "rerun with the original options and data",
+                  restart_hint: str = "delete it or use another checkpoint directory") -> None:
+    """Refuse to resume from ``state`` (read from ``path``) unless it was written by a run with
+    the same ``key``; the error names each differing field with its old and new value.
+
+    A state without a key (written before keys were stored) is refused too: nothing shows it
+    comes from this run, and silently continuing another run's weights is the failure this
+    check exists for; starting afresh only costs the time of the fit.
+    """
+    stored = state.get("key")
+    if not isinstance(stored, dict):
+        raise CheckpointError(
+            f"training checkpoint {str(path)!r} records no run key (written by an older "
+            "neuract or another trainer), so nothing shows it comes from a run with these "
+            f"options and data; not resumed. To start afresh, {restart_hint}")
+    diffs = key_differences(stored, normalise_key(key))
+    if diffs:
+        what = "; ".join(f"{name}: {old} (checkpoint) -> {new} (this run)"
+                         for name, old, new in diffs)
+        raise CheckpointError(
+            f"training checkpoint {str(path)!r} was written by a run with other options or "
+            f"data; not resumed. Differs: {what}. To continue that run, {resume_hint}; to "
+            f"start afresh, {restart_hint}")

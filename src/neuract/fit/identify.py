@@ -5,10 +5,15 @@
 Works for any plant: ``robot="pendulum"`` builds one bench pendulum per run from its labels
 (mass, length, arm_mass); any other name or path is loaded with :func:`neuract.robot.load_robot`
 and shared by every run.
+
+With ``ckpt_dir`` the fit is resumable; the checkpoint records the run key
+(:func:`fit_run_key`: actuator, joint and training options, plant, validation split and a
+fingerprint of the data) and a rerun whose key differs is refused, naming what differs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +25,15 @@ from neuract.actuators import ActuatorConfig, build_actuator
 from neuract.errors import ConfigError, SchemaError
 from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
 from neuract.fit.simulate import JointParams, JointParamsConfig
-from neuract.fit.trainer import PlantFactory, SystemModel, TrainConfig, evaluate, fit
+from neuract.fit.trainer import (
+    PlantFactory,
+    SystemModel,
+    TrainConfig,
+    data_fingerprint,
+    evaluate,
+    fit,
+    train_key,
+)
 
 
 def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
@@ -73,20 +86,57 @@ def split_batch(batch: RunBatch, val_fraction: float, seed: int
     return batch.select(tr), (batch.select(va) if va else None), tr, va
 
 
+def fit_run_key(batch: RunBatch, actuator: ActuatorConfig, joints: JointParamsConfig,
+                train: TrainConfig, robot: str, val_fraction: float, **extra: Any
+                ) -> dict[str, Any]:
+    """What a resumed fit must share with the run that wrote its checkpoint: every option
+    that changes the result (model, training, data selection in ``extra``) and a fingerprint
+    of the whole data set (:func:`~neuract.fit.trainer.data_fingerprint`). Leaves out what
+    does not (paths, threads, checkpoint cadence); the data path too, as the fingerprint
+    identifies the data wherever it lies."""
+    from neuract.config import to_dict
+
+    return {"actuator": to_dict(actuator), "joints": to_dict(joints), "robot": robot,
+            "val_fraction": val_fraction, **extra, "train": train_key(train),
+            "data": data_fingerprint(batch)}
+
+
+def _structure(model: SystemModel) -> str:
+    h = hashlib.sha256()
+    for k, v in model.state_dict().items():
+        h.update(f"{k}{tuple(v.shape)};".encode())
+    return h.hexdigest()[:16]
+
+
 def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = None,
              joints: JointParamsConfig | None = None, train: TrainConfig | None = None,
              robot: str = "pendulum", val_fraction: float = 0.1,
              ckpt_dir: str | Path | None = None, log=None,
-             model: SystemModel | None = None) -> tuple[SystemModel, dict[str, Any]]:
-    """Fit an actuator + joint parameters to recorded runs; returns (model, report)."""
+             model: SystemModel | None = None, run_key: dict[str, Any] | None = None,
+             resume_hint: str | None = None, restart_hint: str | None = None
+             ) -> tuple[SystemModel, dict[str, Any]]:
+    """Fit an actuator + joint parameters to recorded runs; returns (model, report).
+
+    run_key: stored with the checkpoints in ``ckpt_dir`` and compared on resume (default
+    :func:`fit_run_key` of these arguments); resume_hint / restart_hint complete the error
+    that refuses a checkpoint of another run (see :func:`~neuract.fit.trainer.fit`).
+    """
     train = train or TrainConfig()
+    actuator = actuator or ActuatorConfig()
+    joints = joints or JointParamsConfig()
     batch = runs if isinstance(runs, RunBatch) else batch_from_trajectories(runs)
     n_dof = batch.q.shape[-1]
+    given = model is not None
     if model is None:
-        model = build_model(actuator or ActuatorConfig(), joints or JointParamsConfig(), n_dof)
+        model = build_model(actuator, joints, n_dof)
+    if ckpt_dir is not None and run_key is None:
+        run_key = fit_run_key(batch, actuator, joints, train, robot, val_fraction)
+        if given:  # a caller's model: its configs may not describe it, its tensors do
+            run_key["model"] = _structure(model)
     tr, va, tr_idx, va_idx = split_batch(batch, val_fraction, train.seed)
     pf = plant_factory(robot)
-    report = fit(model, pf, tr, va, train, ckpt_dir=ckpt_dir, log=log)
+    report = fit(model, pf, tr, va, train, ckpt_dir=ckpt_dir, log=log, run_key=run_key,
+                 resume_hint=resume_hint, restart_hint=restart_hint)
     train_mae, _ = evaluate(model, pf, tr, train)
     report.update(
         train_mae_rad=train_mae,

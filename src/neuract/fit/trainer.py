@@ -5,11 +5,15 @@ recorded commands (multiple shooting: many windows per run, truncated backpropag
 each); the horizon grows along a curriculum up to full runs. Validation always simulates
 whole validation runs open loop, which is the score that matters; the best validation model
 is kept (early stopping). Checkpoints (:mod:`neuract.fit.checkpoint`) make a killed fit
-resumable, and a seed makes it deterministic.
+resumable, and a seed makes it deterministic. A checkpoint stores the run's key (the training
+options and a fingerprint of the data, see :func:`fit`): a rerun with another key is refused,
+not resumed from the other run's weights.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -24,7 +28,13 @@ from neuract.actuators.base import Actuator
 from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch
-from neuract.fit.checkpoint import load_training, save_training
+from neuract.fit.checkpoint import (
+    check_run_key,
+    load_training,
+    normalise_key,
+    read_training_state,
+    save_training,
+)
 from neuract.fit.simulate import JointParams, Plant, simulate
 
 PlantFactory = Callable[[list[dict[str, Any]]], Plant]
@@ -62,6 +72,24 @@ class TrainConfig:
             raise ConfigError(f"train.loss={self.loss!r}; valid: mae, mse, huber")
         if self.substeps < 1 or self.windows_per_run < 1:
             raise ConfigError("train.substeps and train.windows_per_run must be >= 1")
+
+
+def train_key(cfg: TrainConfig) -> dict[str, Any]:
+    """The options of ``cfg`` that change what training computes (all but checkpoint_every)."""
+    d = dataclasses.asdict(cfg)
+    d.pop("checkpoint_every")
+    return d
+
+
+def data_fingerprint(batch: RunBatch | None) -> dict[str, Any] | None:
+    """Run count, grid length and step, measured-sample count and a checksum of the measured
+    positions of ``batch``: equal for the same data, different (in practice) otherwise."""
+    if batch is None:
+        return None
+    q = batch.q.detach().cpu().contiguous()
+    return {"episodes": len(batch), "steps": int(q.shape[1]), "dt": float(batch.dt),
+            "samples": int(batch.mask.sum()),
+            "q_sha256": hashlib.sha256(q.numpy().tobytes()).hexdigest()[:16]}
 
 
 class SystemModel(nn.Module):
@@ -182,12 +210,19 @@ def _stage(it: int, cfg: TrainConfig) -> int:
 
 def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBatch | None,
         cfg: TrainConfig, ckpt_dir: str | Path | None = None,
-        log: Callable[[str], None] | None = None, stop_after: int | None = None
-        ) -> dict[str, Any]:
+        log: Callable[[str], None] | None = None, stop_after: int | None = None,
+        run_key: dict[str, Any] | None = None, resume_hint: str | None = None,
+        restart_hint: str | None = None) -> dict[str, Any]:
     """Fit ``model`` on ``train``; returns a report. Resumes from ``ckpt_dir/last.safetensors``.
 
     stop_after: stop (as if killed) after this many iterations in this call (for tests).
     The model ends holding the best-validation weights.
+    run_key: what a resumed run must share with the run that wrote the checkpoint (JSON-ready;
+    default: :func:`train_key` of ``cfg`` and :func:`data_fingerprint` of ``train`` and
+    ``val``). It is stored with every checkpoint; a checkpoint with another key (or none) is
+    refused with a :class:`~neuract.errors.CheckpointError` naming the differing fields,
+    before any weight is loaded. resume_hint / restart_hint: how the caller's user reruns the
+    original run / starts afresh (completes that error).
     """
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -199,8 +234,17 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
     best_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     ckpt = Path(ckpt_dir) / "last.safetensors" if ckpt_dir is not None else None
     best_path = Path(ckpt_dir) / "best.safetensors" if ckpt_dir is not None else None
+    key: dict[str, Any] = {}
+    if ckpt is not None:
+        key = normalise_key(run_key if run_key is not None else {
+            "train": train_key(cfg),
+            "data": {"train": data_fingerprint(train), "val": data_fingerprint(val)}})
     if ckpt is not None and ckpt.is_file():
+        hints = {k: v for k, v in (("resume_hint", resume_hint), ("restart_hint", restart_hint))
+                 if v}
+        check_run_key(ckpt, read_training_state(ckpt), key, **hints)
         state = load_training(ckpt, model, opt, gen)
+        state.pop("key", None)
         if best_path is not None and best_path.is_file():
             from neuract.fit.checkpoint import load_weights
 
@@ -272,7 +316,7 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         state["seconds"] = time.perf_counter() - t_start
         if ckpt is not None and (state["iteration"] % cfg.checkpoint_every == 0 or last
                                  or state["done"]):
-            save_training(ckpt, model, opt, gen, state)
+            save_training(ckpt, model, opt, gen, {**state, "key": key})
         steps_done += 1
         if stop_after is not None and steps_done >= stop_after:
             return {"interrupted": True, **state}

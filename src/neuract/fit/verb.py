@@ -7,6 +7,14 @@ Writes into ``--out``: ``model.safetensors`` (best-validation weights), ``config
 resolved config: rerun with it), ``report.json`` + ``report.md`` (fitted parameters, train and
 validation open-loop MAE, learning curve) and ``checkpoint/`` (resumable: rerunning the same
 command after a kill continues where the last checkpoint left off).
+
+The checkpoint records the run key (:func:`neuract.fit.identify.fit_run_key`: actuator, joint
+and training options, --robot, --val-fraction, --limit, --duration and a fingerprint of the
+data). A rerun into the same --out whose key differs stops before touching anything, naming
+each differing option with its old and new value: rerun with the original options (kept in
+``config.json``), or pass --overwrite to start afresh, or choose another --out. Options that do
+not change the result (--out, --threads, --train.checkpoint-every, the --data path of the same
+data) may differ on resume.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ from neuract.atomic import write_json, write_text
 from neuract.config import save_resolved
 from neuract.errors import ConfigError
 from neuract.fit.batch import batch_from_trajectories
-from neuract.fit.checkpoint import save_weights
-from neuract.fit.identify import identify, load_runs
+from neuract.fit.checkpoint import check_run_key, read_training_state, save_weights
+from neuract.fit.identify import fit_run_key, identify, load_runs
 from neuract.fit.simulate import JointParamsConfig
 from neuract.fit.trainer import TrainConfig
 
@@ -74,17 +82,26 @@ def run(cfg: FitConfig) -> dict:
     torch.set_num_threads(max(1, cfg.threads))
     out = Path(cfg.out)
     ckpt = out / "checkpoint"
+    runs = load_runs(cfg.data, cfg.limit)
+    batch = batch_from_trajectories(runs, duration=cfg.duration or None)
+    key = fit_run_key(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
+                      limit=cfg.limit, duration=cfg.duration)
+    hints = {"resume_hint": f"rerun with the original options and data (options kept in "
+                            f"{str(out / 'config.json')!r})",
+             "restart_hint": f"pass --overwrite (discards its checkpoint) or choose another "
+                             f"--out than {str(out)!r}"}
+    last = ckpt / "last.safetensors"
     if cfg.overwrite and ckpt.exists():
         for f in ckpt.glob("*.safetensors"):
             f.unlink()
+    elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
+        check_run_key(last, read_training_state(last), key, **hints)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
-    runs = load_runs(cfg.data, cfg.limit)
-    batch = batch_from_trajectories(runs, duration=cfg.duration or None)
     print(f"neuract fit: {len(batch)} runs, {batch.q.shape[1]} steps of {batch.dt:.4f} s, "
           f"actuator {cfg.actuator.type} (friction {cfg.actuator.friction})")
     model, report = identify(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot,
-                             cfg.val_fraction, ckpt_dir=ckpt, log=print)
+                             cfg.val_fraction, ckpt_dir=ckpt, log=print, run_key=key, **hints)
     save_weights(model, out / "model.safetensors",
                  {"actuator": cfg.actuator.type, "val_mae_rad": report.get("val_mae_rad")})
     report = {k: v for k, v in report.items() if k != "history"} | {
