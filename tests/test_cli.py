@@ -48,3 +48,18 @@ def test_ctrl_c_is_a_message_not_a_traceback(verb, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
     assert ("resume" in err) == (verb == "fit")
+
+
+@pytest.mark.parametrize("args", [
+    ["evaluate", "--source", "dataset"],  # --data missing
+    ["evaluate", "--source", "nosuch"],
+    ["evaluate", "--source", "twin", "--experiment.lr", "-1"],
+    ["evaluate", "--source", "nad", "--experiment.sim-prior", "foo"],
+    ["demo", "--experiment.baseline-iters", "0", "--experiment.sim-prior", "servo",
+     "--experiment.ident"],
+])
+def test_bad_experiment_options_write_nothing(args, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*args, "--out", str(out), "--quiet"]) == 1
+    assert "error" in capsys.readouterr().err
+    assert not out.exists()

@@ -248,6 +248,46 @@ def _calibration_set(calib: Sequence[Any], train: Sequence[Any], positive, min_e
     return None
 
 
+def needs_servo(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()) -> bool:
+    """Whether the experiment builds NeuralActuator on the best parametric servo fit (a servo
+    prior in simulator mode, reference channels in estimator mode) for a mode it trains."""
+    return ((cfg.sim_prior == "servo" and cfg.sim_steps > 0
+             and "simulator" not in pretrained_modes)
+            or (cfg.reference_steps > 0 and cfg.est_steps > 0
+                and "estimator" not in pretrained_modes))
+
+
+def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()) -> None:
+    """Refuse inconsistent experiment options; the verbs call it before they write anything
+    (``run_experiment`` calls it too). pretrained_modes: the modes given as checkpoints
+    (not trained)."""
+    from neuract.neuralactuator.features import check_ident_memory
+    from neuract.neuralactuator.train import check_loss_weight
+
+    if cfg.sim_prior not in ("pd", "servo"):
+        raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
+                          "['pd', 'servo']")
+    check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
+    check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
+    train_config(cfg, "estimator", 1).validate()  # lr, batch, ...: before any training
+    if cfg.reference_steps and not cfg.physics:
+        raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
+                          "the arm model: set physics=True")
+    check_ident_memory(cfg.ident_memory, "ExperimentConfig.ident_memory")
+    if cfg.ident_memory and not cfg.ident:
+        raise ConfigError(f"ExperimentConfig.ident_memory={cfg.ident_memory} applies to the "
+                          "identification channels: set ident=True")
+    if cfg.ident and not cfg.physics:
+        raise ConfigError("ExperimentConfig.ident=True regresses the effort on the arm model's "
+                          "gravity torque: set physics=True")
+    if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
+                                                   and cfg.baseline_iters > 0):
+        raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
+                          "best parametric servo fit: set parametric_friction and "
+                          f"baseline_iters > 0 (got {cfg.parametric_friction}, "
+                          f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
+
+
 def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None = None,
                  checkpoint: str = ""):
     """The NeuralActuator TrainConfig of an experiment's ``mode`` (``simulator`` or
@@ -352,8 +392,6 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     )
     from neuract.neuralactuator.data import per_joint_condition
     from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S, gate_samples
-    from neuract.neuralactuator.features import check_ident_memory
-    from neuract.neuralactuator.train import check_loss_weight
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -381,34 +419,11 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["timings_s"][name] = round(time.perf_counter() - t0, 1)
         return out
 
-    if cfg.sim_prior not in ("pd", "servo"):
-        raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
-                          "['pd', 'servo']")
-    check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
-    check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
-    train_config(cfg, "estimator", 1).validate()  # lr, batch, ...: before any training
+    check_experiment(cfg, tuple(pretrained or ()))
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
-    if cfg.reference_steps and not cfg.physics:
-        raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
-                          "the arm model: set physics=True")
-    check_ident_memory(cfg.ident_memory, "ExperimentConfig.ident_memory")
-    if cfg.ident_memory and not cfg.ident:
-        raise ConfigError(f"ExperimentConfig.ident_memory={cfg.ident_memory} applies to the "
-                          "identification channels: set ident=True")
-    if cfg.ident and not cfg.physics:
-        raise ConfigError("ExperimentConfig.ident=True regresses the effort on the arm model's "
-                          "gravity torque: set physics=True")
-    need_servo = ((cfg.sim_prior == "servo" and cfg.sim_steps > 0
-                   and not (pretrained and "simulator" in pretrained))
-                  or (cfg.reference_steps > 0 and cfg.est_steps > 0
-                      and not (pretrained and "estimator" in pretrained)))
+    need_servo = needs_servo(cfg, tuple(pretrained or ()))
     fitted, fit_configs, best_par = (_fit_baselines(setup, train, cfg, timed, progress, res)
                                      if need_servo else ({}, {}, None))
-    if need_servo and best_par is None:
-        raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
-                          "best parametric servo fit: set parametric_friction and "
-                          f"baseline_iters > 0 (got {cfg.parametric_friction}, "
-                          f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
     # ---- NeuralActuator, both modes, pose-only
     na = {}
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):

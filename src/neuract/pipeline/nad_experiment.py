@@ -189,11 +189,12 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     ``{robot: results}``."""
     from neuract.config import save_resolved
     from neuract.eval import write_report
-    from neuract.pipeline.experiment import run_experiment, so101_setup
+    from neuract.pipeline.experiment import check_experiment, run_experiment, so101_setup
     from neuract.pipeline.report import build_report, write_results
 
     torch.set_num_threads(1)
     cfg.twin_pretrain.validate()
+    check_experiment(cfg.experiment)  # before anything is written
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)

@@ -190,14 +190,17 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
 
     from neuract.config import save_resolved
     from neuract.eval import write_report
+    from neuract.pipeline.experiment import check_experiment
     from neuract.pipeline.report import build_report, write_results
 
     torch.set_num_threads(1)
+    # refuse bad values before anything is written or computed
+    setup = setup_for(cfg.data.robot)
+    worn_config(cfg.data)
+    check_experiment(cfg.experiment)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
-    setup = setup_for(cfg.data.robot)
-    worn_config(cfg.data)  # refuse a bad value before any work
     train, test, n_worn = twin_split(cfg.data, progress)
     thr = cfg.data.contact_min_force_n
     res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),

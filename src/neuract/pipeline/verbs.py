@@ -124,16 +124,21 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
 
     from neuract.config import save_resolved
     from neuract.eval import write_report
-    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.experiment import check_experiment, run_experiment
     from neuract.pipeline.report import build_report, write_results
 
     torch.set_num_threads(1)
     cfg.twin_pretrain.validate()
+    if cfg.source not in ("twin", "nad", "dataset"):
+        raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
+    if cfg.source == "dataset" and cfg.data is None:
+        raise ConfigError("--source dataset needs --data DATASET_DIR")
     if cfg.twin_pretrain.minutes and cfg.source != "nad":
         raise ConfigError(f"--twin-pretrain.minutes {cfg.twin_pretrain.minutes:g} applies to "
                           f"--source nad (sim-to-real on the NAD files); got --source "
                           f"{cfg.source!r}")
     pre = load_pretrained(cfg.checkpoints)
+    check_experiment(cfg.experiment, tuple(pre))  # before anything is written
     bar, progress = progress_bar(cfg.quiet)
     with bar:
         if cfg.source == "twin":
@@ -161,8 +166,6 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             from neuract.data import load_dataset
             from neuract.pipeline.twin_experiment import setup_for, split_by_task
 
-            if cfg.data is None:
-                raise ConfigError("--source dataset needs --data DATASET_DIR")
             ds = load_dataset(cfg.data)
             trajs = [ds[i] for i in range(len(ds))]
             test = [t for t in trajs if t.meta.labels.get("split") == "test"]
@@ -171,8 +174,6 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
                 train, test = split_by_task(trajs, 0.25)
             setup = setup_for(ds.robot)
             title, extra = f"NeuralActuator on {cfg.data}", {}
-        else:
-            raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
         res = run_experiment(setup, train, test, cfg.experiment, out_dir=out,
                              progress=progress, pretrained=pre)
         res.update(extra)
