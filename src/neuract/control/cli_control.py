@@ -12,6 +12,7 @@ by speed band (``report.json`` + ``report.md``, resolved ``config.json``).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,8 @@ class ControlConfig:
     """controller's model: 'true' (the nominal robot) or an output dir of `neuract identify`"""
     plant: str = "robot"
     """simulated plant: 'robot' (the nominal robot, payloads added) or an output dir of
-    `neuract identify` (e.g. a model fitted to the real arm, friction included)"""
+    `neuract identify` (e.g. a model fitted to the real arm, friction included); identified
+    models must match --robot's joints"""
     controller: str = "computed_torque"
     """computed_torque | gravity_compensation | pd"""
     kp: float = 100.0
@@ -48,7 +50,9 @@ class ControlConfig:
     payloads: tuple[float, ...] = (0.0, 0.5)
     """extra point masses at the last link's centre of mass [kg]"""
     duration: float = 5.0
+    """episode length [s]; at most 200000 control steps (duration / dt) per episode"""
     dt: float = 0.004
+    """control period [s]"""
     noise_q: float = 0.0
     noise_qd: float = 0.0
     tau_limit: float = 0.0
@@ -88,28 +92,167 @@ def with_payload(robot, mass: float):
     return robot.with_inertial_parameters(pi)
 
 
-def load_identified(path: Path, robot):
-    """The model written by ``neuract identify`` in directory ``path``."""
+def load_identified(path: Path, robot, option: str = "--model", robot_arg: str | None = None):
+    """The model written by ``neuract identify`` in directory ``path``.
+
+    Refuses (``ConfigError``) a model identified on a robot with another number of joints or
+    other joint names than ``robot``, and (``CheckpointError``) unreadable model files.
+    ``option`` (the CLI option that named ``path``) and ``robot_arg`` only word the errors.
+    """
+    from neuract.errors import CheckpointError
     from neuract.models import HybridModel, LagrangianModel, MLPModel, RigidBodyModel
 
-    def rigid(p):
-        return RigidBodyModel(robot.regressor, torch.tensor(p["beta"]), robot.n_dof,
-                              p["columns"], torch.tensor(p["fv"]), torch.tensor(p["fc"]))
+    where = f"{option} {str(path)!r}"
+    robot_arg = robot_arg or getattr(robot, "name", "?")
+    if not path.is_dir():
+        first = "'true'" if option == "--model" else "'robot'"
+        raise ConfigError(f"{where}: no such directory; accepted: {first} or an output "
+                          "directory of `neuract identify`")
+
+    def read_json(name: str) -> dict:
+        try:
+            obj = json.loads((path / name).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{where}: {name} is not valid JSON ({exc}); rerun "
+                                  "`neuract identify`") from None
+        if not isinstance(obj, dict):
+            raise CheckpointError(f"{where}: {name} holds no JSON object; rerun "
+                                  "`neuract identify`")
+        return obj
+
+    def check_robot(n_dof, names, identified_on) -> None:
+        on = f" (identified on robot {identified_on!r})" if identified_on else ""
+        if n_dof != robot.n_dof:
+            raise ConfigError(
+                f"{where}: the model has {n_dof} joints{on}, but --robot {robot_arg!r} has "
+                f"{robot.n_dof}; accepted: a model identified on a robot with the same "
+                "joints (pass the matching --robot)")
+        if names is not None and list(names) != list(robot.joint_names):
+            raise ConfigError(
+                f"{where}: the model's joints {list(names)}{on} differ from --robot "
+                f"{robot_arg!r}'s joints {list(robot.joint_names)}; accepted: a model "
+                "identified on the same robot (pass the matching --robot)")
+
+    def rigid(p: dict, source: str):
+        try:
+            beta, columns = list(p["beta"]), [int(c) for c in p["columns"]]
+            fv, fc = list(p["fv"]), list(p["fc"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: {source} lacks a valid {exc} entry; rerun "
+                                  "`neuract identify`") from None
+        check_robot(int(p.get("n_dof", len(fv))), p.get("joint_names"),
+                    p.get("robot"))
+        width = 10 * robot.n_dof
+        if (len(fv) != robot.n_dof or len(fc) != robot.n_dof or len(beta) != len(columns)
+                or any(not 0 <= c < width for c in columns)):
+            raise CheckpointError(f"{where}: {source} is inconsistent (beta/columns/fv/fc "
+                                  f"sizes do not fit {robot.n_dof} joints); rerun "
+                                  "`neuract identify`")
+        return RigidBodyModel(robot.regressor, torch.tensor(beta, dtype=torch.float64),
+                              robot.n_dof, columns, torch.tensor(fv, dtype=torch.float64),
+                              torch.tensor(fc, dtype=torch.float64))
 
     if (path / "params.json").is_file():
-        return rigid(json.loads((path / "params.json").read_text()))
+        return rigid(read_json("params.json"), "params.json")
     meta_path = path / "model.json"
     if not meta_path.is_file():
-        raise ConfigError(f"model={str(path)!r}: no params.json or model.json in it")
+        raise ConfigError(f"{where}: no params.json or model.json in it; accepted: an output "
+                          "directory of `neuract identify`")
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    meta = json.loads(meta_path.read_text())
-    kind = meta["type"]
-    model = {"mlp": lambda: MLPModel(meta["n_dof"]),
-             "lagrangian": lambda: LagrangianModel(meta["n_dof"]),
-             "hybrid": lambda: HybridModel(rigid(meta["params"]))}[kind]()
-    model.load_state_dict(load_file(str(path / "model.safetensors")), strict=False)
+    meta = read_json("model.json")
+    kind = meta.get("type")
+    kinds = ("mlp", "lagrangian", "hybrid")
+    if kind not in kinds:
+        raise CheckpointError(f"{where}: model.json type {kind!r}; accepted: "
+                              f"{', '.join(kinds)}")
+    if kind == "hybrid":
+        if not isinstance(meta.get("params"), dict):
+            raise CheckpointError(f"{where}: model.json of a hybrid model lacks its rigid-"
+                                  "body 'params'; rerun `neuract identify`")
+        model = HybridModel(rigid(meta["params"], "model.json params"))
+    else:
+        n_dof = meta.get("n_dof")
+        if not isinstance(n_dof, int) or n_dof < 1:
+            raise CheckpointError(f"{where}: model.json n_dof {n_dof!r}; accepted: a "
+                                  "positive integer (rerun `neuract identify`)")
+        check_robot(n_dof, meta.get("joint_names"), meta.get("robot"))
+        model = MLPModel(n_dof) if kind == "mlp" else LagrangianModel(n_dof)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise CheckpointError(f"{where}: model.safetensors missing; rerun `neuract identify`")
+    try:
+        model.load_state_dict(load_file(str(weights)), strict=False)
+    except (SafetensorError, RuntimeError, OSError) as exc:
+        raise CheckpointError(f"{where}: model.safetensors does not load into a {kind} "
+                              f"model ({str(exc).splitlines()[0]}); rerun "
+                              "`neuract identify`") from None
     return model
+
+
+MAX_STEPS = 200_000
+"""Most control steps (``--duration / --dt``) one episode may take."""
+
+
+def _check_options(cfg: ControlConfig) -> int:
+    """Validate every option up front; returns the number of control steps per episode."""
+    from neuract.control.sensors2025_protocol import FREQS
+
+    def number(opt: str, x, accepted: str, ok) -> None:
+        if not (isinstance(x, (int, float)) and math.isfinite(x) and ok(x)):
+            raise ConfigError(f"{opt} {x!r}; accepted: {accepted}")
+
+    if cfg.controller not in CONTROLLERS:
+        raise ConfigError(f"--controller {cfg.controller!r}; accepted: {', '.join(CONTROLLERS)}")
+    if cfg.home not in ("mid", "zero"):
+        raise ConfigError(f"--home {cfg.home!r}; accepted: 'mid', 'zero'")
+    number("--dt", cfg.dt, "a finite time step > 0 [s]", lambda x: x > 0)
+    number("--duration", cfg.duration, f"a finite duration > --dt ({cfg.dt:g}) [s]",
+           lambda x: x > cfg.dt)
+    steps = int(cfg.duration / cfg.dt)
+    if steps > MAX_STEPS:
+        raise ConfigError(
+            f"--duration {cfg.duration:g} / --dt {cfg.dt:g} = {steps} control steps per "
+            f"episode; accepted: at most {MAX_STEPS} (e.g. {MAX_STEPS * 0.004:g} s at "
+            "--dt 0.004)")
+    for opt, x in (("--kp", cfg.kp), ("--kd", cfg.kd), ("--ki", cfg.ki)):
+        number(opt, x, "a finite gain >= 0", lambda v: v >= 0)
+    number("--amplitude", cfg.amplitude, "a finite excursion >= 0 [rad]", lambda x: x >= 0)
+    number("--noise-q", cfg.noise_q, "a finite standard deviation >= 0 [rad]",
+           lambda x: x >= 0)
+    number("--noise-qd", cfg.noise_qd, "a finite standard deviation >= 0 [rad/s]",
+           lambda x: x >= 0)
+    number("--tau-limit", cfg.tau_limit, "a finite torque limit >= 0 [N m] (0: none)",
+           lambda x: x >= 0)
+    number("--settle-tol", cfg.settle_tol, "a finite tolerance > 0 [rad]", lambda x: x > 0)
+    number("--fail-tol", cfg.fail_tol, "a finite tolerance > 0 [rad]", lambda x: x > 0)
+    if not cfg.speeds:
+        raise ConfigError("--speeds (none given); accepted: one or more factors > 0")
+    nyquist = math.pi / (max(FREQS) * cfg.dt)
+    for s in cfg.speeds:
+        number("--speeds", s, "finite time-scale factors > 0", lambda x: x > 0)
+        if s >= nyquist:
+            raise ConfigError(
+                f"--speeds {s:g} with --dt {cfg.dt:g}: the fastest reference component "
+                f"({max(FREQS) * s:g} rad/s) is not resolved by the control rate; accepted: "
+                f"factors < {nyquist:.4g} at this --dt")
+    if not cfg.payloads:
+        raise ConfigError("--payloads (none given); accepted: one or more masses >= 0 [kg]")
+    for m in cfg.payloads:
+        number("--payloads", m, "finite masses >= 0 [kg]", lambda x: x >= 0)
+    if cfg.plant != "robot" and any(m != 0 for m in cfg.payloads):
+        raise ConfigError(f"--payloads {' '.join(f'{m:g}' for m in cfg.payloads)} with --plant "
+                          f"{cfg.plant!r}: payloads can only be added to the nominal robot "
+                          "plant; accepted: --payloads 0 or --plant robot")
+    if Path(cfg.out).exists() and not cfg.overwrite:
+        raise ConfigError(f"--out {str(cfg.out)!r} already exists; pass --overwrite to "
+                          "replace it")
+    return steps
+
+
+def _fmt(x: float, spec: str, missing: str = "-") -> str:
+    return f"{x:{spec}}" if math.isfinite(x) else missing
 
 
 def run(cfg: ControlConfig) -> dict:
@@ -120,24 +263,17 @@ def run(cfg: ControlConfig) -> dict:
         PIDController,
         gravity_compensation,
     )
-    from neuract.control.replay import Episode, replay
+    from neuract.control.replay import Episode, json_safe, replay
     from neuract.models import RobotModel
     from neuract.robot import load_robot
 
-    if cfg.controller not in CONTROLLERS:
-        raise ConfigError(f"controller={cfg.controller!r}; accepted: {', '.join(CONTROLLERS)}")
-    if cfg.dt <= 0 or cfg.duration <= cfg.dt:
-        raise ConfigError(f"dt={cfg.dt}, duration={cfg.duration}: need 0 < dt < duration")
+    steps = _check_options(cfg)
     robot = load_robot(cfg.robot)
     nominal = RobotModel(robot)
-    model = nominal if cfg.model == "true" else load_identified(Path(cfg.model), robot)
-    if cfg.plant == "robot":
-        plant = nominal
-    else:
-        plant = load_identified(Path(cfg.plant), robot)
-        if any(m != 0 for m in cfg.payloads):
-            raise ConfigError(f"payloads={cfg.payloads}: payloads can only be added to the "
-                              "nominal robot plant (--plant robot)")
+    model = (nominal if cfg.model == "true" else
+             load_identified(Path(cfg.model), robot, "--model", cfg.robot))
+    plant = (nominal if cfg.plant == "robot" else
+             load_identified(Path(cfg.plant), robot, "--plant", cfg.robot))
     lim = cfg.tau_limit or None
 
     def make():
@@ -147,13 +283,11 @@ def run(cfg: ControlConfig) -> dict:
             return gravity_compensation(model, cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
         return PIDController(cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
 
-    if cfg.home not in ("mid", "zero"):
-        raise ConfigError(f"home={cfg.home!r}; accepted: 'mid', 'zero'")
     lo, hi = robot.q_lower.double().numpy(), robot.q_upper.double().numpy()
     finite = np.isfinite(lo) & np.isfinite(hi)
     mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))  # 0 where unlimited
     home = mid if cfg.home == "mid" else np.zeros(len(lo))
-    t = np.arange(int(cfg.duration / cfg.dt)) * cfg.dt
+    t = np.arange(steps) * cfg.dt
     episodes = []
     for mass in cfg.payloads:
         p = RobotModel(with_payload(robot, mass)) if cfg.plant == "robot" else plant
@@ -163,26 +297,49 @@ def run(cfg: ControlConfig) -> dict:
                                                  "speed_factor": f"{s:g}"}, p))
     rep = replay(episodes, make, plant, cfg.dt, cfg.settle_tol, cfg.fail_tol, cfg.noise_q,
                  cfg.noise_qd, lim, cfg.seed)
+    fail_why = (f"worst-joint tracking error above --fail-tol {cfg.fail_tol:g} rad, or the "
+                "simulation diverged")
     report = {"robot": cfg.robot, "model": cfg.model, "plant": cfg.plant,
               "controller": cfg.controller,
               "summary": rep.summary(), "by_payload": rep.by_context("payload"),
               "by_speed_band": rep.by_context("speed"),
-              "by_speed_factor": rep.by_context("speed_factor"), "episodes": rep.episodes}
+              "by_speed_factor": rep.by_context("speed_factor"), "episodes": rep.episodes,
+              "notes": {
+                  "failed": f"an episode fails when its {fail_why}; group metrics average "
+                            "the episodes that did not fail (null when all failed)",
+                  "settling_time": "first time after which the worst-joint error stays below "
+                                   f"--settle-tol {cfg.settle_tol:g} rad; null: never settled"}}
+    s = report["summary"]
+    n_eps, n_failed = s["n"], round(s["failure_rate"] * s["n"])
     with atomic_dir(cfg.out, overwrite=cfg.overwrite) as out:
         save_resolved(cfg, out)
-        write_json(Path(out) / "report.json", report)
+        write_json(Path(out) / "report.json", json_safe(report))
         md = [f"# neuract control: {cfg.controller} with model `{cfg.model}` on `{cfg.robot}`",
               "", "| group | RMS [rad] | max [rad] | settling [s] | effort [N m] | failure |",
               "|---|---|---|---|---|---|"]
         for key in ("by_payload", "by_speed_band"):
             for val, r in report[key].items():
-                md.append(f"| {key[3:]} {val} | {r['rms']:.2e} | {r['max']:.2e} | "
-                          f"{r['settling_time']:.2f} | {r['effort']:.2f} | "
-                          f"{r['failure_rate']:.0%} |")
+                if r["failure_rate"] >= 1:
+                    cells = ["all failed"] * 4
+                else:
+                    cells = [_fmt(r["rms"], ".2e"), _fmt(r["max"], ".2e"),
+                             _fmt(r["settling_time"], ".2f", "never settled"),
+                             _fmt(r["effort"], ".2f")]
+                md.append(f"| {key[3:]} {val} | " + " | ".join(cells)
+                          + f" | {r['failure_rate']:.0%} |")
+        md += ["", f"Failure: {fail_why}; the metrics average the episodes that did not "
+               "fail. Settling: first time after which the worst-joint error stays below "
+               f"--settle-tol {cfg.settle_tol:g} rad (\"never settled\": not within the run)."]
         write_text(Path(out) / "report.md", "\n".join(md) + "\n")
-    s = report["summary"]
-    print(f"control: {cfg.controller} ({cfg.model}) on {cfg.robot}: RMS {s['rms']:.3g} rad, "
-          f"failure rate {s['failure_rate']:.0%} -> {cfg.out}")
+    head = f"control: {cfg.controller} ({cfg.model}) on {cfg.robot}: "
+    if n_failed == n_eps:
+        print(head + f"all {n_eps} episodes failed ({fail_why}) -> {cfg.out}")
+    else:
+        settle = (f"settling {s['settling_time']:.2f} s" if math.isfinite(s["settling_time"])
+                  else f"never settled within --settle-tol {cfg.settle_tol:g} rad")
+        failed = f"failure rate {s['failure_rate']:.0%}" + (
+            f" ({n_failed} of {n_eps} episodes: {fail_why})" if n_failed else "")
+        print(head + f"RMS {s['rms']:.3g} rad, {settle}, {failed} -> {cfg.out}")
     return report
 
 

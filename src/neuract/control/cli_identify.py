@@ -2,8 +2,10 @@
 
 Input: a dataset directory (``neuract.data`` layout; episodes need ``q``, ``qd``, ``tau``,
 optionally ``qdd`` and ``t``) or an ``.npz`` file with arrays ``q, qd, tau`` (N, n_dof) and
-optionally ``qdd`` and ``t``. Missing accelerations are differentiated from ``qd`` with a
-Savitzky-Golay filter. The last ``test_fraction`` of every episode is held out.
+optionally ``qdd`` and ``t`` (N,), strictly increasing (a 1-D channel is one joint). The
+contents are validated up front (keys, dtypes, shapes, finite values). Missing
+accelerations are differentiated from ``qd`` with a Savitzky-Golay filter. The last
+``test_fraction`` of every episode is held out.
 
 Output (``out/``): ``config.json`` (resolved config), ``report.json`` + ``report.md``
 (per-joint nMSE on train and held-out data; a drift check of the held-out residuals against
@@ -13,6 +15,7 @@ rigid-body fits, ``model.safetensors`` + ``model.json`` for learned ones.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +44,8 @@ class IdentifyConfig:
     rate_hz: float = 0.0
     """sampling rate when the data carry no time stamps (0: required from the data)"""
     sg_window: int = 21
-    """Savitzky-Golay window [samples] for qdd when the data carry none"""
+    """Savitzky-Golay window [samples] for qdd when the data carry none (>= 5; shrunk to an
+    episode's length when it is shorter)"""
     epochs: int = 60
     """training epochs of learned models"""
     max_samples: int = 20000
@@ -50,30 +54,134 @@ class IdentifyConfig:
     overwrite: bool = False
 
 
-def _episodes(cfg: IdentifyConfig) -> list[dict[str, np.ndarray]]:
+MIN_SG_WINDOW = 5
+"""Smallest Savitzky-Golay window (the cubic filter needs polyorder + 2 samples)."""
+MIN_SPLIT = 2
+"""Fewest samples in the training and in the held-out part."""
+CHANNELS = ("q", "qd", "qdd", "tau")
+
+
+def _check_options(cfg: IdentifyConfig) -> None:
+    if cfg.model not in MODEL_TYPES:
+        raise ConfigError(f"--model {cfg.model!r}; accepted: {', '.join(MODEL_TYPES)}")
+    if not (math.isfinite(cfg.test_fraction) and 0 < cfg.test_fraction < 1):
+        raise ConfigError(f"--test-fraction {cfg.test_fraction!r}; accepted: a number "
+                          "strictly between 0 and 1")
+    if not (math.isfinite(cfg.rate_hz) and cfg.rate_hz >= 0):
+        raise ConfigError(f"--rate-hz {cfg.rate_hz!r}; accepted: a finite rate > 0 [Hz], or "
+                          "0 to take the rate from the data's time stamps")
+    if cfg.sg_window < MIN_SG_WINDOW:
+        raise ConfigError(f"--sg-window {cfg.sg_window}; accepted: an integer >= "
+                          f"{MIN_SG_WINDOW} [samples] (even values are rounded up to odd)")
+    if cfg.epochs < 1:
+        raise ConfigError(f"--epochs {cfg.epochs}; accepted: an integer >= 1")
+    if cfg.max_samples < MIN_SPLIT:
+        raise ConfigError(f"--max-samples {cfg.max_samples}; accepted: an integer >= "
+                          f"{MIN_SPLIT}")
+    if Path(cfg.out).exists() and not cfg.overwrite:
+        raise ConfigError(f"--out {str(cfg.out)!r} already exists; pass --overwrite to "
+                          "replace it")
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    import zipfile
+    import zlib
+
+    expected = "expected an .npz archive with arrays q, qd, tau (N, n_dof) [, qdd, t (N,)]"
+    where = f"--data {str(path)!r}"
+    try:
+        d = np.load(path, allow_pickle=False)
+    except (zipfile.BadZipFile, EOFError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SchemaError(f"{where}: cannot read it ({why}); {expected}") from None
+    if not isinstance(d, np.lib.npyio.NpzFile):
+        raise SchemaError(f"{where}: holds a single array, not an archive; {expected}")
+    with d:
+        try:
+            return {k: np.asarray(d[k]) for k in d.files}
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SchemaError(f"{where}: cannot read it ({why}); {expected}") from None
+
+
+def _episodes(cfg: IdentifyConfig) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(where, episode) pairs; ``where`` names the file (and episode) in errors."""
     path = Path(cfg.data)
     if path.is_dir():
         from neuract.data import load_dataset
 
         eps = []
-        for tr in load_dataset(path):
+        for i, tr in enumerate(load_dataset(path)):
             ep = {k: tr[k] for k in ("q", "qd", "qdd", "tau", "t") if k in tr}
-            if "t" not in ep and tr.meta.rate_hz:
+            if "t" not in ep and tr.meta.rate_hz and "q" in ep:
                 ep["t"] = np.arange(len(ep["q"])) / tr.meta.rate_hz
-            eps.append(ep)
+            eps.append((f"--data {str(path)!r} episode {i}", ep))
+        if not eps:
+            raise SchemaError(f"--data {str(path)!r}: the dataset holds no episodes")
         return eps
     if path.suffix == ".npz" and path.is_file():
-        d = np.load(path)
-        return [{k: d[k] for k in d.files}]
-    raise ConfigError(f"data={str(path)!r}: expected a dataset directory or an .npz file")
+        return [(f"--data {str(path)!r}", _load_npz(path))]
+    if not path.exists():
+        raise ConfigError(f"--data {str(path)!r}: no such file or directory; expected a "
+                          "dataset directory or an .npz file")
+    raise ConfigError(f"--data {str(path)!r}: expected a dataset directory or an .npz file")
 
 
-def _prepare(ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict[str, np.ndarray]:
+def _validate(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict:
+    """Keys, dtypes, shapes, lengths, finiteness and time stamps of one episode."""
+    out: dict[str, np.ndarray] = {}
     for k in ("q", "qd", "tau"):
         if k not in ep:
-            raise SchemaError(f"{cfg.data}: channel {k!r} missing; need q, qd, tau")
-        if not np.isfinite(ep[k]).all():
-            raise SchemaError(f"{cfg.data}: channel {k!r} holds NaN/inf")
+            raise SchemaError(f"{where}: channel {k!r} missing (found: "
+                              f"{', '.join(sorted(ep)) or 'none'}); need q, qd, tau "
+                              "[, qdd, t]")
+    for k in [c for c in CHANNELS if c in ep] + (["t"] if "t" in ep else []):
+        x = np.asarray(ep[k])
+        if x.dtype.kind not in "iuf":
+            raise SchemaError(f"{where}: channel {k!r} has dtype {x.dtype}; accepted: real "
+                              "numbers")
+        x = x.astype(np.float64)
+        if k != "t" and x.ndim == 1:
+            x = x[:, None]  # one joint
+        want = "(N,)" if k == "t" else "(N, n_dof)"
+        if x.ndim != (1 if k == "t" else 2) or 0 in x.shape:
+            raise SchemaError(f"{where}: channel {k!r} has shape {tuple(np.shape(ep[k]))}; "
+                              f"accepted: {want} with N >= 1")
+        if not np.isfinite(x).all():
+            raise SchemaError(f"{where}: channel {k!r} holds NaN/inf "
+                              f"({int((~np.isfinite(x)).sum())} values)")
+        out[k] = x
+    q = out["q"]
+    for k in [c for c in ("qd", "qdd", "tau") if c in out]:
+        if out[k].shape != q.shape:
+            raise SchemaError(f"{where}: channel {k!r} has shape {out[k].shape} but 'q' has "
+                              f"{q.shape}; accepted: q, qd, qdd, tau of one shape "
+                              "(N, n_dof)")
+    n = len(q)
+    if "t" in out:
+        if len(out["t"]) != n:
+            raise SchemaError(f"{where}: 't' has {len(out['t'])} samples but 'q' has {n}; "
+                              "accepted: one time stamp per sample")
+        bad = np.nonzero(np.diff(out["t"]) <= 0)[0]
+        if bad.size:
+            i = int(bad[0])
+            raise SchemaError(f"{where}: 't' is not strictly increasing (t[{i}] = "
+                              f"{out['t'][i]:g}, t[{i + 1}] = {out['t'][i + 1]:g}); "
+                              "accepted: strictly increasing time stamps [s]")
+    k = int(round(n * (1 - cfg.test_fraction)))
+    if min(k, n - k) < MIN_SPLIT:
+        raise SchemaError(f"{where}: {n} samples split by --test-fraction "
+                          f"{cfg.test_fraction:g} into {k} training / {n - k} held-out; "
+                          f"accepted: at least {MIN_SPLIT} in each part")
+    if "qdd" not in out and n < MIN_SG_WINDOW:
+        raise SchemaError(f"{where}: {n} samples and no 'qdd'; differentiating qd with the "
+                          f"Savitzky-Golay filter (--sg-window) needs at least "
+                          f"{MIN_SG_WINDOW} samples")
+    return out
+
+
+def _prepare(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict:
+    ep = _validate(where, ep, cfg)
     if "qdd" not in ep:
         from scipy.signal import savgol_filter
 
@@ -82,7 +190,7 @@ def _prepare(ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict[str, np.nda
         elif cfg.rate_hz > 0:
             dt = 1.0 / cfg.rate_hz
         else:
-            raise SchemaError(f"{cfg.data}: no qdd and no time stamps; pass --rate-hz")
+            raise SchemaError(f"{where}: no 'qdd' and no time stamps 't'; pass --rate-hz")
         w = min(cfg.sg_window | 1, (len(ep["qd"]) - 1) | 1)
         ep = {**ep, "qdd": savgol_filter(ep["qd"], w, 3, deriv=1, delta=dt, axis=0)}
     return ep
@@ -107,16 +215,21 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
     q, qd, qdd, tau = train
     n = q.shape[-1]
     robot = None
-    if cfg.model in ("least_squares", "consistent", "hybrid"):
-        if not cfg.robot:
-            raise ConfigError(f"model={cfg.model!r} needs --robot (bundled name or file)")
+    rigid = cfg.model in ("least_squares", "consistent", "hybrid")
+    if rigid and not cfg.robot:
+        raise ConfigError(f"--model {cfg.model!r} needs --robot (bundled name or file)")
+    info: dict = {}
+    if cfg.robot:
         from neuract.robot import load_robot
 
         robot = load_robot(cfg.robot)
         if robot.n_dof != n:
-            raise SchemaError(f"robot {cfg.robot!r} has {robot.n_dof} joints, data has {n}")
-    info: dict = {}
-    if robot is not None:
+            raise SchemaError(f"--robot {cfg.robot!r} has {robot.n_dof} joints, but --data "
+                              f"{str(cfg.data)!r} has {n}; accepted: the robot the data were "
+                              "logged on")
+        info["robot"] = {"robot": cfg.robot, "n_dof": n,
+                         "joint_names": list(robot.joint_names)}
+    if rigid:
         y = torch.cat([robot.regressor(q[i:i + 4000], qd[i:i + 4000], qdd[i:i + 4000])
                        for i in range(0, len(q), 4000)])
         if cfg.model == "consistent":
@@ -126,7 +239,8 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
             res = identify_ls(y, tau, qd, base_parameters(robot.regressor, n))
         info["params"] = {"beta": res.beta.tolist(), "columns": res.columns.tolist(),
                           "fv": res.fv.tolist(), "fc": res.fc.tolist(), "cond": res.cond,
-                          "robot": cfg.robot, "kind": cfg.model}
+                          "robot": cfg.robot, "kind": cfg.model, "n_dof": n,
+                          "joint_names": list(robot.joint_names)}
         model = res.model(robot.regressor)
         if cfg.model != "hybrid":
             return model, info
@@ -136,7 +250,7 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
     elif cfg.model == "mlp":
         learned = MLPModel(n)
     else:
-        raise ConfigError(f"model={cfg.model!r}; accepted: {', '.join(MODEL_TYPES)}")
+        raise ConfigError(f"--model {cfg.model!r}; accepted: {', '.join(MODEL_TYPES)}")
     torch.manual_seed(cfg.seed)
     if len(q) > cfg.max_samples:
         idx = torch.randperm(len(q), generator=torch.Generator().manual_seed(cfg.seed))
@@ -167,13 +281,15 @@ def run(cfg: IdentifyConfig) -> dict:
 
     from neuract.atomic import atomic_dir, write_json, write_text
     from neuract.config import save_resolved
+    from neuract.control.replay import json_safe
     from neuract.models import nmse
 
-    if cfg.model not in MODEL_TYPES:
-        raise ConfigError(f"model={cfg.model!r}; accepted: {', '.join(MODEL_TYPES)}")
-    if not 0 < cfg.test_fraction < 1:
-        raise ConfigError(f"test_fraction={cfg.test_fraction}; accepted: 0 < x < 1")
-    eps = [_prepare(ep, cfg) for ep in _episodes(cfg)]
+    _check_options(cfg)
+    eps = [_prepare(where, ep, cfg) for where, ep in _episodes(cfg)]
+    dofs = {ep["q"].shape[1] for ep in eps}
+    if len(dofs) > 1:
+        raise SchemaError(f"--data {str(cfg.data)!r}: episodes have different numbers of "
+                          f"joints {sorted(dofs)}; accepted: one robot per dataset")
     train, test = _split(eps, cfg.test_fraction)
     model, info = _fit(cfg, train)
     with torch.no_grad():
@@ -182,12 +298,13 @@ def run(cfg: IdentifyConfig) -> dict:
     scores = {name: nmse(preds[name], part[3]).tolist()
               for name, part in (("train", train), ("test", test))}
     report = {"model": cfg.model, "n_train": len(train[0]), "n_test": len(test[0]),
-              "nmse_per_joint": scores, **{k: v for k, v in info.items() if k != "params"},
+              "nmse_per_joint": scores,
+              **{k: v for k, v in info.items() if k not in ("params", "robot")},
               "drift": _drift(preds, train, test)}
     with atomic_dir(cfg.out, overwrite=cfg.overwrite) as out:
         out = Path(out)
         save_resolved(cfg, out)
-        write_json(out / "report.json", report)
+        write_json(out / "report.json", json_safe(report))
         if "params" in info and cfg.model != "hybrid":
             write_json(out / "params.json", info["params"])
         else:
@@ -195,6 +312,7 @@ def run(cfg: IdentifyConfig) -> dict:
                      if isinstance(v, torch.Tensor)}
             save_file(state, str(out / "model.safetensors"))
             write_json(out / "model.json", {"type": cfg.model, "n_dof": train[0].shape[-1],
+                                            **info.get("robot", {}),
                                             **({"params": info["params"]} if "params" in info
                                                else {})})
         md = [f"# neuract identify: {cfg.model}", "", f"data: `{cfg.data}`; "

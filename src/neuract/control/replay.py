@@ -82,6 +82,22 @@ class ReplayReport:
         return self.by_context("__all__")["?"]
 
 
+def json_safe(obj):
+    """``obj`` with every non-finite float (NaN, inf) replaced by ``None``, so that it can be
+    written as strict JSON (``null``; bare ``NaN`` is not JSON)."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
 def replay(
     episodes: list[Episode],
     make_controller: Callable[[], Callable[..., torch.Tensor]],
@@ -108,4 +124,5 @@ def replay(
     return ReplayReport(rows)
 
 
-__all__ = ["Episode", "ReplayReport", "episode_metrics", "replay", "speed_band"]
+__all__ = ["Episode", "ReplayReport", "episode_metrics", "json_safe", "replay",
+           "speed_band"]
