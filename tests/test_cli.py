@@ -63,3 +63,13 @@ def test_bad_experiment_options_write_nothing(args, tmp_path, capsys):
     assert main([*args, "--out", str(out), "--quiet"]) == 1
     assert "error" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_twin_refuses_an_existing_out_before_generating(tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (tmp_path / "file").write_text("x")
+    for out, msg in ((taken, "--overwrite"), (tmp_path / "file", "not a directory")):
+        assert main(["twin", "--out", str(out), "--minutes", "30"]) == 1  # refused at once
+        assert msg in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "x"

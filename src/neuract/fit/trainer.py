@@ -58,8 +58,8 @@ class TrainConfig:
     val_every: int = 10
     patience: int = 6  # validations without improvement before stopping (last stage only)
     checkpoint_every: int = 10
-    label_inputs: tuple[str, ...] = ("kp",)  # run labels passed as actuator inputs (if any
-    #                                           run carries them)
+    label_inputs: tuple[str, ...] = ("kp",)
+    """run labels passed to the actuator as known inputs, where a run carries them"""
     use_voltage: bool = True  # pass the measured supply voltage series
 
     def validate(self) -> None:

@@ -40,7 +40,7 @@ from neuract.fit.trainer import TrainConfig
 class FitConfig:
     """Fit an actuator model to recorded runs by differentiable simulation (positions only)."""
 
-    data: str = ""
+    data: str
     """dataset directory, directory of BAM *.json logs, or a .tgz of them"""
     out: str = "runs/fit"
     """output directory (checkpoint, resolved config, report)"""

@@ -53,6 +53,7 @@ class EvaluateConfig:
     """nad: also an estimator pretrained on the robot's twin, then fine-tuned on the train
     files, scored beside the others (off by default: minutes 0; the NAD benchmark uses 72)"""
     quiet: bool = False
+    """no progress bars and no closing summary"""
 
 
 def progress_bar(quiet: bool):
@@ -190,6 +191,19 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     write_results(out, res)  # first: a failing report must not lose the results
     write_report(out, build_report(res, title))
     return res
+
+
+def _done(cfg: EvaluateConfig, res: dict[str, Any]) -> None:
+    """The closing line: where the report and the results are, and the targets met."""
+    if cfg.quiet:
+        return
+    from neuract.pipeline.report import targets
+
+    met = targets(res) if "estimation" in res else []
+    out = Path(cfg.out)
+    print(f"neuract evaluate: report {out / 'report.html'} (and report.md), results "
+          f"{out / 'results.json'}"
+          + (f"; targets met: {sum(t['met'] for t in met)} of {len(met)}" if met else ""))
 
 
 # --------------------------------------------------------------------------- estimate
@@ -362,7 +376,9 @@ def _estimate_episode(model, tr, cfg: EstimateConfig, out_dir: Path) -> dict[str
 def run(cfg: EvaluateConfig | EstimateConfig) -> Any:
     if isinstance(cfg, EstimateConfig):
         return run_estimate(cfg)
-    return run_evaluate(cfg)
+    res = run_evaluate(cfg)
+    _done(cfg, res)
+    return res
 
 
 __all__ = ["EstimateConfig", "EvaluateConfig", "check_out", "estimates_table", "read_telemetry",
