@@ -190,3 +190,15 @@ def test_summary_printed(tmp_path, capsys):
     for word in ("episodes", "duration", "rate", "channels", "labels", "dropped samples"):
         assert word in out
     shutil.rmtree(tmp_path / "ds")
+
+
+@pytest.mark.parametrize("extra,match", [(["--limit", "0"], "--limit 0"),
+                                         (["--limit", "-1"], "--limit -1"),
+                                         (["--resample-hz", "1e9"], "--resample-hz"),
+                                         (["--derivative-window-s", "nan"],
+                                          "--derivative-window-s")])
+def test_bad_numeric_options_are_named(tmp_path, capsys, extra, match):
+    src, m = _csv_source(tmp_path)
+    out = tmp_path / "ds"
+    assert ingest(src, "--format", "csv", "--mapping", m, "--out", out, *extra) == 1
+    assert match in capsys.readouterr().err and not out.exists()

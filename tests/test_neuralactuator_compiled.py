@@ -54,6 +54,13 @@ def test_rejects_other_models_and_bad_batch_sizes(tmp_path):
         compile_aot(torch.nn.Linear(2, 2), (1,), tmp_path / "aot")
     with pytest.raises(ConfigError, match="batch_sizes"):
         compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (0,), tmp_path / "aot")
+    # a directory holding other files is not a package directory: refused, left alone
+    # (the packages replace the directory as a whole)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(ConfigError, match="not a directory of compiled packages"):
+        compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (1,), tmp_path / "mine")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
 def test_options_autotune_only_small_batches():

@@ -70,11 +70,12 @@ def _check_dest(path: Path, overwrite: bool) -> None:
     from neuract.errors import ConfigError
 
     if not overwrite:
-        raise ConfigError(f"output directory {str(path)!r} already exists; pass overwrite=True")
+        raise ConfigError(f"output directory {str(path)!r} already exists; pass --overwrite "
+                          "(overwrite=True) to replace it")
     if not _is_real_dir(path):
         kind = "a symlink" if path.is_symlink() else "not a directory"
         raise ConfigError(
-            f"output directory {str(path)!r} exists and is {kind}; overwrite=True replaces "
+            f"output directory {str(path)!r} exists and is {kind}; --overwrite replaces "
             "only an existing directory: remove it or choose another output path")
 
 

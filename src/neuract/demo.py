@@ -12,6 +12,7 @@ with the machine under load from other jobs); ``--experiment.*`` / ``--data.*`` 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,8 @@ def run(cfg: DemoConfig) -> dict:
     with bar:
         res = run_twin_experiment(tcfg, progress)
     wall = time.perf_counter() - t0
-    out = Console(quiet=cfg.quiet)
+    # piped or logged (no terminal): wide enough that the tables do not wrap their cells
+    out = Console(quiet=cfg.quiet, width=None if sys.stdout.isatty() else 160)
     for title, (cols, rows) in (
             ("Open-loop rollout, arm-mean joint MAE [deg] (simulator mode)", rollout_rows(res)),
             ("Estimation on held-out episodes (estimator mode)", estimation_rows(res))):

@@ -19,6 +19,7 @@ import io
 import math
 import os
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,7 +226,7 @@ def confusion_figure(cm: Any, class_names: Sequence[str] = ("normal", "degraded"
     a.set_yticks(range(k), class_names)
     a.set_xlabel("predicted")
     a.set_ylabel("true")
-    a.set_title(title, fontsize=9)
+    a.set_title("\n".join(textwrap.wrap(title, 40)), fontsize=9)  # a narrow figure
     return Figure(title, _png(fig), caption)
 
 

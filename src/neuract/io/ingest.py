@@ -9,6 +9,7 @@ table. Any error leaves no output directory behind.
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import tarfile
 import warnings
@@ -178,8 +179,11 @@ def _postprocess(cfg: IngestConfig, tr: Trajectory) -> Trajectory:
 def read_all(cfg: IngestConfig) -> list[Trajectory]:
     """Read (and post-process) every episode cfg selects; no output is written."""
     make = FORMATS.get(cfg.format)
-    if cfg.resample_hz is not None and not cfg.resample_hz > 0:
-        raise ConfigError(f"resample_hz is {cfg.resample_hz}; expected a positive rate [Hz]")
+    if cfg.resample_hz is not None and not 0 < cfg.resample_hz <= 100_000:
+        raise ConfigError(f"--resample-hz {cfg.resample_hz}; expected a rate in (0, 100000] Hz")
+    if not (math.isfinite(cfg.derivative_window_s) and cfg.derivative_window_s > 0):
+        raise ConfigError(f"--derivative-window-s {cfg.derivative_window_s}; expected a finite "
+                          "window > 0 s")
     items, read = make(cfg)
     trajs: list[Trajectory] = []
     for tr in _progress(items, read, cfg):
@@ -270,6 +274,9 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     from neuract.data.dataset import write_dataset
 
     FORMATS.get(cfg.format)  # unknown format: fail before reading anything
+    if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
+        raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
+                          "it out to read every episode)")
     if cfg.out.exists() and not cfg.overwrite:
         raise ConfigError(f"output directory {str(cfg.out)!r} already exists; pass --overwrite")
     with warnings.catch_warnings():

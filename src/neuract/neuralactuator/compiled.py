@@ -45,14 +45,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from neuract.atomic import write_json
+from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
 from neuract.neuralactuator.export import QUANTIZE
@@ -147,8 +146,9 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     ``neuract_ops.so``; needs an AVX2 CPU), the rest in float32.
     extra: JSON-serialisable metadata stored in ``aot.json`` (``AotActuator.extra``; the
     export verb stores the checkpoint's calibrated decisions there).
-    Writes ``neuralactuator_b{B}.pt2`` per size and ``aot.json`` (built in a staging folder and
-    moved in once every size compiled); raises :class:`CompilerNotFound` before any work when
+    Writes ``neuralactuator_b{B}.pt2`` per size and ``aot.json`` (built in a staging folder
+    that replaces ``out_dir`` as a whole once every size compiled; a directory holding other
+    files is refused); raises :class:`CompilerNotFound` before any work when
     no C++ compiler is present.
     """
     sizes = sorted({int(b) for b in batch_sizes})
@@ -172,11 +172,12 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     require_cxx_compiler()
     cfg = fused.cfg
     out = Path(out_dir)
-    # everything is built in a private sibling folder and moved in once every size compiled,
-    # so a failed compile leaves the directory as it was (or absent)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".staging", dir=out.parent))
-    try:
+    if out.is_dir() and any(out.iterdir()) and not (out / META).is_file():
+        raise ConfigError(f"compile_aot: {str(out)!r} holds files but no {META}: not a "
+                          "directory of compiled packages; give an empty or new directory")
+    # everything is built in a private sibling folder that replaces the directory as a whole
+    # once every size compiled: a failed or interrupted compile leaves it as it was
+    with atomic_dir(out, overwrite=True) as stage:
         op = {}
         if quantize == "int8":
             int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())
@@ -200,26 +201,20 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
                 "outputs": list(OUTPUTS), "quantize": quantize, **op,
                 "weights_sha256": weights_hash(fused), "extra": dict(extra or {}),
                 "batch_sizes": entries}
-        # several compiles of the same model may share a directory: keep the sizes compiled
-        # earlier; packages of another model (or config, torch, quantization) are removed
-        out.mkdir(parents=True, exist_ok=True)
+        # several compiles of the same model may share a directory: the sizes compiled
+        # earlier are carried over; packages of another model (or config, torch,
+        # quantization) are dropped
         old = out / META
         prev = json.loads(old.read_text()) if old.is_file() else {}
         as_json = json.loads(json.dumps(meta))  # tuples as the stored lists
-        same = all(prev.get(k) == as_json[k] for k in ("config", "torch", "quantize",
-                                                        "weights_sha256"))
-        if same:
-            meta["batch_sizes"] = {**prev["batch_sizes"], **entries}
-        else:
-            new = {e["package"] for e in entries.values()}
-            for f in out.glob("neuralactuator_b*.pt2"):
-                if f.name not in new:
-                    f.unlink()
-        for f in stage.iterdir():
-            os.replace(f, out / f.name)
-        write_json(old, meta)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if all(prev.get(k) == as_json[k] for k in ("config", "torch", "quantize",
+                                                    "weights_sha256")):
+            for B, e in prev["batch_sizes"].items():
+                if B not in entries and (out / e["package"]).is_file():
+                    shutil.copy2(out / e["package"], stage / e["package"])
+                    entries[B] = e
+            meta["batch_sizes"] = dict(sorted(entries.items(), key=lambda kv: int(kv[0])))
+        write_json(stage / META, meta)
     return AotActuator(out)
 
 

@@ -241,8 +241,9 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
     cols, rows = estimation_rows(res)
     rep.add("Estimation (estimator mode)", Table("Torque, force, gate, condition", cols, rows,
                                                  EST_NOTE))
-    for name, cols, rows in gate_breakdown(res):
-        rep.add("Estimation (estimator mode)", Table(name, cols, rows, GATE_BREAKDOWN_NOTE))
+    for k, (name, cols, rows) in enumerate(gate_breakdown(res)):  # the note once, first
+        rep.add("Estimation (estimator mode)",
+                Table(name, cols, rows, GATE_BREAKDOWN_NOTE if k == 0 else ""))
     if res.get("twin_pretrained"):
         c = res["twin_pretrained"]["config"]
         rep.add("Estimation (estimator mode)", Table(
