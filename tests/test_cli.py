@@ -73,3 +73,18 @@ def test_twin_refuses_an_existing_out_before_generating(tmp_path, capsys):
         assert main(["twin", "--out", str(out), "--minutes", "30"]) == 1  # refused at once
         assert msg in capsys.readouterr().err
     assert (tmp_path / "file").read_text() == "x"
+
+
+@pytest.mark.parametrize("args,match", [
+    (["selfcheck", "--n-states", "0"], "--n-states"),
+    (["selfcheck", "--seconds", "nan"], "--seconds"),
+    (["selfcheck", "--dt", "-0.1"], "--dt"),
+    (["selfcheck", "--dt", "1e-9", "--seconds", "10"], "steps"),
+    (["fit", "--data", "x", "--duration", "-1"], "--duration"),
+    (["fit", "--data", "x", "--val-fraction", "1.5"], "--val-fraction"),
+    (["twin", "--out", "never", "--episode-s", "1e9"], "physics steps"),
+])
+def test_bad_numeric_options_are_named(args, match, capsys):
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err

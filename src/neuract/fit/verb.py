@@ -20,6 +20,7 @@ data) may differ on resume.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +80,12 @@ def _markdown(report: dict) -> str:
 def run(cfg: FitConfig) -> dict:
     if not cfg.data:
         raise ConfigError("--data is required (dataset dir, BAM logs dir or .tgz)")
+    if not (math.isfinite(cfg.duration) and cfg.duration >= 0):
+        raise ConfigError(f"--duration {cfg.duration!r}; expected seconds >= 0 (0: whole runs)")
+    if not (isinstance(cfg.limit, int) and cfg.limit >= 0):
+        raise ConfigError(f"--limit {cfg.limit!r}; expected a number of runs >= 0 (0: all)")
+    if not 0 <= cfg.val_fraction < 1:
+        raise ConfigError(f"--val-fraction {cfg.val_fraction!r}; expected 0 <= share < 1")
     torch.set_num_threads(max(1, cfg.threads))
     out = Path(cfg.out)
     ckpt = out / "checkpoint"

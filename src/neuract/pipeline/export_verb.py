@@ -81,8 +81,9 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     if cfg.format == "aot" and (dest.suffix.lower() == ".onnx" or dest.is_file()):
         raise ConfigError(f"--out {str(dest)!r}: --format aot writes a directory of "
                           "packages; give a directory path (not a file, not *.onnx)")
-    if not (isinstance(cfg.check_windows, int) and cfg.check_windows >= 0):
-        raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer >= 0")
+    if not (isinstance(cfg.check_windows, int) and 0 <= cfg.check_windows <= 100_000):
+        raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer in "
+                          "[0, 100000]")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
     extra = calibrated(model)
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ rollout; the rollout gradient against a central finite difference.
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,25 @@ def _rollout_checks(robot, cfg: SelfCheckConfig) -> dict[str, float]:
     return res
 
 
+def check_config(cfg: SelfCheckConfig) -> None:
+    """Refuse options the checks cannot run with, naming the option."""
+    from neuract.errors import ConfigError
+
+    if not (isinstance(cfg.n_states, int) and 1 <= cfg.n_states <= 100_000):
+        raise ConfigError(f"--n-states {cfg.n_states!r}; expected an integer in [1, 100000]")
+    for name, v in (("--seconds", cfg.seconds), ("--dt", cfg.dt)):
+        if not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{name} {v!r}; expected a finite duration > 0 s")
+    if not cfg.dt <= cfg.seconds:
+        raise ConfigError(f"--dt {cfg.dt} is longer than --seconds {cfg.seconds}; expected "
+                          "at least one step")
+    if cfg.seconds / cfg.dt > 1_000_000:
+        raise ConfigError(f"--seconds {cfg.seconds} / --dt {cfg.dt} is "
+                          f"{cfg.seconds / cfg.dt:.3g} steps; expected at most 1e6")
+
+
 def run(cfg: SelfCheckConfig) -> dict[str, float]:
+    check_config(cfg)
     torch.manual_seed(cfg.seed)
     robot = load_robot(cfg.robot)
     print(f"neuract selfcheck: {robot!r}")

@@ -66,6 +66,13 @@ class GenerateConfig:
             if not (math.isfinite(val) and val >= lo) or (name == "minutes" and val <= 0):
                 raise ConfigError(f"{name} = {val}; expected a finite number >= {lo}"
                                   + (" and > 0" if name == "minutes" else ""))
+        # one episode's physics steps are held in memory: bound them (an hour at 2 kHz)
+        steps = self.sim.episode_s * self.sim.physics_hz
+        if steps > 7.2e6:
+            raise ConfigError(f"sim.episode_s = {self.sim.episode_s} at sim.physics_hz = "
+                              f"{self.sim.physics_hz} is {steps:.3g} physics steps per episode; "
+                              "expected at most 7.2e6 (e.g. episodes of at most an hour at "
+                              "2 kHz)")
 
 
 def unit_rng(seed: int, unit: int) -> np.random.Generator:
