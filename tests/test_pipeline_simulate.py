@@ -62,6 +62,9 @@ def test_simulate_refuses_an_estimator_checkpoint(run):
     with pytest.raises(ConfigError, match="--substeps"):
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     substeps=0, quiet=True))
+    with pytest.raises(ConfigError, match="not the same arm"):  # omx on SO-101 episodes
+        run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
+                                    robot="omx_arm", quiet=True))
     assert not (root / "x").exists()  # refused before anything was written
 
 

@@ -315,6 +315,10 @@ def resolve_robot(name: str, model, trajs, site: str = ""):
     if not name:
         raise ConfigError("--robot is needed: the episodes do not name their robot")
     robot = load_robot(name, dtype=torch.float32)
+    names = list(trajs[0].meta.joint_names)
+    if robot.n_dof != len(names) or not set(robot.joint_names) & set(names):
+        raise ConfigError(f"--robot {name!r} has joints {list(robot.joint_names)}; the episodes "
+                          f"have {names}: not the same arm")
     defaults = {"so101": "gripperframe", "omx": "end_effector", "omx_arm": "end_effector"}
     return robot, site or model.cfg.physics_site or defaults.get(name) or None
 
