@@ -57,6 +57,7 @@ def test_ctrl_c_is_a_message_not_a_traceback(verb, monkeypatch, capsys):
     ["evaluate", "--source", "nad", "--experiment.sim-prior", "foo"],
     ["demo", "--experiment.baseline-iters", "0", "--experiment.sim-prior", "servo",
      "--experiment.ident"],
+    ["demo", "--experiment.calibration-fraction", "2"],
 ])
 def test_bad_experiment_options_write_nothing(args, tmp_path, capsys):
     out = tmp_path / "run"

@@ -107,6 +107,12 @@ def test_mapping_errors(tmp_path):
     p.write_text(json.dumps({**MAPPING, "colums": []}))
     with pytest.raises(ConfigError, match=r"m.json: unknown key\(s\) \['colums'\]"):
         load_mapping(p)
+    for bad, match in (({**MAPPING, "joints": "abc"}, "joints = 'abc'; expected a list"),
+                       ([MAPPING], "expected a JSON object"),
+                       ({**MAPPING, "time": "t"}, "time = 't'; expected a JSON object")):
+        p.write_text(json.dumps(bad))
+        with pytest.raises(ConfigError, match=match):
+            load_mapping(p)
 
 
 def test_bad_tables(tmp_path):

@@ -108,12 +108,23 @@ class ColumnMapping:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "column mapping") -> ColumnMapping:
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a JSON object with keys robot, joints, time, "
+                              f"columns; got a {type(d).__name__}")
         known = {"robot", "joints", "time", "columns", "force_sentinel", "labels"}
         unknown = set(d) - known
         if unknown:
             raise ConfigError(
                 f"{where}: unknown key(s) {sorted(unknown)}; accepted: {sorted(known)}"
             )
+        joints = d.get("joints", [])
+        if not (isinstance(joints, list) and all(isinstance(j, str) for j in joints)):
+            raise ConfigError(f"{where}: joints = {joints!r}; expected a list of joint names, "
+                              'e.g. ["shoulder_pan", "shoulder_lift"]')
+        for key, kind in (("time", dict), ("columns", list), ("labels", dict)):
+            if key in d and not isinstance(d[key], kind):
+                raise ConfigError(f"{where}: {key} = {d[key]!r}; expected a JSON "
+                                  + ("object" if kind is dict else "list"))
         time = d.get("time", {})
         cols = []
         for i, c in enumerate(d.get("columns", [])):

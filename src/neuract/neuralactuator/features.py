@@ -342,7 +342,9 @@ def windows(traj: Any, channels: Sequence[str], n_joints: int, history: int = 8,
                                 ident_memory)
     T = next(iter(parts.values())).shape[0]
     if T < history:
-        raise SchemaError(f"trajectory has {T} steps, fewer than history={history}")
+        name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
+        raise SchemaError(f"episode {name!r} has {T} samples, fewer than the model's "
+                          f"history of {history}")
     x = assemble({k: torch.tensor(v, dtype=dtype) for k, v in parts.items()}, channels)
     return x.unfold(0, history, stride).permute(0, 2, 1).contiguous()
 
