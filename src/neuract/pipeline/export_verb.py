@@ -113,7 +113,19 @@ def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> 
         if not cfg.quiet:
             print(f"compiling AOTInductor packages for batch sizes {sorted(set(cfg.batch_sizes))} "
                   "(about 15-60 s each) ...", flush=True)
-        aot = compile_aot(model, cfg.batch_sizes, dest, quantize=cfg.quantize, extra=extra)
+        import warnings
+
+        import torch._inductor.config as inductor_config
+
+        # the autotuner's timing tables and torch's deprecation notes are not the user's
+        # business here; the check below reports what matters
+        with inductor_config.patch({"autotune_num_choices_displayed": 0,
+                                    "max_autotune_report_choices_stats": False}), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            aot = compile_aot(model, cfg.batch_sizes, dest, quantize=cfg.quantize,
+                              extra=extra)
         path = dest
         out = {"aot": str(dest), "batch_sizes": list(aot.batch_sizes),
                "bytes": sum(f.stat().st_size for f in dest.iterdir() if f.is_file())}
