@@ -120,6 +120,8 @@ def test_atomic_dir_overwrite_replaces_directory_and_removes_old(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ds"]  # no .ds.*.old / .tmp sibling
 
 
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root ignores directory modes: the chmod retry is never needed")
 def test_atomic_dir_overwrite_removes_read_only_old_copy(tmp_path):
     out = tmp_path / "ds"
     (out / "ro").mkdir(parents=True)
@@ -172,7 +174,42 @@ def test_atomic_dir_swap_failure_restores_original(tmp_path, monkeypatch):
 def test_atomic_dir_without_overwrite_still_refuses(tmp_path):
     f = tmp_path / "f"
     f.write_text("x")
-    with pytest.raises(ConfigError, match="already exists"):
+    with pytest.raises(ConfigError, match="is not a directory"):  # --overwrite would not help
         with atomic_dir(f):
             pass
     assert f.read_text() == "x"
+    (tmp_path / "d").mkdir()
+    with pytest.raises(ConfigError, match="already exists; pass --overwrite"):
+        with atomic_dir(tmp_path / "d"):
+            pass
+
+
+def test_atomic_dir_of_the_current_directory_is_a_clear_error(tmp_path, monkeypatch):
+    """'.' has no name to put a sibling by: resolved first, so an existing '.' is refused like
+    any existing directory (was a ValueError traceback)."""
+    from neuract.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="already exists"):
+        with atomic_dir("."):
+            pass
+
+
+def test_overwrite_replaces_only_an_earlier_output_of_the_same_kind(tmp_path):
+    from neuract.errors import ConfigError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    with pytest.raises(ConfigError, match="no summary.json"):
+        with atomic_dir(out, overwrite=True, marker="summary.json"):
+            pass
+    (out / "summary.json").write_text("{}")
+    with pytest.raises(ConfigError, match="notes.txt"):
+        with atomic_dir(out, overwrite=True, marker="summary.json",
+                        allowed=lambda n: n.endswith(".json")):
+            pass
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "summary.json"]
+    with atomic_dir(out, overwrite=True, marker="summary.json") as tmp:
+        (tmp / "summary.json").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["summary.json"]

@@ -116,7 +116,7 @@ def test_gate_errors_at_label_changes_hand_counted():
     assert r2.away[0] == [3, 1, 0] and r2.away[1] == [0, 1, 0]
     m2 = r2.metrics()["label_changes"]
     assert m2["false_alarm_share_near"][0] == pytest.approx(2 / 3)
-    assert m2["f1_away"][1] == 0.0  # an alarm and no contact sample that far: F1 0, as in f1
+    assert m2["f1_away"][1] is None  # no contact sample that far: F1 undefined, as in f1
     tot = (M.gate_counts(p, c, t) + r2).away
     assert tot[0] == [6, 1, 0]
     # invalid samples are left out of the bands too, and no change: everything is away
@@ -138,8 +138,9 @@ def test_gate_matches_sklearn_per_sample():
     silent = M.gate_metrics(np.zeros(500), c, np.arange(500) * 0.02)
     assert silent["f1"] == 0.0 == sk.f1_score(c, np.zeros(500, bool), zero_division=0)
     assert silent["recall"] == 0.0 and silent["precision"] is None
-    quiet = M.gate_metrics(np.zeros(500), np.zeros(500, bool), np.arange(500) * 0.02)
-    assert quiet["f1"] is None  # no contact and no alarm: undefined
+    for p in (np.zeros(500), np.ones(500)):  # no contact at all: F1 undefined, alarms counted
+        free = M.gate_metrics(p, np.zeros(500, bool), np.arange(500) * 0.02)
+        assert free["f1"] is None and free["n_false_alarms"] == int(p.sum())
 
 
 def test_roc_auc_matches_sklearn_with_ties():

@@ -4,6 +4,7 @@ checkpoint; the output matches the rollout protocol's full-trajectory simulation
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -62,9 +63,12 @@ def test_simulate_refuses_an_estimator_checkpoint(run):
     with pytest.raises(ConfigError, match="--substeps"):
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     substeps=0, quiet=True))
-    with pytest.raises(ConfigError, match="not the same arm"):  # omx on SO-101 episodes
+    with pytest.raises(ConfigError, match="not the same arm"):  # 4-joint arm, 6-joint data
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     robot="omx_arm", quiet=True))
+    with pytest.warns(UserWarning, match="matched by order"):  # as many joints, other names
+        run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "omx",
+                                    robot="omx", quiet=True))
     assert not (root / "x").exists()  # refused before anything was written
 
 
@@ -89,4 +93,16 @@ def test_simulate_and_estimate_outputs_are_all_or_nothing(run, capsys):
         assert "--condition-tau-s" in capsys.readouterr().err
         assert not bad.exists()
     assert main([*est, "--out", str(root / "est_ok"), "--condition-tau-s", "2"]) == 0
+    # --overwrite never replaces an input, nor a directory that is not an earlier output
+    for out_dir in (ck["estimator"], ck["estimator"].parent, ds):
+        before = sorted(p.name for p in Path(out_dir).iterdir())
+        assert main([*est, "--out", str(out_dir), "--overwrite"]) == 1
+        assert "holds the input" in capsys.readouterr().err
+        assert sorted(p.name for p in Path(out_dir).iterdir()) == before
+    mine = root / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    assert main([*est, "--out", str(mine), "--overwrite"]) == 1
+    assert "no summary.json" in capsys.readouterr().err
+    assert (mine / "notes.txt").read_text() == "keep"
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".")) == []

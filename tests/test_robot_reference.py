@@ -75,8 +75,9 @@ def test_comparison_can_fail(tmp_path, shared_robots):
 
 @pytest.mark.skipif(importlib.util.find_spec("pinocchio") is None, reason="pinocchio missing")
 def test_pinocchio_comparison_can_fail(tmp_path, shared_robots):
-    """A 1e-6 scaling of one link's inertials, or a 1e-6 shift of a joint position, must show up
-    against Pinocchio (the check is live)."""
+    """A 1e-6 scaling of one link's inertials must show up in the dynamics rows against
+    Pinocchio, a 1e-6 rad shift of the joint zeros in the kinematics rows (the check is
+    live)."""
     case = "so101_new_calib.urdf"
     robot = load_case(case, tmp_path)
     path = case_path(case, tmp_path)
@@ -86,4 +87,9 @@ def test_pinocchio_comparison_can_fail(tmp_path, shared_robots):
     for key in ("mass_matrix", "rnea", "aba", "gravity", "coriolis"):
         assert errors[key] > TOL, key
     assert errors["body_pos"] < TOL and errors["body_jacobian"] < TOL
+    # and a 1e-6 rad shift of the joints' zero shows up in the kinematics rows
+    shifted = robot.replace(q_ref=robot.q_ref + 1e-6)
+    errors = compare_with_pinocchio(shifted, path, n_states=5)
+    for key in ("body_pos", "body_rot", "body_jacobian"):
+        assert errors[key] > TOL, key
 

@@ -18,7 +18,7 @@ import shutil
 import stat
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,20 +63,38 @@ def _is_real_dir(path: Path) -> bool:
         return False
 
 
-def _check_dest(path: Path, overwrite: bool) -> None:
-    """Raise ConfigError if ``path`` exists and may not be replaced by a directory."""
+def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = None,
+               allowed: Callable[[str], bool] | None = None) -> None:
+    """Raise ConfigError unless the output directory ``path`` may be written: it does not
+    exist, or it is a real directory (not a file or a symlink), ``overwrite`` is true and --
+    since it will be replaced as a whole -- it is empty or holds ``marker`` (a file an earlier
+    output of the same kind wrote, e.g. ``meta/info.json``) and only entries ``allowed``
+    accepts (a predicate on top-level names; default: anything)."""
+    path = Path(path)
     if not os.path.lexists(path):
         return
     from neuract.errors import ConfigError
 
-    if not overwrite:
-        raise ConfigError(f"output directory {str(path)!r} already exists; pass --overwrite "
-                          "(overwrite=True) to replace it")
     if not _is_real_dir(path):
         kind = "a symlink" if path.is_symlink() else "not a directory"
         raise ConfigError(
-            f"output directory {str(path)!r} exists and is {kind}; --overwrite replaces "
-            "only an existing directory: remove it or choose another output path")
+            f"output directory {str(path)!r} exists and is {kind}; only an existing directory "
+            "is replaced: remove it or choose another output path")
+    if not overwrite:
+        raise ConfigError(f"output directory {str(path)!r} already exists; pass --overwrite "
+                          "to replace it")
+    names = [p.name for p in path.iterdir()]
+    if not names:
+        return
+    if marker is not None and not (path / marker).is_file():
+        raise ConfigError(f"output directory {str(path)!r} holds files but no {marker}: it is "
+                          "not an earlier output of this kind and would be replaced as a "
+                          "whole; choose another output path")
+    other = [n for n in names if allowed is not None and not allowed(n)]
+    if other:
+        raise ConfigError(f"output directory {str(path)!r} holds {sorted(other)[:5]}, which this "
+                          "output does not write; it would be replaced as a whole: move them or "
+                          "choose another output path")
 
 
 def _rmtree(path: Path) -> None:
@@ -101,7 +119,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The file is created empty with the permissions ``open(path, "w")`` would give
     (``0o666 & ~umask``); a replaced file's old permissions are not kept."""
-    path = Path(path)
+    path = Path(os.path.abspath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = _make_temp_file(path)
     try:
@@ -113,22 +131,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | None = None,
+               allowed: Callable[[str], bool] | None = None) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; move it onto ``path`` on success.
 
     The directory is created with the permissions ``mkdir`` would give (``0o777 & ~umask``).
-    If ``path`` exists it must be a directory and ``overwrite`` true (else ConfigError, before
+    If ``path`` exists it must pass :func:`check_dest` (a directory, ``overwrite``, and with
+    ``marker`` / ``allowed`` an earlier output of the same kind; else ConfigError, before
     anything is written); it is replaced only after the new content is complete, and its old
     copy is then deleted. On any exception the temporary directory is removed and an
     existing ``path`` is left as it was.
     """
-    path = Path(path)
-    _check_dest(path, overwrite)
+    path = Path(os.path.abspath(path))  # "." and "dir/.." have no name to put a sibling by
+    check_dest(path, overwrite, marker, allowed)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _make_temp_dir(path)
     try:
         yield tmp
-        _check_dest(path, overwrite)  # it may have appeared or changed meanwhile
+        check_dest(path, overwrite, marker, allowed)  # it may have appeared meanwhile
         if os.path.lexists(path):
             _swap_in(tmp, path)
         else:

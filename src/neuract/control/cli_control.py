@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from neuract.atomic import check_dest
 from neuract.errors import ConfigError
 
 CONTROLLERS = ("computed_torque", "gravity_compensation", "pd")
@@ -245,9 +246,7 @@ def _check_options(cfg: ControlConfig) -> int:
         raise ConfigError(f"--payloads {' '.join(f'{m:g}' for m in cfg.payloads)} with --plant "
                           f"{cfg.plant!r}: payloads can only be added to the nominal robot "
                           "plant; accepted: --payloads 0 or --plant robot")
-    if Path(cfg.out).exists() and not cfg.overwrite:
-        raise ConfigError(f"--out {str(cfg.out)!r} already exists; pass --overwrite to "
-                          "replace it")
+    check_dest(cfg.out, cfg.overwrite, marker="report.json")  # before any work
     return steps
 
 
@@ -311,7 +310,7 @@ def run(cfg: ControlConfig) -> dict:
                                    f"--settle-tol {cfg.settle_tol:g} rad; null: never settled"}}
     s = report["summary"]
     n_eps, n_failed = s["n"], round(s["failure_rate"] * s["n"])
-    with atomic_dir(cfg.out, overwrite=cfg.overwrite) as out:
+    with atomic_dir(cfg.out, overwrite=cfg.overwrite, marker="report.json") as out:
         save_resolved(cfg, out)
         write_json(Path(out) / "report.json", json_safe(report))
         md = [f"# neuract control: {cfg.controller} with model `{cfg.model}` on `{cfg.robot}`",

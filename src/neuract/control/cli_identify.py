@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from neuract.atomic import check_dest
 from neuract.errors import ConfigError, SchemaError
 
 MODEL_TYPES = ("least_squares", "consistent", "lagrangian", "mlp", "hybrid")
@@ -78,9 +79,7 @@ def _check_options(cfg: IdentifyConfig) -> None:
     if cfg.max_samples < MIN_SPLIT:
         raise ConfigError(f"--max-samples {cfg.max_samples}; accepted: an integer >= "
                           f"{MIN_SPLIT}")
-    if Path(cfg.out).exists() and not cfg.overwrite:
-        raise ConfigError(f"--out {str(cfg.out)!r} already exists; pass --overwrite to "
-                          "replace it")
+    check_dest(cfg.out, cfg.overwrite, marker="report.json")  # before any work
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
@@ -301,7 +300,7 @@ def run(cfg: IdentifyConfig) -> dict:
               "nmse_per_joint": scores,
               **{k: v for k, v in info.items() if k not in ("params", "robot")},
               "drift": _drift(preds, train, test)}
-    with atomic_dir(cfg.out, overwrite=cfg.overwrite) as out:
+    with atomic_dir(cfg.out, overwrite=cfg.overwrite, marker="report.json") as out:
         out = Path(out)
         save_resolved(cfg, out)
         write_json(out / "report.json", json_safe(report))

@@ -59,6 +59,10 @@ def _to_table(traj: Trajectory) -> pa.Table:
     return pa.table(cols)
 
 
+DATASET_MARKER = "meta/info.json"
+"""the file that makes a directory a dataset (``--overwrite`` replaces only such a directory)"""
+
+
 def _from_table(
     table: pa.Table, meta: TrajectoryMeta, channels: Sequence[str], path: Path
 ) -> Trajectory:
@@ -149,7 +153,7 @@ def write_dataset(
     rates = [tr.meta.rate_hz for tr in trajs if tr.meta.rate_hz is not None]
     totals: dict[str, int] = {}
     all_channels: list[str] = []
-    with atomic_dir(out, overwrite=overwrite) as tmp:
+    with atomic_dir(out, overwrite=overwrite, marker=DATASET_MARKER) as tmp:
         (tmp / "data").mkdir()
         for i, tr in enumerate(trajs):
             rel = f"data/episode_{i:06d}.parquet"

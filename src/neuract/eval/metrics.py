@@ -195,10 +195,10 @@ GATE_CHANGE_BANDS_S = (0.1, 0.25, 0.5)
 
 
 def _f1_of(tp: int, fp: int, fn: int) -> float | None:
-    """F1 = 2 tp / (2 tp + fp + fn): 0 where contacts were all missed without an alarm, or
-    alarms raised without a contact; None only where there is neither (no contact sample and
-    no alarm)."""
-    return 2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else None
+    """F1 = 2 tp / (2 tp + fp + fn) over data with contacts: 0 where every contact was missed
+    without an alarm; None without any contact sample (a contact-free stretch's false alarms
+    are counted apart, ``n_false_alarms``)."""
+    return 2 * tp / (2 * tp + fp + fn) if tp + fn else None
 
 
 def decision_f1(fire: np.ndarray, y: np.ndarray) -> float:
@@ -230,8 +230,8 @@ class GateCounts:
                            for x, y in zip(self.away, other.away, strict=True)])
 
     def metrics(self) -> dict[str, Any]:
-        """precision, recall (None where undefined), F1 (None only without any contact sample
-        or alarm), accuracy, sample and event counts
+        """precision, recall (None where undefined), F1 (None without any contact sample),
+        accuracy, sample and event counts
         (``n_false_alarms``, ``n_missed_samples``), latency statistics [s] and
         ``label_changes`` (the errors near contact onsets and ends, module docstring)."""
         prec = self.tp / (self.tp + self.fp) if self.tp + self.fp else None

@@ -93,9 +93,12 @@ def fit_run_key(batch: RunBatch, actuator: ActuatorConfig, joints: JointParamsCo
     that changes the result (model, training, data selection in ``extra``) and a fingerprint
     of the whole data set (:func:`~neuract.fit.trainer.data_fingerprint`). Leaves out what
     does not (paths, threads, checkpoint cadence); the data path too, as the fingerprint
-    identifies the data wherever it lies."""
+    identifies the data wherever it lies. A robot given as a file path is keyed by its
+    absolute path (``./arm.xml`` and ``/abs/arm.xml`` are the same robot)."""
     from neuract.config import to_dict
 
+    if robot and Path(robot).exists():
+        robot = str(Path(robot).resolve())
     return {"actuator": to_dict(actuator), "joints": to_dict(joints), "robot": robot,
             "val_fraction": val_fraction, **extra, "train": train_key(train),
             "data": data_fingerprint(batch)}

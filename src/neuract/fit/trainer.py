@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import time
 from collections.abc import Callable
@@ -82,14 +83,21 @@ def train_key(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def data_fingerprint(batch: RunBatch | None) -> dict[str, Any] | None:
-    """Run count, grid length and step, measured-sample count and a checksum of the measured
-    positions of ``batch``: equal for the same data, different (in practice) otherwise."""
+    """Run count, grid length and step, measured-sample count, a checksum of the measured
+    positions and one of everything else the fit reads (commands, velocities, voltage,
+    enable, mask and the runs' labels, e.g. a pendulum's mass and length): equal for the
+    same data, different (in practice) otherwise."""
     if batch is None:
         return None
     q = batch.q.detach().cpu().contiguous()
+    rest = hashlib.sha256()
+    for t in (batch.qd, batch.command, batch.voltage, batch.enable, batch.mask):
+        rest.update(t.detach().cpu().contiguous().numpy().tobytes())
+    rest.update(json.dumps(batch.labels, sort_keys=True, default=str).encode())
     return {"episodes": len(batch), "steps": int(q.shape[1]), "dt": float(batch.dt),
             "samples": int(batch.mask.sum()),
-            "q_sha256": hashlib.sha256(q.numpy().tobytes()).hexdigest()[:16]}
+            "q_sha256": hashlib.sha256(q.numpy().tobytes()).hexdigest()[:16],
+            "inputs_sha256": rest.hexdigest()[:16]}
 
 
 class SystemModel(nn.Module):

@@ -20,6 +20,8 @@ from typing import Annotated, Any
 
 import tyro
 
+from neuract.atomic import check_dest
+from neuract.data.dataset import DATASET_MARKER
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError, SchemaError
 from neuract.registry import Registry
@@ -277,8 +279,7 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
                           "it out to read every episode)")
-    if cfg.out.exists() and not cfg.overwrite:
-        raise ConfigError(f"output directory {str(cfg.out)!r} already exists; pass --overwrite")
+    check_dest(cfg.out, cfg.overwrite, marker=DATASET_MARKER)  # before reading anything
     with warnings.catch_warnings():
         if cfg.quiet:
             warnings.simplefilter("ignore")

@@ -43,7 +43,7 @@ def save_checkpoint(model: NeuralActuator, out_dir: str | os.PathLike,
         "flops_per_sample": count_flops(cfg),
         "extra": extra or {},
     }
-    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+    with atomic_dir(out_dir, overwrite=overwrite, marker="config.json") as tmp:
         save_weights(model, tmp / "model.safetensors", meta={"kind": KIND})
         write_json(tmp / "config.json", info)
     return out_dir

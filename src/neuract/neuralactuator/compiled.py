@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from neuract.atomic import atomic_dir, write_json
+from neuract.atomic import atomic_dir, check_dest, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
 from neuract.neuralactuator.export import QUANTIZE
@@ -133,6 +133,14 @@ def package_name(batch_size: int) -> str:
     return f"neuralactuator_b{batch_size}.pt2"
 
 
+def _ours(name: str) -> bool:
+    """Whether a file name is one compile_aot writes (its directory holds nothing else)."""
+    from neuract.neuralactuator.int8op import LIBRARY
+
+    return name in (META, LIBRARY) or (name.startswith("neuralactuator_b")
+                                       and name.endswith(".pt2"))
+
+
 def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLike = "na_aot",
                 options: dict | None = None, quantize: str = "none",
                 extra: dict | None = None) -> AotActuator:
@@ -171,13 +179,12 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
         int8op.require_avx2()
     require_cxx_compiler()
     cfg = fused.cfg
-    out = Path(out_dir)
-    if out.is_dir() and any(out.iterdir()) and not (out / META).is_file():
-        raise ConfigError(f"compile_aot: {str(out)!r} holds files but no {META}: not a "
-                          "directory of compiled packages; give an empty or new directory")
+    out = Path(out_dir).resolve()  # a symlinked directory: its target is replaced
     # everything is built in a private sibling folder that replaces the directory as a whole
-    # once every size compiled: a failed or interrupted compile leaves it as it was
-    with atomic_dir(out, overwrite=True) as stage:
+    # once every size compiled (a failed or interrupted compile leaves it as it was), so an
+    # existing one may hold only what compile_aot writes
+    check_dest(out, True, marker=META, allowed=_ours)
+    with atomic_dir(out, overwrite=True, marker=META, allowed=_ours) as stage:
         op = {}
         if quantize == "int8":
             int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())

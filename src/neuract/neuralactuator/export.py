@@ -1,8 +1,9 @@
 """ONNX export of a NeuralActuator and ONNX Runtime inference on CPU.
 
 The exported graph is the folded :class:`~neuract.neuralactuator.fused.FusedNeuralActuator`
-(normalisation, LayerNorm affines, positional embedding, torque limits and force scale folded
-into the matrices), with one input ``x: (B, T, F)`` raw features (float32, dynamic batch) and
+(feature scaling, LayerNorm affines, positional embedding, torque limits and force scale folded
+into the matrices; the feature mean is subtracted first, in the graph), with one input
+``x: (B, T, F)`` raw features (float32, dynamic batch) and
 outputs ``tau (B, J) [N m]``, ``force (B, 3) [N]``, ``gate_logit (B,)``,
 ``condition_logits (B, J, K)``. The model config and channel list are stored in the ONNX
 metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode

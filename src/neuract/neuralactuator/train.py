@@ -278,28 +278,18 @@ def _save_state(train, key, model, opt, gen, history, step) -> None:
                    "np_rng": gen.bit_generator.state, "history": history[-200:]})
 
 
-def _key_diff(old: Any, new: Any, prefix: str = "") -> dict[str, tuple[Any, Any]]:
-    """{dotted key: (old, new)} of the entries in which two run keys differ."""
-    if not (isinstance(old, dict) and isinstance(new, dict)):
-        return {} if old == new else {prefix or "key": (old, new)}
-    out: dict[str, tuple[Any, Any]] = {}
-    for k in sorted(set(old) | set(new), key=str):
-        out.update(_key_diff(old.get(k), new.get(k), f"{prefix}{k}" if not prefix
-                             else f"{prefix}.{k}"))
-    return out
-
-
 def _resume(train, key, model, opt, gen, history) -> int:
     """Load the training state if ``train.checkpoint`` exists; returns the step to resume at."""
     from neuract.errors import CheckpointError
-    from neuract.fit.checkpoint import load_training
+    from neuract.fit.checkpoint import key_differences, load_training
 
     if not Path(train.checkpoint).is_file():
         return 0
     state = load_training(train.checkpoint, model, opt, torch.default_generator)
     if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
-        diff = "; ".join(f"{k}: {a!r} then, {b!r} now"
-                         for k, (a, b) in _key_diff(state.get("key"), key).items())
+        old = state.get("key")
+        diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in
+                         (key_differences(old, key) if isinstance(old, dict) else []))
         raise CheckpointError(
             f"the training state {str(train.checkpoint)!r} was written by a different run "
             f"({diff or 'another kind of training'}). Rerun with that run's options to resume "

@@ -210,15 +210,19 @@ def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, lis
     return train, test
 
 
+def check_calibration_fraction(fraction: float) -> None:
+    if not 0 <= fraction < 1:
+        raise ConfigError(f"ExperimentConfig.calibration_fraction = {fraction} "
+                          "(--experiment.calibration-fraction); expected 0 <= f < 1")
+
+
 def calibration_split(train: Sequence[Any], fraction: float) -> tuple[Sequence, Sequence]:
     """(episodes the estimator trains on, episodes its thresholds are calibrated on): the
     last ``fraction`` of each task's training episodes held out (0, or nothing to hold out:
     both are ``train`` itself)."""
-    if fraction <= 0:
+    check_calibration_fraction(fraction)
+    if fraction == 0:
         return train, train
-    if not fraction < 1:
-        raise ConfigError(f"ExperimentConfig.calibration_fraction = {fraction} "
-                          "(--experiment.calibration-fraction); expected 0 <= f < 1")
     fit, held = split_by_task(train, fraction)
     return fit, held or train
 
@@ -273,9 +277,7 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
     check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
     train_config(cfg, "estimator", 1).validate()  # lr, batch, ...: before any training
-    if not 0 <= cfg.calibration_fraction < 1:
-        raise ConfigError(f"ExperimentConfig.calibration_fraction = {cfg.calibration_fraction} "
-                          "(--experiment.calibration-fraction); expected 0 <= f < 1")
+    check_calibration_fraction(cfg.calibration_fraction)
     if cfg.reference_steps and not cfg.physics:
         raise ConfigError(f"ExperimentConfig.reference_steps={cfg.reference_steps} simulates "
                           "the arm model: set physics=True")

@@ -17,6 +17,9 @@ gate probability and per-motor degraded probability (estimator mode throughout).
 
 from __future__ import annotations
 
+import os
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,7 @@ class EvaluateConfig:
     nad: Path = Path("../shared/data/nad")
     """nad: NAD root"""
     robot: str = "so101"
-    """dataset / nad: robot (so101 or omx)"""
+    """nad: whose files (so101 or omx); a dataset names its own robot"""
     twin: TwinDataConfig = field(default_factory=TwinDataConfig)
     """twin: data to generate"""
     checkpoints: Path | None = None
@@ -134,6 +137,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
         raise ConfigError(f"--source {cfg.source!r}; accepted: ['twin', 'nad', 'dataset']")
     if cfg.source == "dataset" and cfg.data is None:
         raise ConfigError("--source dataset needs --data DATASET_DIR")
+    if cfg.source == "nad" and cfg.robot not in ("omx", "so101"):
+        raise ConfigError(f"--robot {cfg.robot!r} with --source nad; accepted: ['omx', 'so101'] "
+                          "(the arms NAD recorded)")
     if cfg.twin_pretrain.minutes and cfg.source != "nad":
         raise ConfigError(f"--twin-pretrain.minutes {cfg.twin_pretrain.minutes:g} applies to "
                           f"--source nad (sim-to-real on the NAD files); got --source "
@@ -153,9 +159,6 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
                                   "generates fresh data and trains on it")
             return run_twin_experiment(TwinExperimentConfig(cfg.out, cfg.twin, cfg.experiment),
                                        progress)
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
-        save_resolved(cfg, out)
         if cfg.source == "nad":
             from neuract.pipeline.nad_experiment import RELEASE, load_nad
             from neuract.pipeline.twin_experiment import setup_for
@@ -175,6 +178,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
                 train, test = split_by_task(trajs, 0.25)
             setup = setup_for(ds.robot)
             title, extra = f"NeuralActuator on {cfg.data}", {}
+        out = Path(cfg.out)  # only now that the data and the robot are known good
+        out.mkdir(parents=True, exist_ok=True)
+        save_resolved(cfg, out)
         res = run_experiment(setup, train, test, cfg.experiment, out_dir=out,
                              progress=progress, pretrained=pre)
         res.update(extra)
@@ -229,13 +235,25 @@ class EstimateConfig:
     quiet: bool = False
 
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Refuse an existing ``--out`` (not a directory, or without ``--overwrite``) before any
-    work is done."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a file; give a directory path")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"--out {str(out)!r} already exists; pass --overwrite to replace it")
+OUT_MARKER = "summary.json"
+"""what estimate and simulate write last into --out (``--overwrite`` replaces only a
+directory holding it: an earlier output of theirs)"""
+
+
+def check_out(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+    """Refuse, before any work, an ``--out`` that is or holds one of the ``inputs``
+    (checkpoint, data), or an existing one that is not replaceable
+    (:func:`neuract.atomic.check_dest`: without ``--overwrite``, not a directory, or not an
+    earlier output of these verbs)."""
+    from neuract.atomic import check_dest
+
+    target = Path(os.path.abspath(out))
+    for p in inputs:
+        src = Path(os.path.abspath(p))
+        if src == target or target in src.parents:
+            raise ConfigError(f"--out {str(out)!r} holds the input {str(p)!r}; the output "
+                              "directory is written as a whole: choose another one")
+    check_dest(target, overwrite, marker=OUT_MARKER)
 
 
 def read_telemetry(path: Path) -> list:
@@ -316,9 +334,14 @@ def resolve_robot(name: str, model, trajs, site: str = ""):
         raise ConfigError("--robot is needed: the episodes do not name their robot")
     robot = load_robot(name, dtype=torch.float32)
     names = list(trajs[0].meta.joint_names)
-    if robot.n_dof != len(names) or not set(robot.joint_names) & set(names):
-        raise ConfigError(f"--robot {name!r} has joints {list(robot.joint_names)}; the episodes "
-                          f"have {names}: not the same arm")
+    if robot.n_dof != len(names):
+        raise ConfigError(f"--robot {name!r} has {robot.n_dof} joints "
+                          f"{list(robot.joint_names)}; the episodes have {len(names)} {names}: "
+                          "not the same arm")
+    if not set(robot.joint_names) & set(names):  # data may name its joints its own way
+        warnings.warn(f"the arm model {name!r} names its joints {list(robot.joint_names)}, the "
+                      f"episodes {names}: matched by order; check that it is the same arm",
+                      stacklevel=2)
     defaults = {"so101": "gripperframe", "omx": "end_effector", "omx_arm": "end_effector"}
     return robot, site or model.cfg.physics_site or defaults.get(name) or None
 
@@ -331,11 +354,11 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     out_dir = Path(cfg.out)
-    check_out(out_dir, cfg.overwrite)
+    check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data))
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
-    with atomic_dir(out_dir, overwrite=True) as tmp_dir:  # all files or none
+    with atomic_dir(out_dir, overwrite=cfg.overwrite, marker=OUT_MARKER) as tmp_dir:
         for tr in trajs:
             summary["episodes"].append(_estimate_episode(model, tr, cfg, tmp_dir))
         write_json(tmp_dir / "summary.json", summary)

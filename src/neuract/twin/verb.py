@@ -7,12 +7,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from neuract.errors import ConfigError
+from neuract.atomic import check_dest
+from neuract.data.dataset import DATASET_MARKER
 from neuract.twin.tasks import TASKS
 
 
@@ -57,12 +57,7 @@ def run(cfg: TwinConfig) -> None:
                          sim=SimConfig(physics_hz=cfg.physics_hz, episode_s=cfg.episode_s,
                                        n_envs=cfg.n_envs))
     gen.validate()
-    out_path = Path(cfg.out)
-    if os.path.lexists(out_path) and not (cfg.overwrite and out_path.is_dir()
-                                          and not out_path.is_symlink()):
-        raise ConfigError(f"--out {str(out_path)!r} already exists"
-                          + ("; pass --overwrite to replace it" if out_path.is_dir()
-                             else " and is not a directory"))
+    check_dest(cfg.out, cfg.overwrite, marker=DATASET_MARKER)  # before generating
     console = Console(stderr=True)
     n = gen.n_episodes()
     t0 = time.perf_counter()
