@@ -115,3 +115,21 @@ def test_load_errors(tmp_path):
     pq.write_table(table, f)
     with pytest.raises(SchemaError, match="does not hold numbers"):
         load_dataset(out)[0]
+
+
+def test_info_json_joint_lists_must_agree(tmp_path):
+    rng = np.random.default_rng(5)
+    out = write_dataset([random_traj(rng, "a"), random_traj(rng, "b")], tmp_path / "ds")
+    info_path = out / "meta" / "info.json"
+    good = json.loads(info_path.read_text())
+    assert len(load_dataset(out)) == 2
+    bad = json.loads(json.dumps(good))
+    bad["n_joints"] += 1
+    info_path.write_text(json.dumps(bad))
+    with pytest.raises(SchemaError, match="n_joints"):
+        load_dataset(out)
+    bad = json.loads(json.dumps(good))
+    bad["episodes"][1]["meta"]["joint_names"] = ["x", "y", "z"]
+    info_path.write_text(json.dumps(bad))
+    with pytest.raises(SchemaError, match="episode 1"):
+        load_dataset(out)

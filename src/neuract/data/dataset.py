@@ -232,10 +232,23 @@ class Dataset:
                 f"{self.info.get('version')!r}; expected {FORMAT!r} version "
                 f"{VERSION}"
             )
+        self._check_joints(info_path)
         stats_path = self.root / "meta" / "stats.json"
         self.stats: dict[str, Any] = (
             json.loads(stats_path.read_text()) if stats_path.is_file() else {}
         )
+
+    def _check_joints(self, info_path: Path) -> None:
+        """Every episode names the dataset's joints, as many as ``n_joints`` says."""
+        names = list(self.info.get("joint_names") or [])
+        if self.info.get("n_joints", len(names)) != len(names):
+            raise SchemaError(f"{info_path}: n_joints {self.info.get('n_joints')} but "
+                              f"{len(names)} joint_names {names}")
+        for i, ep in enumerate(self.info.get("episodes", [])):
+            got = list((ep.get("meta") or {}).get("joint_names") or [])
+            if got != names:
+                raise SchemaError(f"{info_path}: episode {i} ({ep.get('file')}) names joints "
+                                  f"{got}; the dataset's joint_names are {names}")
 
     @property
     def robot(self) -> str:
