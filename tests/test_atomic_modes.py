@@ -184,15 +184,23 @@ def test_atomic_dir_without_overwrite_still_refuses(tmp_path):
             pass
 
 
-def test_atomic_dir_of_the_current_directory_is_a_clear_error(tmp_path, monkeypatch):
-    """'.' has no name to put a sibling by: resolved first, so an existing '.' is refused like
-    any existing directory (was a ValueError traceback)."""
+def test_atomic_dir_of_the_current_directory_with_overwrite(tmp_path, monkeypatch):
+    """'.' has no name to put a sibling by (Path('.').with_name raised ValueError, a traceback
+    under --overwrite): it is resolved first, then checked like any directory."""
     from neuract.errors import ConfigError
 
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match="already exists"):
-        with atomic_dir("."):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("keep")
+    monkeypatch.chdir(run)
+    with pytest.raises(ConfigError, match="not an earlier output"):
+        with atomic_dir(".", overwrite=True, marker="summary.json"):
             pass
+    (run / "notes.txt").unlink()
+    (run / "summary.json").write_text("{}")
+    with atomic_dir(".", overwrite=True, marker="summary.json") as tmp:
+        (tmp / "summary.json").write_text("new")
+    assert (tmp_path / "run" / "summary.json").read_text() == "new"
 
 
 def test_overwrite_replaces_only_an_earlier_output_of_the_same_kind(tmp_path):
@@ -201,7 +209,7 @@ def test_overwrite_replaces_only_an_earlier_output_of_the_same_kind(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("keep")
-    with pytest.raises(ConfigError, match="no summary.json"):
+    with pytest.raises(ConfigError, match="not an earlier output"):
         with atomic_dir(out, overwrite=True, marker="summary.json"):
             pass
     (out / "summary.json").write_text("{}")
@@ -213,3 +221,26 @@ def test_overwrite_replaces_only_an_earlier_output_of_the_same_kind(tmp_path):
     with atomic_dir(out, overwrite=True, marker="summary.json") as tmp:
         (tmp / "summary.json").write_text("new")
     assert [p.name for p in out.iterdir()] == ["summary.json"]
+
+
+def test_overwrite_checks_the_marker_content_and_the_inputs(tmp_path):
+    """A marker file of another kind (every run directory has a config.json) does not make a
+    directory replaceable; an output directory may not be or hold an input (links followed)."""
+    from neuract.atomic import check_dest
+    from neuract.errors import ConfigError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"type": "FitConfig"}')
+    is_ck = {"marker": "config.json", "kind": lambda j: j.get("type") == "IdentifyConfig"}
+    with pytest.raises(ConfigError, match="not an earlier output"):
+        check_dest(run, True, **is_ck)
+    (run / "config.json").write_text('{"type": "IdentifyConfig"}')
+    check_dest(run, True, **is_ck)
+    (run / "data.csv").write_text("t,q")
+    link = tmp_path / "latest"
+    link.symlink_to(run / "data.csv")
+    for inp in (run / "data.csv", link, run):
+        with pytest.raises(ConfigError, match="is or holds the input"):
+            check_dest(run, True, inputs=(inp,), **is_ck)
+    check_dest(run, True, inputs=(tmp_path / "elsewhere", None, ""), **is_ck)

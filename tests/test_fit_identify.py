@@ -345,11 +345,18 @@ def test_fit_refuses_other_data_options_and_keyless_checkpoints(tmp_path):
     opt = torch.optim.Adam(model.parameters())
     path = tmp_path / "last.safetensors"
     state = load_training(path, model, opt, torch.Generator())
-    state.pop("key")
+    key = state.pop("key")
     save_training(path, model, opt, torch.Generator(), state)
     cfg.lr = 0.03
     with pytest.raises(CheckpointError, match="records no run key"):
         fit(model, PLANT, data, data, cfg, ckpt_dir=tmp_path)
+    # a key from before a field was added: said so, not "rerun with the original options"
+    for part in ("train", "val"):
+        key["data"][part].pop("inputs_sha256")
+    save_training(path, model, opt, torch.Generator(), {**state, "key": key})
+    with pytest.raises(CheckpointError, match="older neuract.*inputs_sha256") as err:
+        fit(model, PLANT, data, data, cfg, ckpt_dir=tmp_path)
+    assert "original options" not in str(err.value)
 
 
 def test_actuator_state_is_simulated():

@@ -58,10 +58,10 @@ def test_rejects_other_models_and_bad_batch_sizes(tmp_path):
     # (the packages replace the directory as a whole)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    with pytest.raises(ConfigError, match="holds files but no aot.json"):
+    with pytest.raises(ConfigError, match="not an earlier output of this kind"):
         compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (1,), tmp_path / "mine")
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
-    (tmp_path / "mine" / "aot.json").write_text("{}")  # a package directory with a stray file
+    (tmp_path / "mine" / "aot.json").write_text('{"kind": "neuralactuator-aoti"}')  # + a stray file
     with pytest.raises(ConfigError, match="notes.txt.*does not write"):
         compile_aot(trained_like(NeuralActuatorConfig(**TINY)), (1,), tmp_path / "mine")
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["aot.json", "notes.txt"]

@@ -66,7 +66,7 @@ def test_simulate_refuses_an_estimator_checkpoint(run):
     with pytest.raises(ConfigError, match="not the same arm"):  # 4-joint arm, 6-joint data
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     robot="omx_arm", quiet=True))
-    with pytest.warns(UserWarning, match="matched by order"):  # as many joints, other names
+    with pytest.warns(UserWarning, match="matched by position"):  # as many joints, other names
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "omx",
                                     robot="omx", quiet=True))
     assert not (root / "x").exists()  # refused before anything was written

@@ -18,7 +18,7 @@ import shutil
 import stat
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,21 +64,35 @@ def _is_real_dir(path: Path) -> bool:
 
 
 def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = None,
-               allowed: Callable[[str], bool] | None = None) -> None:
-    """Raise ConfigError unless the output directory ``path`` may be written: it does not
-    exist, or it is a real directory (not a file or a symlink), ``overwrite`` is true and --
-    since it will be replaced as a whole -- it is empty or holds ``marker`` (a file an earlier
-    output of the same kind wrote, e.g. ``meta/info.json``) and only entries ``allowed``
-    accepts (a predicate on top-level names; default: anything)."""
-    path = Path(path)
-    if not os.path.lexists(path):
-        return
+               allowed: Callable[[str], bool] | None = None,
+               kind: Callable[[Any], bool] | None = None,
+               inputs: Sequence[str | os.PathLike | None] = ()) -> None:
+    """Raise ConfigError unless the output directory ``path`` may be written.
+
+    ``path`` may not be, or hold, one of the ``inputs`` the caller reads (symlinks followed).
+    It may not exist; or it is a real directory (not a file or a symlink), ``overwrite`` is
+    true and -- since it will be replaced as a whole -- it is empty, or it is an earlier
+    output of the same kind: it holds ``marker`` (a JSON file that output wrote, e.g.
+    ``meta/info.json``) whose content ``kind`` accepts (a predicate on the parsed JSON), and
+    only top-level entries ``allowed`` accepts (default: anything)."""
     from neuract.errors import ConfigError
 
+    path = Path(path)
+    target = Path(os.path.realpath(path))
+    for p in inputs:
+        if p is None or str(p) == "" or not os.path.lexists(p):
+            continue
+        src = Path(os.path.realpath(p))
+        if src == target or target in src.parents:
+            raise ConfigError(f"output directory {str(path)!r} is or holds the input "
+                              f"{str(p)!r}; the output is written as a whole: choose another "
+                              "output path")
+    if not os.path.lexists(path):
+        return
     if not _is_real_dir(path):
-        kind = "a symlink" if path.is_symlink() else "not a directory"
+        what = "a symlink" if path.is_symlink() else "not a directory"
         raise ConfigError(
-            f"output directory {str(path)!r} exists and is {kind}; only an existing directory "
+            f"output directory {str(path)!r} exists and is {what}; only an existing directory "
             "is replaced: remove it or choose another output path")
     if not overwrite:
         raise ConfigError(f"output directory {str(path)!r} already exists; pass --overwrite "
@@ -86,15 +100,27 @@ def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = No
     names = [p.name for p in path.iterdir()]
     if not names:
         return
-    if marker is not None and not (path / marker).is_file():
-        raise ConfigError(f"output directory {str(path)!r} holds files but no {marker}: it is "
-                          "not an earlier output of this kind and would be replaced as a "
-                          "whole; choose another output path")
+    if marker is not None and not _marks(path / marker, kind):
+        raise ConfigError(f"output directory {str(path)!r} is not an earlier output of this "
+                          f"kind (no {marker} of one) and would be replaced as a whole: choose "
+                          "another output path")
     other = [n for n in names if allowed is not None and not allowed(n)]
     if other:
         raise ConfigError(f"output directory {str(path)!r} holds {sorted(other)[:5]}, which this "
                           "output does not write; it would be replaced as a whole: move them or "
                           "choose another output path")
+
+
+def _marks(marker: Path, kind: Callable[[Any], bool] | None) -> bool:
+    """Whether ``marker`` is a file (and, with ``kind``, JSON that ``kind`` accepts)."""
+    if not marker.is_file():
+        return False
+    if kind is None:
+        return True
+    try:
+        return bool(kind(json.loads(marker.read_text())))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
 
 
 def _rmtree(path: Path) -> None:
@@ -132,23 +158,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | None = None,
-               allowed: Callable[[str], bool] | None = None) -> Iterator[Path]:
+               allowed: Callable[[str], bool] | None = None,
+               kind: Callable[[Any], bool] | None = None) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; move it onto ``path`` on success.
 
     The directory is created with the permissions ``mkdir`` would give (``0o777 & ~umask``).
     If ``path`` exists it must pass :func:`check_dest` (a directory, ``overwrite``, and with
-    ``marker`` / ``allowed`` an earlier output of the same kind; else ConfigError, before
+    ``marker`` / ``kind`` / ``allowed`` an earlier output of the same kind; else ConfigError, before
     anything is written); it is replaced only after the new content is complete, and its old
     copy is then deleted. On any exception the temporary directory is removed and an
     existing ``path`` is left as it was.
     """
     path = Path(os.path.abspath(path))  # "." and "dir/.." have no name to put a sibling by
-    check_dest(path, overwrite, marker, allowed)
+    check_dest(path, overwrite, marker, allowed, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _make_temp_dir(path)
     try:
         yield tmp
-        check_dest(path, overwrite, marker, allowed)  # it may have appeared meanwhile
+        check_dest(path, overwrite, marker, allowed, kind)  # it may have appeared meanwhile
         if os.path.lexists(path):
             _swap_in(tmp, path)
         else:

@@ -25,6 +25,10 @@ from neuract.errors import ConfigError
 CONTROLLERS = ("computed_torque", "gravity_compensation", "pd")
 
 
+DEST = {"marker": "config.json", "kind": lambda j: j.get("type") == "ControlConfig"}
+"""what makes a directory an earlier output of this verb (``--overwrite`` replaces only such
+a directory)"""
+
 @dataclass
 class ControlConfig:
     """Replay multi-sine references through a model-based controller on a simulated arm."""
@@ -246,7 +250,8 @@ def _check_options(cfg: ControlConfig) -> int:
         raise ConfigError(f"--payloads {' '.join(f'{m:g}' for m in cfg.payloads)} with --plant "
                           f"{cfg.plant!r}: payloads can only be added to the nominal robot "
                           "plant; accepted: --payloads 0 or --plant robot")
-    check_dest(cfg.out, cfg.overwrite, marker="report.json")  # before any work
+    # before any work
+    check_dest(cfg.out, cfg.overwrite, inputs=(cfg.model, cfg.plant, cfg.robot), **DEST)
     return steps
 
 
@@ -310,7 +315,7 @@ def run(cfg: ControlConfig) -> dict:
                                    f"--settle-tol {cfg.settle_tol:g} rad; null: never settled"}}
     s = report["summary"]
     n_eps, n_failed = s["n"], round(s["failure_rate"] * s["n"])
-    with atomic_dir(cfg.out, overwrite=cfg.overwrite, marker="report.json") as out:
+    with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:
         save_resolved(cfg, out)
         write_json(Path(out) / "report.json", json_safe(report))
         md = [f"# neuract control: {cfg.controller} with model `{cfg.model}` on `{cfg.robot}`",

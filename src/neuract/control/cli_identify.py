@@ -28,6 +28,10 @@ from neuract.errors import ConfigError, SchemaError
 MODEL_TYPES = ("least_squares", "consistent", "lagrangian", "mlp", "hybrid")
 
 
+DEST = {"marker": "config.json", "kind": lambda j: j.get("type") == "IdentifyConfig"}
+"""what makes a directory an earlier output of this verb (``--overwrite`` replaces only such
+a directory)"""
+
 @dataclass
 class IdentifyConfig:
     """Identify arm dynamics (rigid-body least squares or a learned model) from torque logs."""
@@ -79,7 +83,7 @@ def _check_options(cfg: IdentifyConfig) -> None:
     if cfg.max_samples < MIN_SPLIT:
         raise ConfigError(f"--max-samples {cfg.max_samples}; accepted: an integer >= "
                           f"{MIN_SPLIT}")
-    check_dest(cfg.out, cfg.overwrite, marker="report.json")  # before any work
+    check_dest(cfg.out, cfg.overwrite, inputs=(cfg.data, cfg.robot), **DEST)  # before any work
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
@@ -300,7 +304,7 @@ def run(cfg: IdentifyConfig) -> dict:
               "nmse_per_joint": scores,
               **{k: v for k, v in info.items() if k not in ("params", "robot")},
               "drift": _drift(preds, train, test)}
-    with atomic_dir(cfg.out, overwrite=cfg.overwrite, marker="report.json") as out:
+    with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:
         out = Path(out)
         save_resolved(cfg, out)
         write_json(out / "report.json", json_safe(report))

@@ -59,8 +59,10 @@ def _to_table(traj: Trajectory) -> pa.Table:
     return pa.table(cols)
 
 
-DATASET_MARKER = "meta/info.json"
-"""the file that makes a directory a dataset (``--overwrite`` replaces only such a directory)"""
+DATASET_DEST = {"marker": "meta/info.json", "kind": lambda j: j.get("format") == FORMAT,
+                "allowed": lambda name: name in ("meta", "data", "config.json")}
+"""what makes a directory a neuract dataset (``--overwrite`` replaces only such a directory:
+:func:`neuract.atomic.check_dest`)"""
 
 
 def _from_table(
@@ -153,7 +155,7 @@ def write_dataset(
     rates = [tr.meta.rate_hz for tr in trajs if tr.meta.rate_hz is not None]
     totals: dict[str, int] = {}
     all_channels: list[str] = []
-    with atomic_dir(out, overwrite=overwrite, marker=DATASET_MARKER) as tmp:
+    with atomic_dir(out, overwrite=overwrite, **DATASET_DEST) as tmp:
         (tmp / "data").mkdir()
         for i, tr in enumerate(trajs):
             rel = f"data/episode_{i:06d}.parquet"

@@ -174,6 +174,12 @@ def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str,
             "neuract or another trainer), so nothing shows it comes from a run with these "
             f"options and data; not resumed. To start afresh, {restart_hint}")
     diffs = key_differences(stored, normalise_key(key))
+    only_new = [name for name, old, _ in diffs if old == "(absent)"]
+    if diffs and len(only_new) == len(diffs):  # every difference: a field the key gained
+        raise CheckpointError(
+            f"training checkpoint {str(path)!r} was written by an older neuract whose run key "
+            f"lacks {', '.join(only_new)}, so it cannot be shown to come from this run; not "
+            f"resumed. To start afresh, {restart_hint}")
     if diffs:
         what = "; ".join(f"{name}: {old} (checkpoint) -> {new} (this run)"
                          for name, old, new in diffs)

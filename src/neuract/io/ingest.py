@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import tyro
 
 from neuract.atomic import check_dest
-from neuract.data.dataset import DATASET_MARKER
+from neuract.data.dataset import DATASET_DEST
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError, SchemaError
 from neuract.registry import Registry
@@ -279,7 +279,8 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
                           "it out to read every episode)")
-    check_dest(cfg.out, cfg.overwrite, marker=DATASET_MARKER)  # before reading anything
+    check_dest(cfg.out, cfg.overwrite, inputs=(cfg.source, cfg.mapping, cfg.calibration),
+               **DATASET_DEST)  # before reading anything
     with warnings.catch_warnings():
         if cfg.quiet:
             warnings.simplefilter("ignore")

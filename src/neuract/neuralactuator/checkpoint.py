@@ -27,6 +27,9 @@ from neuract.neuralactuator.model import (
 
 KIND = "neuralactuator"
 FORMAT = 1
+CHECKPOINT_DEST = {"marker": "config.json", "kind": lambda j: j.get("kind") == KIND,
+                   "allowed": lambda name: name in ("config.json", "model.safetensors")}
+"""what makes a directory a checkpoint (``overwrite`` replaces only such a directory)"""
 
 
 def save_checkpoint(model: NeuralActuator, out_dir: str | os.PathLike,
@@ -43,7 +46,7 @@ def save_checkpoint(model: NeuralActuator, out_dir: str | os.PathLike,
         "flops_per_sample": count_flops(cfg),
         "extra": extra or {},
     }
-    with atomic_dir(out_dir, overwrite=overwrite, marker="config.json") as tmp:
+    with atomic_dir(out_dir, overwrite=overwrite, **CHECKPOINT_DEST) as tmp:
         save_weights(model, tmp / "model.safetensors", meta={"kind": KIND})
         write_json(tmp / "config.json", info)
     return out_dir

@@ -183,8 +183,10 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     # everything is built in a private sibling folder that replaces the directory as a whole
     # once every size compiled (a failed or interrupted compile leaves it as it was), so an
     # existing one may hold only what compile_aot writes
-    check_dest(out, True, marker=META, allowed=_ours)
-    with atomic_dir(out, overwrite=True, marker=META, allowed=_ours) as stage:
+    dest = {"marker": META, "allowed": _ours,
+            "kind": lambda j: j.get("kind") == "neuralactuator-aoti"}
+    check_dest(out, True, **dest)
+    with atomic_dir(out, overwrite=True, **dest) as stage:
         op = {}
         if quantize == "int8":
             int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())

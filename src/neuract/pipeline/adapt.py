@@ -55,8 +55,9 @@ class AdaptConfig:
 def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     import torch
 
+    from neuract.atomic import check_dest
     from neuract.neuralactuator import TrainConfig, fine_tune, pose_error, save_checkpoint
-    from neuract.neuralactuator.checkpoint import read_config
+    from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
     from neuract.pipeline.verbs import (
         _adapt,
         load_model,
@@ -71,8 +72,9 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     if not 0 <= cfg.holdout < 1:
         raise ConfigError(f"--holdout {cfg.holdout}; expected 0 <= share < 1")
     out = Path(cfg.out)
-    if out.exists() and not cfg.overwrite:
-        raise ConfigError(f"--out {str(out)!r} already exists; pass --overwrite to replace it")
+    # before any work: --out may not hold an input, and --overwrite replaces only a checkpoint
+    check_dest(out, cfg.overwrite, inputs=(cfg.checkpoint, cfg.data, cfg.robot),
+               **CHECKPOINT_DEST)
     model = load_model(Path(cfg.checkpoint))
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
     trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]

@@ -140,6 +140,9 @@ def targets(res: Mapping[str, Any]) -> list[dict[str, Any]]:
     if g.get("f1") is not None:
         out.append({"target": "gate F1 >= 0.95", "value": f"{g['f1']:.3f}",
                     "met": g["f1"] >= 0.95, "mode": "estimator"})
+    elif g:  # scored, but the test data hold no contact: say so rather than drop the row
+        out.append({"target": "gate F1 >= 0.95", "value": "not measurable (no contact sample "
+                    "in the test episodes)", "met": False, "mode": "estimator"})
     c = na.get("condition") or {}
     if c.get("accuracy") is not None and c.get("auc") is not None:  # both classes present
         pm = res.get("condition_per_motor") or {}

@@ -17,7 +17,6 @@ gate probability and per-motor degraded probability (estimator mode throughout).
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -235,25 +234,21 @@ class EstimateConfig:
     quiet: bool = False
 
 
-OUT_MARKER = "summary.json"
-"""what estimate and simulate write last into --out (``--overwrite`` replaces only a
-directory holding it: an earlier output of theirs)"""
+OUT_DEST = {"marker": "summary.json",
+            "kind": lambda j: j.get("mode") in ("estimator", "simulator") and "episodes" in j,
+            "allowed": lambda name: name == "summary.json" or name.endswith(".parquet")}
+"""what makes a directory an earlier output of estimate or simulate (``--overwrite``
+replaces only such a directory)"""
 
 
-def check_out(out: Path, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+def check_out(out: Path, overwrite: bool, inputs: Sequence[Path | str | None] = ()) -> None:
     """Refuse, before any work, an ``--out`` that is or holds one of the ``inputs``
-    (checkpoint, data), or an existing one that is not replaceable
+    (checkpoint, data, robot file), or an existing one that is not replaceable
     (:func:`neuract.atomic.check_dest`: without ``--overwrite``, not a directory, or not an
     earlier output of these verbs)."""
     from neuract.atomic import check_dest
 
-    target = Path(os.path.abspath(out))
-    for p in inputs:
-        src = Path(os.path.abspath(p))
-        if src == target or target in src.parents:
-            raise ConfigError(f"--out {str(out)!r} holds the input {str(p)!r}; the output "
-                              "directory is written as a whole: choose another one")
-    check_dest(target, overwrite, marker=OUT_MARKER)
+    check_dest(out, overwrite, inputs=inputs, **OUT_DEST)
 
 
 def read_telemetry(path: Path) -> list:
@@ -338,9 +333,13 @@ def resolve_robot(name: str, model, trajs, site: str = ""):
         raise ConfigError(f"--robot {name!r} has {robot.n_dof} joints "
                           f"{list(robot.joint_names)}; the episodes have {len(names)} {names}: "
                           "not the same arm")
-    if not set(robot.joint_names) & set(names):  # data may name its joints its own way
+    if set(robot.joint_names) == set(names) and list(robot.joint_names) != names:
+        raise ConfigError(f"--robot {name!r} orders its joints {list(robot.joint_names)}; the "
+                          f"episodes {names}: joints are matched by position, so the data "
+                          "must list them in the model's order")
+    if list(robot.joint_names) != names:  # data may name its joints its own way
         warnings.warn(f"the arm model {name!r} names its joints {list(robot.joint_names)}, the "
-                      f"episodes {names}: matched by order; check that it is the same arm",
+                      f"episodes {names}: matched by position; check that it is the same arm",
                       stacklevel=2)
     defaults = {"so101": "gripperframe", "omx": "end_effector", "omx_arm": "end_effector"}
     return robot, site or model.cfg.physics_site or defaults.get(name) or None
@@ -358,7 +357,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
-    with atomic_dir(out_dir, overwrite=cfg.overwrite, marker=OUT_MARKER) as tmp_dir:
+    with atomic_dir(out_dir, overwrite=cfg.overwrite, **OUT_DEST) as tmp_dir:
         for tr in trajs:
             summary["episodes"].append(_estimate_episode(model, tr, cfg, tmp_dir))
         write_json(tmp_dir / "summary.json", summary)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from neuract.atomic import check_dest
-from neuract.data.dataset import DATASET_MARKER
+from neuract.data.dataset import DATASET_DEST
 from neuract.twin.tasks import TASKS
 
 
@@ -57,7 +57,7 @@ def run(cfg: TwinConfig) -> None:
                          sim=SimConfig(physics_hz=cfg.physics_hz, episode_s=cfg.episode_s,
                                        n_envs=cfg.n_envs))
     gen.validate()
-    check_dest(cfg.out, cfg.overwrite, marker=DATASET_MARKER)  # before generating
+    check_dest(cfg.out, cfg.overwrite, **DATASET_DEST)  # before generating
     console = Console(stderr=True)
     n = gen.n_episodes()
     t0 = time.perf_counter()
