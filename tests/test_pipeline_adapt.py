@@ -61,6 +61,12 @@ def test_adapt_writes_a_scored_checkpoint(unit):
     assert list(pre) == ["estimator"] and pre["estimator"].gate_threshold == 0.4
     with pytest.raises(ConfigError, match="no neuralactuator_simulator"):
         load_pretrained(root)
+    import shutil
+
+    run = root / "a_run"  # a run directory (its own config.json): its checkpoints/ are read
+    shutil.copytree(out, run / "checkpoints" / "neuralactuator_estimator")
+    (run / "config.json").write_text('{"type": "EvaluateConfig"}')
+    assert list(load_pretrained(run)) == ["estimator"]
 
 
 def test_adapt_refuses_bad_input(unit):

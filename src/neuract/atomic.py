@@ -111,6 +111,13 @@ def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = No
                           "choose another output path")
 
 
+def is_output(path: str | os.PathLike, marker: str, kind: Callable[[Any], bool] | None = None,
+              allowed: Callable[[str], bool] | None = None) -> bool:
+    """Whether the directory ``path`` is an output of the kind ``marker`` / ``kind`` describe
+    (the arguments of :func:`check_dest`; ``allowed`` is not needed to recognise one)."""
+    return Path(path).is_dir() and _marks(Path(path) / marker, kind)
+
+
 def _marks(marker: Path, kind: Callable[[Any], bool] | None) -> bool:
     """Whether ``marker`` is a file (and, with ``kind``, JSON that ``kind`` accepts)."""
     if not marker.is_file():

@@ -108,9 +108,14 @@ def load_pretrained(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     path = Path(path)
-    if (path / "config.json").is_file():  # a single checkpoint
+    from neuract.atomic import is_output
+    from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST
+
+    if is_output(path, **CHECKPOINT_DEST):  # a single checkpoint
         model = load_model(path)
         return {model.cfg.mode: model}
+    if (path / "checkpoints").is_dir():  # a run directory (demo, evaluate)
+        path = path / "checkpoints"
     out = {}
     for mode in ("simulator", "estimator"):
         p = path / f"neuralactuator_{mode}"
