@@ -89,3 +89,14 @@ def test_bad_numeric_options_are_named(args, match, capsys):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+
+
+def test_library_field_names_read_as_options(capsys):
+    from neuract.cli import cli_names
+
+    msg = "ExperimentConfig.sim_prior='x'; TwinDataConfig.worn_train_minutes = -1"
+    assert cli_names("demo", msg) == "--experiment.sim-prior='x'; --data.worn-train-minutes = -1"
+    assert cli_names("evaluate", msg).endswith("--twin.worn-train-minutes = -1")
+    assert cli_names("fit", msg) == msg
+    assert main(["demo", "--experiment.sim-prior", "foo", "--out", "never_written", "--quiet"]) == 1
+    assert "--experiment.sim-prior='foo'" in capsys.readouterr().err

@@ -36,6 +36,25 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+# library config classes -> the option prefix a verb gives them on its command line
+OPTION_PREFIX: dict[str, dict[str, str]] = {
+    "demo": {"ExperimentConfig": "--experiment.", "TwinDataConfig": "--data."},
+    "evaluate": {"ExperimentConfig": "--experiment.", "TwinDataConfig": "--twin.",
+                 "TwinPretrainConfig": "--twin-pretrain."},
+}
+
+
+def cli_names(verb: str, message: str) -> str:
+    """A library error message with its config field names (``ExperimentConfig.sim_prior``)
+    written as the verb's options (``--experiment.sim-prior``)."""
+    import re
+
+    for cls, prefix in OPTION_PREFIX.get(verb, {}).items():
+        message = re.sub(rf"\b{cls}\.([a-z_]+)",
+                         lambda m, p=prefix: p + m.group(1).replace("_", "-"), message)
+    return message
+
+
 RESUMABLE = ("adapt", "demo", "evaluate", "fit")
 """verbs that save their training state as they go and resume from it when rerun"""
 
@@ -64,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = module.run(cfg)
     except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
-        print(f"neuract {verb}: error: {exc}", file=sys.stderr)
+        print(f"neuract {verb}: error: {cli_names(verb, str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"\nneuract {verb}: interrupted."
