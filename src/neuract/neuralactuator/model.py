@@ -159,10 +159,13 @@ class NeuralActuatorConfig:
             raise ConfigError(f"NeuralActuatorConfig.reference_steps={self.reference_steps!r}; "
                               "expected an integer >= 2 samples (0: no reference channels)")
         if self.reference_steps:
-            if self.mode != "estimator" or not self.servo or not self.physics_robot:
-                raise ConfigError(f"reference_steps={self.reference_steps} needs mode="
-                                  f"'estimator' (got {self.mode!r}), the fitted servo's JSON in "
-                                  "servo and the arm in physics_robot")
+            missing = [what for what, ok in (
+                (f"mode='estimator' (got {self.mode!r})", self.mode == "estimator"),
+                ("the fitted servo's JSON in servo", bool(self.servo)),
+                ("the arm in physics_robot", bool(self.physics_robot))) if not ok]
+            if missing:
+                raise ConfigError(f"reference_steps={self.reference_steps} needs "
+                                  + ", ".join(missing))
             servo_configs(self.servo)
         elif self.servo and self.prior != "servo":
             raise ConfigError(f"servo={self.servo[:60]!r}... is set but prior={self.prior!r} "
