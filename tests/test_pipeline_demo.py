@@ -429,7 +429,7 @@ def test_twin_pretraining_needs_the_nad_source(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert main(["evaluate", "--source", "nad", "--out", str(tmp_path / "x"),
                  "--twin-pretrain.units", "0", "--quiet"]) == 1
-    assert "TwinPretrainConfig.units = 0" in capsys.readouterr().err
+    assert "--twin-pretrain.units = 0" in capsys.readouterr().err  # the option as typed
 
 
 @pytest.mark.realdata
