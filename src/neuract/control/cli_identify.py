@@ -171,7 +171,7 @@ def _validate(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dic
             raise SchemaError(f"{where}: 't' is not strictly increasing (t[{i}] = "
                               f"{out['t'][i]:g}, t[{i + 1}] = {out['t'][i + 1]:g}); "
                               "accepted: strictly increasing time stamps [s]")
-    k = int(round(n * (1 - cfg.test_fraction)))
+    k = _split_index(n, cfg.test_fraction)
     if min(k, n - k) < MIN_SPLIT:
         raise SchemaError(f"{where}: {n} samples split by --test-fraction "
                           f"{cfg.test_fraction:g} into {k} training / {n - k} held-out; "
@@ -199,10 +199,15 @@ def _prepare(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict
     return ep
 
 
+def _split_index(n: int, frac: float) -> int:
+    """Samples of an n-sample episode before its held-out tail of share ``frac``."""
+    return int(round(n * (1 - frac)))
+
+
 def _split(eps, frac):
     train, test = [], []
     for ep in eps:
-        k = int(round(len(ep["q"]) * (1 - frac)))
+        k = _split_index(len(ep["q"]), frac)
         arrs = [torch.from_numpy(np.asarray(ep[c], dtype=np.float64)) for c in
                 ("q", "qd", "qdd", "tau")]
         train.append([a[:k] for a in arrs])

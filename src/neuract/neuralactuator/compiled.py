@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from neuract.atomic import atomic_dir, check_dest, write_json
+from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
 from neuract.neuralactuator.export import QUANTIZE
@@ -185,8 +185,7 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     # existing one may hold only what compile_aot writes
     dest = {"marker": META, "allowed": _ours,
             "kind": lambda j: j.get("kind") == "neuralactuator-aoti"}
-    check_dest(out, True, **dest)
-    with atomic_dir(out, overwrite=True, **dest) as stage:
+    with atomic_dir(out, overwrite=True, **dest) as stage:  # checks `out` before any work
         op = {}
         if quantize == "int8":
             int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())
