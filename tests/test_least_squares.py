@@ -102,6 +102,9 @@ def test_core_regressor_identity_and_base_recovery(name, n, seed, rtol, atol):
     if name == "panda":  # and a physically consistent fit on a third of the samples
         cons = identify_consistent(y[:100], tau[:100], qd[:100], max_iter=100)
         assert min(cons.extra["pseudo_inertia_min_eig"]) > 0
+        # (positive definite by construction): and it fits every joint's torque, to 2-11 % of
+        # its spread (the generic sphere prior it starts from: 35 % and more)
+        assert (cons.rmse < 0.2 * tau[:100].std(0).numpy()).all(), cons.rmse
 
 
 def test_consistent_fit_two_link_full_regressor_is_pd_and_fits():

@@ -27,6 +27,9 @@ PLANT = TwoLinkArm(TwoLinkParams(fv=(0.1, 0.1), fc=(0.05, 0.05)))
 def test_pd_steady_states_solve_rest_equation():
     q_d, q, tau = pd_steady_states(PLANT, 50, kp=100.0, seed=0)
     torch.testing.assert_close(tau, PLANT.gravity(q))
+    # at rest the PD law with the given gain holds that gravity: tau = Kp (q_d - q)
+    torch.testing.assert_close(tau, 100.0 * (q_d - q))
+    assert (q_d - q).abs().max() > 1e-3  # gravity really pulls the arm off its targets
 
 
 @pytest.mark.slow
@@ -66,6 +69,17 @@ def test_constant_velocity_runs_hold_speed():
     data = constant_velocity_data(PLANT, PLANT.gravity, n_runs=4, duration=2.0, seed=0)
     assert len(data["q"]) > 10
     assert (data["qdd"].abs().max() < 0.5)
+    # the kept samples move at a commanded speed (|v| in [0.3, 0.7] rad/s, within tol = 1e-3),
+    # in both directions (random_sign), not at rest
+    speed = data["qd"].abs()
+    assert (speed > 0.3 - 1e-3).all() and (speed < 0.7 + 1e-3).all()
+    assert (data["qd"] > 0).any() and (data["qd"] < 0).any()
+    # target = tau - g_hat(q), which on the true plant is M qdd + C qd + f exactly
+    torch.testing.assert_close(data["target"], data["tau"] - PLANT.gravity(data["q"]))
+    with torch.no_grad():
+        rest = ((PLANT.mass_matrix(data["q"]) @ data["qdd"][..., None])[..., 0]
+                + PLANT.coriolis(data["q"], data["qd"]) + PLANT.friction(data["qd"]))
+    torch.testing.assert_close(data["target"], rest)
 
 
 @pytest.mark.slow

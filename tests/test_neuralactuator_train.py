@@ -165,13 +165,21 @@ def test_supervised_heads_learn_and_fine_tune_keeps_stats(robot):
     # only shows through the arm's dynamics; the twin benchmark scores it)
     for k in ("gate", "condition"):
         assert b[k] < 0.8 * a[k], (k, a[k], b[k])
-    mean = model.x_mean.clone()
-    enc = model.inp.weight.clone()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     new_unit = synth(robot, n_eps=1, T=40, seed=5)
     fine_tune(model, new_unit, robot, TrainConfig(steps=3, horizon=4, freeze_encoder=True),
               site=site)
-    torch.testing.assert_close(model.x_mean, mean)
-    torch.testing.assert_close(model.inp.weight, enc)  # frozen encoder
+    after = model.state_dict()
+    torch.testing.assert_close(model.x_mean, before["x_mean"])
+    torch.testing.assert_close(model.x_std, before["x_std"])
+    # frozen encoder (input projection, positions, attention layers): exactly as it was;
+    # the head trunk and the heads were trained
+    enc = [k for k in before if k.startswith(("inp.", "pos", "layers."))]
+    assert "inp.weight" in enc and "pos" in enc and any(k.startswith("layers.") for k in enc)
+    for k in enc:
+        assert torch.equal(after[k], before[k]), k
+    for k in ("trunk.weight", "head.weight"):
+        assert not torch.equal(after[k], before[k]), k
 
 
 def test_aux_windows_train_the_labelled_heads_without_simulation(robot):

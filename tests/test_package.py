@@ -82,7 +82,14 @@ def test_cli_unknown_verb(capsys):
 
 def test_cli_help_lists_verbs(capsys):
     assert cli.main([]) == 0
-    assert "demo" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # every verb, each on its own line with its one-line help
+    for verb, (_, _, summary) in cli.VERBS.items():
+        assert any(line.split()[:1] == [verb] and summary in line
+                   for line in out.splitlines()), verb
+    for flag in ("-h", "--help", "help"):
+        assert cli.main([flag]) == 0
+        assert capsys.readouterr().out == out
 
 
 def test_lazy_attribute_error():
@@ -92,7 +99,10 @@ def test_lazy_attribute_error():
 
 @pytest.mark.parametrize("name", sorted(neuract._LAZY))
 def test_lazy_public_names_resolve(name):
-    assert getattr(neuract, name) is not None
+    obj = getattr(neuract, name)
+    # the public object itself (a class or function of that name), from the package named
+    assert getattr(obj, "__name__", None) == name
+    assert obj.__module__.startswith(neuract._LAZY[name])
     assert name in neuract.__all__
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from neuract.data import Trajectory, TrajectoryMeta
 from neuract.eval import evaluate_rollouts
@@ -83,6 +84,19 @@ def test_fitted_servo_simulator_and_torques_are_consistent():
     duty = np.clip(c.kp * c.error_gain * e, -1, 1)
     ref = c.kt * (duty * c.voltage - c.kt * tr["qd"]) / c.R
     np.testing.assert_allclose(tau, ref, rtol=1e-6, atol=1e-6)
+    # the rollout's first step (one substep) applies exactly that torque from the measured
+    # state: one semi-implicit Euler step of M qdd = tau - b(q, qd)
+    from neuract.eval.protocol import _batch
+
+    starts = np.array([5, 20, 33])
+    batch = _batch(tr, starts, 10, ("q_goal",), np.asarray(tr["qd"]))
+    q0, qd0 = (torch.as_tensor(np.asarray(tr[k])[starts]) for k in ("q", "qd"))
+    qdd = torch.linalg.solve(robot.mass_matrix(q0),
+                             torch.as_tensor(tau[starts]) - robot.bias_forces(q0, qd0))
+    q1 = (q0 + 0.016 * (qd0 + 0.016 * qdd)).numpy()
+    got = bl.system_simulator(model, robot, substeps=1)(batch)
+    assert got.shape == (3, 10, 6) and np.abs(q1 - q0.numpy()).max() > 1e-3  # it moved
+    np.testing.assert_allclose(got[:, 0], q1, rtol=0, atol=1e-9)
     sim = bl.system_simulator(model, robot)
     recs = evaluate_rollouts(sim, [tr], "servo", horizons=(10,))
     assert recs[0]["n_windows"] > 0 and recs[0]["arm_mean_deg"] < 30
@@ -98,6 +112,16 @@ def test_condition_baseline_is_causal_and_separates_classes():
 
     train = [ep(c, s) for s, c in enumerate([0, 1, 0, 1, 0, 1])]
     est, _ = bl.condition_baseline("random_forest", train, window=32, stride=8)
-    out = est(ep(1, 9))
+    worn, healthy = ep(1, 9), ep(0, 10)
+    out = est(worn)
     assert not out["valid"][:31].any() and out["valid"][31:].all()
     assert (out["condition_prob"][31:, 1] > 0.5).mean() > 0.9
+    ref = est(healthy)["condition_prob"]
+    assert (ref[31:, 1] < 0.5).mean() > 0.9
+    # causal: a sample's probability reads no later sample (currents ten times as large from
+    # sample 120 on, which read as a worn motor at once, leave the earlier ones as they were)
+    cur = np.asarray(healthy["current"]).copy()
+    cur[120:] *= 10.0
+    got = est(healthy.replace(channels={"current": cur}))["condition_prob"]
+    np.testing.assert_array_equal(got[31:120], ref[31:120])
+    assert (got[120:, 1] > 0.5).mean() > 0.9
