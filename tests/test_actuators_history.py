@@ -73,12 +73,18 @@ def test_delay_out_of_range_is_a_config_error():
 
 def test_delayed_servo_acts_on_the_old_command():
     a = build_actuator(ActuatorConfig(type="sts3215", friction="none", delay=0.03)).double()
+    plain = build_actuator(ActuatorConfig(type="sts3215", friction="none")).double()
     st = _state([0.0], kp=16)
-    for k in range(10):
-        cmd = torch.full((1, 1), 0.1 if k >= 8 else 0.0, dtype=D)  # step at frame 8
-        a.observe(cmd, st)
-    # 2 frames after the step a 30 ms delay still sees the old command (0)
-    assert a.torque(cmd, st).abs().item() < 1e-4
+    step = torch.full((1, 1), 0.1, dtype=D)
+    with torch.no_grad():
+        want = plain.torque(step, st).item()  # the torque the step asks for, undelayed
+        assert abs(want) > 0.1
+        for k in range(14):
+            cmd = step if k >= 8 else torch.zeros(1, 1, dtype=D)  # step at frame 8
+            a.observe(cmd, st)
+            # a 30 ms delay at 10 ms frames sees the step from frame 11 on, not before
+            assert a.torque(cmd, st).item() == pytest.approx(want if k >= 11 else 0.0,
+                                                             abs=1e-6), k
 
 
 @pytest.mark.parametrize("arch", ["mlp", "gru", "transformer"])

@@ -160,3 +160,19 @@ def test_punch_adds_a_minimum_duty_in_the_error_direction():
         assert duty == approx(4 * 0.1649 * err + 0.05 * math.tanh(err / 0.001))
     assert _f(s.duty(_t([[0.0]]), _state())) == approx(0.0)
     assert _f(s.duty(_t([[5.0]]), _state())) == approx(1.0)  # still clipped
+
+
+def test_smooth_variant_saturates_duty_and_current_with_tanh():
+    """smooth=True: duty max_duty tanh(u / max_duty), current lim tanh(i / lim): the slope and
+    the bounds of the hard clips, with a gradient everywhere."""
+    s = _servo(kp=8.0, max_duty=0.8, current_limit=0.5, smooth=True)
+    hard = _servo(kp=8.0, max_duty=0.8, current_limit=0.5)
+    for err in (-3.0, -0.2, 0.05, 0.5, 3.0):
+        u = 8.0 * 0.1649 * err
+        assert _f(s.duty(_t([[err]]), _state())) == approx(0.8 * math.tanh(u / 0.8))
+        assert abs(_f(s.duty(_t([[err]]), _state()))) <= abs(_f(hard.duty(_t([[err]]),
+                                                                          _state()))) + 1e-12
+    for duty, qd in ((1.0, 0.0), (0.3, 2.0), (-0.05, 0.1)):
+        i = (duty * V - KT * qd) / R
+        assert _f(s.motor_torque(_t([[duty]]), _state(qd=qd))) == approx(KT * 0.5 *
+                                                                          math.tanh(i / 0.5))

@@ -120,13 +120,28 @@ def test_atomic_dir_overwrite_replaces_directory_and_removes_old(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ds"]  # no .ds.*.old / .tmp sibling
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root ignores directory modes: the chmod retry is never needed")
-def test_atomic_dir_overwrite_removes_read_only_old_copy(tmp_path):
+def _unlink_as_owner(real_unlink):
+    """os.unlink that refuses, as the kernel does for a non-root owner, to remove an entry of a
+    directory without its owner write bit (root bypasses the bit, so the test would be vacuous
+    as root without this): the refusal happens whoever runs the test."""
+
+    def unlink(path, *, dir_fd=None):
+        full = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path) if dir_fd is not None \
+            else os.fspath(path)
+        if not os.stat(os.path.dirname(full)).st_mode & stat.S_IWUSR:
+            raise PermissionError(13, "Permission denied", full)
+        return real_unlink(path, dir_fd=dir_fd)
+
+    return unlink
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_atomic_dir_overwrite_removes_read_only_old_copy(tmp_path, monkeypatch):
     out = tmp_path / "ds"
     (out / "ro").mkdir(parents=True)
     (out / "ro" / "f").write_text("old")
     os.chmod(out / "ro", 0o500)
+    monkeypatch.setattr(os, "unlink", _unlink_as_owner(os.unlink))
     try:
         with atomic_dir(out, overwrite=True) as tmp:
             (tmp / "a.txt").write_text("new")

@@ -47,6 +47,8 @@ def test_round_trip_exact(tmp_path):
     assert info["units"]["q"] == "rad" and info["counts"]["dropped_samples"] == 8
     assert info["n_samples"] == sum(len(t) for t in trajs)
     assert ds.where(task="ep2") == [2]
+    assert ds.where(task="ep2", mass=trajs[2].meta.labels["mass"]) == [2]
+    assert ds.where(task="ep2", mass=trajs[0].meta.labels["mass"]) == []  # every label must match
 
 
 def test_stats_equal_numpy(tmp_path):

@@ -37,7 +37,8 @@ def test_resample_linear_exact_and_jitter():
     q = np.stack([2.0 * t - 1.0, -0.5 * t], 1)  # linear: interpolation is exact
     valid = np.ones((300, 2), bool)
     valid[100] = False
-    tr = traj(t, q, valid=valid, contact=np.arange(300) >= 150)
+    cond = (np.arange(300) % 2).astype(np.int8)  # changes at every sample
+    tr = traj(t, q, valid=valid, contact=np.arange(300) >= 150, condition=cond)
     r = resample(tr, rate_hz=60.0)
     assert is_uniform(r["t"]) and r.meta.rate_hz == 60.0
     np.testing.assert_allclose(np.diff(r["t"]), 1 / 60, rtol=1e-9)
@@ -46,6 +47,10 @@ def test_resample_linear_exact_and_jitter():
     bad = np.flatnonzero(~r["valid"][:, 0])
     assert bad.size >= 1 and np.all(np.abs(r["t"][bad] - t[100]) < 0.025)
     assert r["contact"][0] == False and r["contact"][-1] == True  # noqa: E712
+    # non-float channels take the value of the nearest original sample
+    nearest = np.abs(r["t"][:, None] - t[None, :]).argmin(1)
+    np.testing.assert_array_equal(r["contact"], nearest >= 150)
+    np.testing.assert_array_equal(r["condition"], cond[nearest])
     assert r.meta.counts["gap_samples"] == 0
 
 

@@ -76,9 +76,18 @@ def test_replace_and_slice():
     tr = make(qd=np.ones((10, 2)))
     tr2 = tr.replace({"qdd": np.zeros((10, 2))}, drop=("qd",), name="other")
     assert "qdd" in tr2 and "qd" not in tr2 and tr2.meta.name == "other"
-    assert len(tr.slice(2, 5)) == 3
+    part = tr.slice(2, 5)
+    assert len(part) == 3 and part.meta == tr.meta and part.channels == tr.channels
+    for ch in tr.channels:
+        np.testing.assert_array_equal(part[ch], tr[ch][2:5])
     assert tr.equals(make(qd=np.ones((10, 2))))
     assert not tr.equals(tr2)
+    # equality needs the same channels and values (the metadata being equal)
+    assert not tr.equals(make(qd=np.ones((10, 2)), qdd=np.zeros((10, 2))))
+    assert not make(qd=np.ones((10, 2)), qdd=np.zeros((10, 2))).equals(tr)
+    qd = np.ones((10, 2))
+    qd[9, 1] = 1.0 + 1e-12
+    assert not tr.equals(make(qd=qd))
 
 
 @pytest.mark.parametrize("t,where", [

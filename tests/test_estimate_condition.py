@@ -58,6 +58,10 @@ def test_threshold_finds_feature_and_direction():
     named = make_condition_baseline("threshold", feature="f2",
                                     names=[f"f{i}" for i in range(6)]).fit(X, y)
     assert named.column_ == 2 and named.threshold_ == pytest.approx(clf.threshold_)
+    # probability: logistic in the signed distance to the threshold, in feature std devs
+    z = -(X[:7, 2] - clf.threshold_) / X[:, 2].std()
+    np.testing.assert_allclose(clf.predict_proba(X[:7])[:, 1], 1 / (1 + np.exp(-4 * z)),
+                               rtol=1e-12)
 
 
 def test_errors():
@@ -100,6 +104,22 @@ def test_window_features_separate_degraded_motor():
     assert wf.features.shape[1] == len(wf.names) == 2 * 5  # err x2, effort x2, effort/err
     assert "j1:err_mean" in wf.names and set(wf.labels.tolist()) == {0, 1}
     assert len(wf.start) == 8 * len(range(0, 400 - 64 + 1, 32))
+    # the statistics of one window, from their definitions (module docstring)
+    tr, k = train[1], len(range(0, 400 - 64 + 1, 32)) + 3  # 4th window of the 2nd run
+    assert wf.traj_index[k] == 1 and wf.start[k] == 96
+    e = np.abs(tr["q_goal"] - tr["q"])[96:160]
+    a = np.abs(tr["current"])[96:160]
+    want = [e.mean(0), np.sqrt((e**2).mean(0)), a.mean(0), np.sqrt((a**2).mean(0)),
+            a.mean(0) / (e.mean(0) + 1e-3)]
+    stats = ("err_mean", "err_rms", "effort_mean", "effort_rms", "effort_per_err")
+    assert wf.names == tuple(f"{j}:{st}" for st in stats for j in ("j1", "j2"))
+    np.testing.assert_allclose(wf.features[k], np.concatenate(want), rtol=1e-12)
+    # a window's label is its majority condition, a tie going to the larger class
+    cond = np.zeros(160, np.int8)
+    cond[32:64] = 1  # windows [0, 64) and [32, 96): 32 of each
+    cond[140:150] = 1  # window [96, 160): 10 of 64
+    mixed = _servo_traj(False, 9, n=160).replace({"condition": cond})
+    assert window_features([mixed], window=64, stride=32).labels.tolist() == [1, 1, 0, 0]
     for name in NAMES:
         acc = (make_condition_baseline(name).fit(wf.features, wf.labels)
                .predict(wt.features) == wt.labels).mean()

@@ -354,5 +354,9 @@ def test_filter_derived_qd_never_reads_samples_after_t0():
     P.evaluate_rollouts(lambda b: seen2.append(b) or P.hold_simulator(b), [tr2], "spy",
                         horizons=[10], history=4)
     assert np.array_equal(seen[0].qd0[1], seen2[0].qd0[1])
+    # the filter's qd is replaced by backward differences of the measured positions
+    back = np.diff(q[t0 - 4:t0 + 1], axis=0) / np.diff(t[t0 - 4:t0 + 1])[:, None]
+    np.testing.assert_allclose(seen[0].qd0[1], back[-1], rtol=1e-12)
+    np.testing.assert_allclose(seen[0].past["qd"][1], back, rtol=1e-12)  # samples t0-3..t0
     assert np.array_equal(seen[0].past["qd"][1], seen2[0].past["qd"][1])
     assert not np.array_equal(tr["qd"][t0], tr2["qd"][t0])  # the stored qd did read the future

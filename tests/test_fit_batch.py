@@ -32,7 +32,7 @@ def test_grid_mask_enable_and_voltage():
     q = np.sin(t)
     volts = np.full(50, 12.0)
     volts[5] = 25.3  # a glitched read
-    enable = np.arange(50) < 30
+    enable = np.arange(50) < 21  # switched off at the sample after the dropout
     valid = np.ones(50, bool)
     valid[40] = False  # a masked read glitch
     a = _traj(t[keep], q[keep], 2 * q[keep], "a", volts[keep], enable[keep], valid[keep])
@@ -41,13 +41,21 @@ def test_grid_mask_enable_and_voltage():
     assert batch.q.shape == (2, 50, 1)
     np.testing.assert_allclose(batch.q[0, :, 0].numpy(), np.sin(t), atol=2e-4)
     np.testing.assert_allclose(batch.command[0, :, 0].numpy(), 2 * np.sin(t), atol=4e-4)
+    # qd is resampled like q (the grid instants fall on the kept samples)
+    np.testing.assert_allclose(batch.qd[0, keep, 0].numpy(), a["qd"][:, 0], rtol=1e-12)
     m = batch.mask[0, :, 0].numpy()
     # the masked read glitch and the dropout (nearest kept sample a full dt away) are excluded
     assert not m[40] and not m[20] and m.sum() == 48
     assert batch.mask[1, :30].all() and not batch.mask[1, 30:].any()  # padding excluded
     assert batch.voltage[0].unique().tolist() == [12.0]  # median, glitch ignored
     en = batch.enable[0, :, 0].numpy()
-    assert en[:30].all() and not en[30:].any()
+    # the last value set before each instant: the dropout at 20 still reads 19's "on"
+    assert en[:21].all() and not en[21:].any()
+    series = batch_from_trajectories([a, b], dt=0.01, voltage="series")
+    np.testing.assert_allclose(series.voltage[0, keep, 0].numpy(), volts[keep], rtol=1e-12)
+    assert series.voltage[0, 5, 0] == pytest.approx(25.3)  # the glitch, as logged
+    assert series.voltage[0, 20, 0] == pytest.approx(12.0)  # interpolated over the dropout
+    assert (series.voltage[1] == 12.0).all()  # not logged: the default
     assert batch.label_tensor("kp").tolist() == [[16.0], [16.0]]
     with pytest.raises(SchemaError, match="mass"):
         batch.label_tensor("mass")
@@ -60,3 +68,5 @@ def test_split_runs_is_a_seeded_partition():
     assert split_runs(600, 0.1, seed=1) != (tr, va)
     with pytest.raises(SchemaError, match="val_fraction"):
         split_runs(10, 1.5)
+    assert [len(x) for x in split_runs(5, 0.05)] == [4, 1]  # at least one validation run
+    assert split_runs(5, 0.0) == ([0, 1, 2, 3, 4], [])

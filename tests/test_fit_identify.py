@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from neuract.actuators import ActuatorConfig, ActuatorState, ServoActuator, build_actuator
+from neuract.actuators import ActuatorConfig, ServoActuator, build_actuator
 from neuract.actuators.param import Param
 from neuract.fit.batch import RunBatch, split_runs
 from neuract.fit.simulate import JointParams, JointParamsConfig
@@ -190,6 +190,24 @@ def test_resume_after_kill_equals_uninterrupted_fit(tmp_path):
     assert rep_r["best_val"] == pytest.approx(rep_ref["best_val"], abs=1e-12)
 
 
+def test_short_fit_lowers_the_validation_error_and_keeps_the_best_weights():
+    """Ten iterations from a wrong start cut the open-loop error several times; with a step
+    large enough that validation gets worse again after its best, the model ends holding
+    the best-validation weights, not the last ones."""
+    truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.02, armature=0.025)
+    data = synthetic_batch(truth, B=4, T=51)
+    model = _stribeck_model(kt=3.6, fb=0.03, fs=0.04, backlash=0.01, armature=0.02)
+    cfg = TrainConfig(horizons=(0.2, 0.5), stage_iters=(5, 5), runs_per_iter=3, val_every=1,
+                      substeps=1, lr=0.2)
+    start, _ = evaluate(model, PLANT, data, cfg)
+    rep = fit(model, PLANT, data, data, cfg)
+    vals = [h["val_mae"] for h in rep["history"]]
+    assert len(vals) == 10 and rep["best_val"] == min(vals)
+    assert rep["best_val"] < start / 4, (start, vals)  # measured 0.0140 -> 0.0026 rad
+    assert rep["best_iteration"] < 10 and vals[-1] > 1.1 * rep["best_val"]  # the rule is live
+    assert evaluate(model, PLANT, data, cfg)[0] == pytest.approx(rep["best_val"], rel=1e-12)
+
+
 def test_fit_is_deterministic_with_a_seed(tmp_path):
     a, _ = _small_fit(None, seed=1)
     b, _ = _small_fit(None, seed=1)
@@ -243,7 +261,11 @@ def test_fit_verb_writes_checkpoint_config_and_report(tmp_path, capsys):
     cfg = load_resolved(FitConfig, out / "config.json")
     assert cfg.actuator.friction == "m1" and cfg.train.stage_iters == (3, 3, 3)
     report = json.loads((out / "report.json").read_text())
-    assert report["n_val_runs"] == 1 and report["val_mae_rad"] >= 0
+    assert report["n_val_runs"] == 1 and report["val_mae_rad"] > 0
+    # the saved model is the best-validation one: its error is the best the fit recorded
+    curve = [r["val_mae"] for r in report["learning_curve"] if "val_mae" in r]
+    assert report["val_mae_rad"] == pytest.approx(report["best_val"], rel=1e-9)
+    assert report["best_val"] == min(curve)
     rc = main(["fit", "--data", str(tmp_path / "ds"), "--actuator.type", "nope",
                "--out", str(tmp_path / "bad")])
     assert rc == 1 and "valid actuator types" in capsys.readouterr().err
@@ -359,7 +381,49 @@ def test_fit_refuses_other_data_options_and_keyless_checkpoints(tmp_path):
     assert "original options" not in str(err.value)
 
 
+class _SpyServo(ServoActuator):
+    """Records every (command, state) the simulator hands to ``torque``."""
+
+    def torque(self, command, state, history=None):
+        self.seen.append((command.detach().clone(), state))
+        return super().torque(command, state, history)
+
+
 def test_actuator_state_is_simulated():
-    # the rollout builds ActuatorState from its own state: a direct check of the contract
-    st = ActuatorState(q=torch.zeros(1, 1), qd=torch.zeros(1, 1))
-    assert st.tau_ext is None and st.inputs == {}
+    """The rollout builds each ActuatorState from its own simulated state (not the measured
+    one), with the plant's external torque, the effective joint inertia, the physics step and
+    the runs' known inputs (label kp, supply voltage, torque enable)."""
+    truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.02, armature=0.025)
+    data = synthetic_batch(truth, B=3, T=8)
+    q_meas = data.q.clone()
+    q_meas[:, 1:] += 1.0  # measurements after t = 0 that the simulation must never see
+    volts = data.voltage - 1.0 + 0.1 * torch.arange(data.q.shape[1], dtype=D)[:, None]  # (B, T, 1)
+    measured = RunBatch(**{**data.__dict__, "q": q_meas, "voltage": volts})
+    act = _SpyServo(truth.actuator.cfg).double()
+    act.load_state_dict(truth.actuator.state_dict())
+    act.seen = []
+    model = SystemModel(act, truth.joints)
+    plant = PLANT(data.labels)
+    with torch.no_grad():
+        q_sim = model.rollout(plant, measured, substeps=2)
+    T = data.q.shape[1]
+    assert len(act.seen) == 2 * T  # two physics substeps per control step
+    arm = float(truth.joints.armature().detach())
+    kp = torch.tensor([[lab["kp"]] for lab in data.labels], dtype=D)
+    for k, (cmd, st) in enumerate(act.seen):
+        t = k // 2
+        torch.testing.assert_close(cmd, data.command[:, t])
+        if k % 2 == 0:  # first substep of control step t: the rollout's state at t
+            torch.testing.assert_close(st.q, q_sim[:, t], rtol=0, atol=0)
+        if k == 0:
+            torch.testing.assert_close(st.q, measured.q[:, 0])  # only t = 0 is measured
+            torch.testing.assert_close(st.qd, measured.qd[:, 0])
+        elif t > 0:
+            assert (st.q - measured.q[:, t]).abs().min() > 0.5  # never the measurement
+        assert st.dt == pytest.approx(data.dt / 2)
+        M = plant.mass_matrix(st.q)
+        torch.testing.assert_close(st.inertia, torch.diagonal(M, dim1=-2, dim2=-1) + arm)
+        torch.testing.assert_close(st.tau_ext, -plant.bias_forces(st.q, st.qd))
+        torch.testing.assert_close(st.inputs["kp"], kp)
+        torch.testing.assert_close(st.inputs["voltage"], measured.voltage[:, t])
+        torch.testing.assert_close(st.inputs["torque_enable"], measured.enable[:, t])

@@ -57,6 +57,12 @@ def test_channels_units_labels(tmp_path):
     assert tr.meta.labels["mass"] == 0.535 and tr.meta.labels["kp"] == 24
     assert tr.meta.labels["task"] == "sin_sin" and tr.meta.rate_hz == 100.0
     np.testing.assert_allclose(tr["current"][:, 0], (120.0 + np.arange(50)) * 1e-3)  # mA -> A
+    raw = bam_log()["entries"]
+    for ch, field in (("t", "timestamp"), ("q", "position"), ("qd", "speed"),
+                      ("q_goal", "goal_position"), ("voltage", "input_volts"),
+                      ("temperature", "temp")):
+        got = tr[ch] if ch == "t" else tr[ch][:, 0]
+        np.testing.assert_array_equal(got, [e[field] for e in raw], err_msg=ch)
     assert tr["torque_enable"][:, 0].sum() == 45
     assert tr["valid"].all() and tr.meta.counts == {"dropped_samples": 0, "masked_samples": 0}
 
@@ -73,11 +79,18 @@ def test_dropouts_and_spikes_counted(tmp_path):
     t_raw = np.array([e["timestamp"] for e in raw["entries"]])
     np.testing.assert_array_equal(tr["t"][masked], t_raw[[10, 30]])
     # masked samples are linear interpolations of their neighbours; the others are untouched
-    q = tr["q"][:, 0]
+    q, qd = tr["q"][:, 0], tr["qd"][:, 0]
     for i in masked:
         w = (tr["t"][i] - tr["t"][i - 1]) / (tr["t"][i + 1] - tr["t"][i - 1])
         assert q[i] == pytest.approx((1 - w) * q[i - 1] + w * q[i + 1])
+        assert qd[i] == pytest.approx((1 - w) * qd[i - 1] + w * qd[i + 1])  # the speed too
     assert np.abs(q).max() < 0.31
+    kept = [e for i, e in enumerate(raw["entries"]) if i not in (10, 20, 21, 30)]
+    t_kept = [e["timestamp"] for e in kept]
+    rest = np.isin(tr["t"], t_kept)
+    assert rest.sum() == 46
+    np.testing.assert_array_equal(q[rest], [e["position"] for e in kept])
+    np.testing.assert_array_equal(qd[rest], [e["speed"] for e in kept])
 
 
 def test_find_spikes_ignores_steps():

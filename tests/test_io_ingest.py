@@ -54,7 +54,8 @@ def test_csv_ingest_resample_derivatives(tmp_path):
     src, m = _csv_source(tmp_path)
     out = tmp_path / "ds"
     rc = ingest(
-        src, "--format", "csv", "--mapping", m, "--out", out, "--resample-hz", "50", "--derivatives"
+        src, "--format", "csv", "--mapping", m, "--out", out, "--resample-hz", "50",
+        "--derivatives", "--derivative-window-s", "0.2",
     )
     assert rc == 0
     ds = load_dataset(out)
@@ -64,6 +65,7 @@ def test_csv_ingest_resample_derivatives(tmp_path):
     # q = i deg at t = i * 10 ms: qd = 100 deg/s exactly (linear), qdd = 0
     np.testing.assert_allclose(tr["qd"][:, 0], np.radians(100.0), rtol=1e-9)
     np.testing.assert_allclose(tr["qdd"], 0.0, atol=1e-6)
+    assert tr.meta.labels["derivatives"]["window_samples"] == 11  # 0.2 s at 50 Hz, made odd
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["config"]["format"] == "csv"
 

@@ -68,7 +68,9 @@ def test_v21_with_calibration_exact(tmp_path):
     expect = np.array([-1000, -500, 0, 500, 1000, -500]) * step
     np.testing.assert_allclose(trajs[0]["q"][0], expect, atol=1e-12)
     np.testing.assert_allclose(np.diff(trajs[0]["t"]), 0.02, atol=1e-6)
-    assert "q_goal" in trajs[0]
+    # action (state + 1 unit): 1 unit is 2000/200 steps on the body, 2000/100 on the gripper
+    goal = expect + np.array([10, 10, 10, 10, 10, 20]) * step
+    np.testing.assert_allclose(trajs[1]["q_goal"], np.tile(goal, (10, 1)), atol=1e-12)
 
 
 def test_units_deg_and_auto(tmp_path):

@@ -57,6 +57,10 @@ def test_synthetic_so101_scales(tmp_path):
     p = write_csv(nad_file(tmp_path), so101_rows())
     tr = read_nad_csv(p)
     assert tr.meta.robot == "so101" and tr.n_joints == 6
+    np.testing.assert_allclose(tr["t"], 0.016 * np.arange(20) + 0.01)
+    np.testing.assert_array_equal(tr["q"][3], 0.1 * np.arange(1, 7))  # already rad
+    np.testing.assert_array_equal(tr["q_goal"][3], 0.1 * np.arange(1, 7) + 0.01)
+    assert tr["temperature"][0, 4] == 35.0
     assert tr["qd"][0, 1] == pytest.approx(2 * math.pi)  # 4096 steps/s = 1 rev/s
     assert tr["current"][0, 2] == pytest.approx(30 * 6.5e-3)  # 6.5 mA per count
     assert tr["load"][0, 2] == pytest.approx(-0.25)  # 0.1 % per count
@@ -69,6 +73,11 @@ def test_synthetic_so101_scales(tmp_path):
     np.testing.assert_array_equal(tr["ee_force"][0], [0.0, 0.0, 0.0])
     assert tr["ee_force"][5, 2] == pytest.approx(-0.5 * 9.80665, abs=0.01)
     assert (tr["contact"] == tr["ee_force_mask"]).all()
+    assert tr.meta.labels["condition"] == "normal" and (tr["condition"] == 0).all()
+    p = write_csv(tmp_path / "motor_condition" / "pick_place_empty_degrade" / "test" / "002.csv",
+                  so101_rows())
+    deg = read_nad_csv(p)
+    assert deg.meta.labels["condition"] == "degraded" and (deg["condition"] == 1).all()
 
 
 def test_weight_label_mismatch_warns(tmp_path):
