@@ -1,6 +1,8 @@
 """Atomic file and directory writes: write to a temporary sibling, then rename.
 
-A crash or an exception never leaves a partial output behind.
+A crash or an exception never leaves a partial output behind. A killed process (SIGKILL,
+power loss: no ``except`` runs) may leave an :func:`atomic_dir` temporary directory; the next
+:func:`atomic_dir` of the same path removes it (its writer held a lock on it while it lived).
 
 The temporary file/directory is created with ``os.open(..., 0o666)`` / ``os.mkdir(..., 0o777)``
 so the result gets exactly the permissions a plain ``open()``/``mkdir`` would give under the
@@ -13,16 +15,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import stat
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 _TRIES = 100
+_STALE_S = 60.0
+"""a temporary directory younger than this [s] is never removed as a leftover (its writer may
+not hold its lock yet)"""
 
 
 def _sibling_name(path: Path, suffix: str) -> Path:
@@ -53,6 +60,52 @@ def _make_temp_dir(path: Path) -> Path:
             continue
         return tmp
     raise FileExistsError(f"could not create a temporary directory next to {str(path)!r}")
+
+
+def _flock(path: Path) -> int | None:
+    """An open descriptor of the directory ``path`` holding an exclusive lock on it (released
+    when the descriptor is closed or its process dies, however it dies); None where the lock
+    is held elsewhere or locks are unavailable."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove the temporary directories of ``path`` that killed writers left: named as
+    :func:`atomic_dir` names them, older than ``_STALE_S`` and locked by no live process."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}\.tmp")
+    try:
+        names = [n for n in os.listdir(path.parent) if pattern.fullmatch(n)]
+    except OSError:
+        return
+    for name in names:
+        p = path.parent / name
+        try:
+            if not _is_real_dir(p) or time.time() - os.lstat(p).st_mtime < _STALE_S:
+                continue
+        except OSError:
+            continue
+        fd = _flock(p)
+        if fd is None:  # a live writer's (or no locks here: nothing shows it is a leftover)
+            continue
+        try:
+            _rmtree(p)
+        except OSError:
+            pass  # a leftover that cannot be removed only takes room, as before
+        finally:
+            os.close(fd)
 
 
 def _is_real_dir(path: Path) -> bool:
@@ -174,13 +227,16 @@ def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | N
     ``marker`` / ``kind`` / ``allowed`` an earlier output of the same kind; else ConfigError, before
     anything is written); it is replaced only after the new content is complete, and its old
     copy is then deleted. On any exception the temporary directory is removed and an
-    existing ``path`` is left as it was.
+    existing ``path`` is left as it was. Temporary directories of ``path`` that killed
+    writers left (see the module docstring) are removed first.
     """
     path = Path(os.path.abspath(path))  # "." and "dir/.." have no name to put a sibling by
     check_dest(path, overwrite, marker, allowed, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _make_temp_dir(path)
+    lock = _flock(tmp)  # held while this process lives: not a leftover for another writer
     try:
+        _remove_leftovers(path)
         yield tmp
         check_dest(path, overwrite, marker, allowed, kind)  # it may have appeared meanwhile
         if os.path.lexists(path):
@@ -190,6 +246,9 @@ def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | N
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if lock is not None:
+            os.close(lock)
 
 
 def _swap_in(tmp: Path, path: Path) -> None:

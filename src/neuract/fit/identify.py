@@ -130,7 +130,8 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
     batch = runs if isinstance(runs, RunBatch) else batch_from_trajectories(runs)
     n_dof = batch.q.shape[-1]
     given = model is not None
-    if model is None:
+    if model is None:  # a network's initial weights from the seed, as the rest of the fit
+        torch.manual_seed(train.seed)
         model = build_model(actuator, joints, n_dof)
     if ckpt_dir is not None and run_key is None:
         run_key = fit_run_key(batch, actuator, joints, train, robot, val_fraction)

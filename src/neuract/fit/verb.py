@@ -62,6 +62,10 @@ class FitConfig:
     """start afresh even if --out holds a checkpoint"""
 
 
+OUTPUTS = ("model.safetensors", "report.json", "report.md")
+"""what a completed fit writes into --out beside config.json and checkpoint/"""
+
+
 def _markdown(report: dict) -> str:
     lines = ["# neuract fit report", "",
              f"- train open-loop MAE: {report['train_mae_rad']:.5f} rad "
@@ -98,9 +102,9 @@ def run(cfg: FitConfig) -> dict:
              "restart_hint": f"pass --overwrite (discards its checkpoint) or choose another "
                              f"--out than {str(out)!r}"}
     last = ckpt / "last.safetensors"
-    if cfg.overwrite and ckpt.exists():
-        for f in ckpt.glob("*.safetensors"):
-            f.unlink()
+    if cfg.overwrite:  # afresh: an interrupted run must not leave the old model and report
+        for f in [*ckpt.glob("*.safetensors"), *(out / name for name in OUTPUTS)]:
+            f.unlink(missing_ok=True)
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
         check_run_key(last, read_training_state(last), key, **hints)
     out.mkdir(parents=True, exist_ok=True)

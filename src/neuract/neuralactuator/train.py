@@ -199,7 +199,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
                             lr=train.lr, weight_decay=train.weight_decay)
     gen = np.random.default_rng(train.seed)
     history: list[dict] = []
-    key = _state_key(train, cfg, data, model) if train.checkpoint else {}
+    key = _state_key(train, cfg, data, model, init is not None) if train.checkpoint else {}
     start = _resume(train, key, model, opt, gen, history) if train.checkpoint else 0
     # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
     pct = 0.1 if train.steps != 10 else 0.2
@@ -241,32 +241,56 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
             break
     model.eval()
-    report = {"mode": cfg.mode, "steps": len(history), "seconds": time.perf_counter() - t_start,
+    # the step reached (a resumed run's state keeps only the recent history)
+    report = {"mode": cfg.mode, "steps": history[-1]["step"] if history else start,
+              "seconds": time.perf_counter() - t_start,
               "final": history[-1] if history else None,
               "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
               "history": history[-20:]}
     return model, report
 
 
+_HISTORY_KEPT = 200
+"""history records a training state keeps (the report's recent history and final record)"""
+_NOT_KEYED = ("checkpoint", "checkpoint_every", "max_seconds")
+"""TrainConfig fields that do not change what the steps compute (a resumed run may differ)"""
+_ESTIMATOR_ONLY = ("force_weight", "force_huber_delta", "gate_weight", "gate_focal_gamma",
+                   "condition_weight", "aux_batch", "augment_temperature", "augment_voltage")
+"""TrainConfig fields that simulator-mode training does not read"""
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(tensors.items()):
+        h.update(k.encode() + v.detach().double().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
-               model: NeuralActuator | None = None) -> dict[str, Any]:
-    """What a resumed run must share with the run that wrote the checkpoint: the schedule,
-    the model's inputs, the training data (episode and sample counts and a checksum of the
-    measured positions, so a state written on other data is refused, not resumed) and the
-    fitted values of a servo prior."""
-    keep = ("steps", "batch", "horizon", "substeps", "lr", "prior_lr_scale", "seed", "aux_batch")
+               model: NeuralActuator | None = None, tuned: bool = False) -> dict[str, Any]:
+    """What a resumed run must share with the run that wrote the checkpoint: every training
+    option that changes the result (all but ``_NOT_KEYED``; in simulator mode all but
+    ``_ESTIMATOR_ONLY`` too), the model's configuration, the training data (episode and sample
+    counts and a checksum of the measured positions, so a state written on other data is
+    refused, not resumed), the fitted values of a servo prior and, when ``tuned`` (fine-tuning
+    ``model``), the weights training starts from; as JSON reads it back (tuples are lists)."""
+    import dataclasses
+
+    from neuract.fit.checkpoint import normalise_key
+
     digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
+    init = _digest(model.state_dict()) if tuned and model is not None else ""
     servo = ""
     if model is not None and model.servo_model is not None:
-        h = hashlib.sha256()
-        for k, v in sorted(model.servo_model.state_dict().items()):
-            h.update(k.encode() + v.detach().double().contiguous().numpy().tobytes())
-        servo = h.hexdigest()[:16]
-    return {"mode": cfg.mode, "channels": list(cfg.channels), "prior": cfg.prior,
-            "servo": cfg.servo, "servo_sha256": servo,
-            **{k: getattr(train, k) for k in keep},
-            "data": {"episodes": len(data.starts), "samples": data.n_samples,
-                     "q_sha256": digest[:16]}}
+        servo = _digest(model.servo_model.state_dict())
+    skip = _NOT_KEYED + (_ESTIMATOR_ONLY if cfg.mode == "simulator" else ())
+    opts = {k: v for k, v in dataclasses.asdict(train).items() if k not in skip}
+    return normalise_key({
+        "mode": cfg.mode, "channels": list(cfg.channels), "prior": cfg.prior,
+        "servo": cfg.servo, "servo_sha256": servo, **opts,
+        "data": {"episodes": len(data.starts), "samples": data.n_samples,
+                 "q_sha256": digest[:16]},
+        "model": dataclasses.asdict(cfg), "initial_weights_sha256": init})
 
 
 def _save_state(train, key, model, opt, gen, history, step) -> None:
@@ -275,25 +299,34 @@ def _save_state(train, key, model, opt, gen, history, step) -> None:
     Path(train.checkpoint).parent.mkdir(parents=True, exist_ok=True)
     save_training(train.checkpoint, model, opt, torch.default_generator,
                   {"kind": "neuralactuator_train", "step": step, "key": key,
-                   "np_rng": gen.bit_generator.state, "history": history[-200:]})
+                   "np_rng": gen.bit_generator.state, "history": history[-_HISTORY_KEPT:]})
 
 
 def _resume(train, key, model, opt, gen, history) -> int:
-    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at."""
+    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at.
+    A state of another run is refused before anything of it is loaded into ``model``."""
     from neuract.errors import CheckpointError
-    from neuract.fit.checkpoint import key_differences, load_training
+    from neuract.fit.checkpoint import key_differences, load_training, read_training_state
 
     if not Path(train.checkpoint).is_file():
         return 0
-    state = load_training(train.checkpoint, model, opt, torch.default_generator)
+    state = read_training_state(train.checkpoint)
     if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
         old = state.get("key")
-        diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in
-                         (key_differences(old, key) if isinstance(old, dict) else []))
+        diffs = key_differences(old, key) if isinstance(old, dict) else []
+        gained = sorted({k.split(".")[0] for k, a, _ in diffs if a == "(absent)"})
+        if isinstance(old, dict) and "initial_weights_sha256" in gained:  # a key before it had one
+            raise CheckpointError(
+                f"the training state {str(train.checkpoint)!r} was written by an older neuract "
+                f"whose run key lacks {', '.join(gained)}, so it cannot be shown to come from "
+                "this run; not resumed. Delete the file (or use another output directory) to "
+                "start afresh")
+        diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in diffs)
         raise CheckpointError(
             f"the training state {str(train.checkpoint)!r} was written by a different run "
             f"({diff or 'another kind of training'}). Rerun with that run's options to resume "
             "it, or delete the file (or use another output directory) to start afresh")
+    state = load_training(train.checkpoint, model, opt, torch.default_generator)
     gen.bit_generator.state = state["np_rng"]
     history.extend(state["history"])
     return int(state["step"])

@@ -52,6 +52,10 @@ class AdaptConfig:
     quiet: bool = False
 
 
+CHECKPOINT_EVERY = 10
+"""steps between saved training states: a Ctrl-C or a kill loses at most this many"""
+
+
 def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     import torch
 
@@ -85,7 +89,7 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     state = out.with_name(out.name + ".train_state.safetensors")
     tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
                      freeze_encoder=cfg.freeze_encoder, seed=cfg.seed,
-                     checkpoint=str(state)).validate()
+                     checkpoint=str(state), checkpoint_every=CHECKPOINT_EVERY).validate()
     robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site)
     score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
         else (lambda m: None)
