@@ -8,6 +8,7 @@ is invoked, so ``neuract --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
@@ -59,10 +60,44 @@ RESUMABLE = ("adapt", "demo", "evaluate", "fit")
 """verbs that save their training state as they go and resume from it when rerun"""
 
 
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread on SIGTERM while a verb runs, so that it unwinds as on
+    Ctrl-C (temporary outputs removed, training states kept)."""
+
+
+def _on_sigterm():
+    """Install the SIGTERM handler that raises :class:`Terminated`; returns the previous
+    handler (None where signals cannot be handled here: not the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != pid:  # a forked worker process: end as SIGTERM's default does
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one verb. Exit status: 0 done; 1 a clear error (bad input, unwritable path) or a
     check that failed (a verb returning ``{"passed": 0}``, e.g. selfcheck); 2 a usage error;
-    130 interrupted (Ctrl-C)."""
+    130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g. ``timeout`` or ``docker stop``:
+    handled as Ctrl-C is, so partial outputs are removed and training states kept)."""
     import tyro
 
     from neuract.errors import NeuractError
@@ -80,16 +115,21 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(mod_name)
     cfg_cls = getattr(module, cfg_name)
     cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
+    previous = _on_sigterm()
     try:
         result = module.run(cfg)
     except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
         print(f"neuract {verb}: error: {cli_names(verb, str(exc))}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"\nneuract {verb}: interrupted."
-              + (" Rerun the same command to resume from its last saved training state."
+    except KeyboardInterrupt as exc:
+        print(f"\nneuract {verb}: "
+              + ("terminated (SIGTERM)." if isinstance(exc, Terminated) else "interrupted.")
+              + (" Rerun the same command to resume: it continues from the last saved training "
+                 "state where one was saved (what ran before it is done again)."
                  if verb in RESUMABLE else ""), file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        _restore_sigterm(previous)
     if isinstance(result, dict) and result.get("passed") == 0:  # a check verb that failed
         print(f"neuract {verb}: checks failed (see above)", file=sys.stderr)
         return 1

@@ -52,6 +52,55 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
     return cls(**kwargs)
 
 
+RERUN_IGNORED = ("out", "quiet")
+"""config fields that do not change a run's results (where it is written, progress display)"""
+
+
+def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json") -> None:
+    """Refuse to run ``cfg`` into ``out_dir`` where that holds an earlier run with other
+    options (its resolved config, ``name``, differs beyond :data:`RERUN_IGNORED`): a run
+    directory is reused in place, so that a rerun resumes its training states, and a run with
+    other options, interrupted, would leave a mix of both runs' files that reads like one
+    finished run. A missing or empty ``out_dir``, one holding nothing but ``name``, and the
+    same config pass. Raises ConfigError naming each differing field."""
+    out = Path(out_dir)
+    path = out / name
+    if not path.is_file():
+        return
+    others = sorted(p.name for p in out.iterdir() if p.name != name)
+    if not others:
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--out {str(out)!r} holds an unreadable {name} ({e}) beside "
+                          f"{others}; choose another --out, or delete that directory to start "
+                          "afresh") from None
+
+    def strip(d: Any) -> Any:
+        if not isinstance(d, dict):
+            return d
+        conf = d.get("config")
+        if isinstance(conf, dict):
+            conf = {k: v for k, v in conf.items() if k not in RERUN_IGNORED}
+        return {**d, "config": conf}
+
+    old, new = strip(old), strip({"type": type(cfg).__qualname__, "config": to_dict(cfg)})
+    if old == new:
+        return
+    from neuract.fit.checkpoint import key_differences
+
+    diffs = (key_differences(old, new) if isinstance(old, dict)
+             else [("config", json.dumps(old), "(a run config)")])
+    shown = "; ".join(f"{k.removeprefix('config.')}: {a} then, {b} now" for k, a, b in diffs[:6])
+    more = f"; and {len(diffs) - 6} more" if len(diffs) > 6 else ""
+    raise ConfigError(
+        f"--out {str(out)!r} holds a run with other options ({shown}{more}). A run directory "
+        "is reused so that a rerun of the same command resumes its training; a run with other "
+        "options would mix its files with that run's. Choose another --out, or delete that "
+        "directory to start afresh")
+
+
 def load_resolved(cls: type[C], path: str | os.PathLike) -> C:
     """Load a config written by :func:`save_resolved`."""
     data = json.loads(Path(path).read_text())

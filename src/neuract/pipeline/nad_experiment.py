@@ -187,7 +187,7 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
                        ) -> dict[str, Any]:
     """Run every robot; writes ``<out>/<robot>/{results.json, report.*}`` and returns
     ``{robot: results}``."""
-    from neuract.config import save_resolved
+    from neuract.config import check_rerun, save_resolved
     from neuract.eval import write_report
     from neuract.pipeline.experiment import check_experiment, run_experiment, so101_setup
     from neuract.pipeline.report import build_report, write_results
@@ -196,6 +196,7 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
     cfg.twin_pretrain.validate()
     check_experiment(cfg.experiment)  # before anything is written
     out = Path(cfg.out)
+    check_rerun(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     results = {}

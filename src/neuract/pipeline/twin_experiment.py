@@ -188,7 +188,7 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     ``report.md`` / ``report.html`` (+ ``figures/``), ``checkpoints/``, ``config.json``."""
     import torch
 
-    from neuract.config import save_resolved
+    from neuract.config import check_rerun, save_resolved
     from neuract.eval import write_report
     from neuract.pipeline.experiment import check_experiment
     from neuract.pipeline.report import build_report, write_results
@@ -199,6 +199,7 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     worn_config(cfg.data)
     check_experiment(cfg.experiment)
     out = Path(cfg.out)
+    check_rerun(cfg, out)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     train, test, n_worn = twin_split(cfg.data, progress)

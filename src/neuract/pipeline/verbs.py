@@ -130,7 +130,7 @@ def load_pretrained(path: Path | None) -> dict[str, Any]:
 def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     import torch
 
-    from neuract.config import save_resolved
+    from neuract.config import check_rerun, save_resolved
     from neuract.eval import write_report
     from neuract.pipeline.experiment import check_experiment, run_experiment
     from neuract.pipeline.report import build_report, write_results
@@ -150,6 +150,8 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
                           f"{cfg.source!r}")
     pre = load_pretrained(cfg.checkpoints)
     check_experiment(cfg.experiment, tuple(pre))  # before anything is written
+    if cfg.source != "twin":  # a twin run checks its own (TwinExperimentConfig) config
+        check_rerun(cfg, cfg.out)
     bar, progress = progress_bar(cfg.quiet)
     with bar:
         if cfg.source == "twin":
