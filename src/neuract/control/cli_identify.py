@@ -252,6 +252,8 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
         model = res.model(robot.regressor)
         if cfg.model != "hybrid":
             return model, info
+    torch.manual_seed(cfg.seed)  # the learned models' initial weights come from --seed
+    if cfg.model == "hybrid":
         learned = HybridModel(model)
     elif cfg.model == "lagrangian":
         learned = LagrangianModel(n)
@@ -259,7 +261,6 @@ def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
         learned = MLPModel(n)
     else:
         raise ConfigError(f"--model {cfg.model!r}; accepted: {', '.join(MODEL_TYPES)}")
-    torch.manual_seed(cfg.seed)
     if len(q) > cfg.max_samples:
         idx = torch.randperm(len(q), generator=torch.Generator().manual_seed(cfg.seed))
         q, qd, qdd, tau = (x[idx[:cfg.max_samples]] for x in (q, qd, qdd, tau))
