@@ -24,6 +24,21 @@ def _mode(p) -> int:
     return stat.S_IMODE(os.stat(p).st_mode)
 
 
+def test_safetensors_outputs_follow_umask(tmp_path, umask_022):
+    """safetensors' save_file replaces the file it is given with one of mode 0600; the
+    checkpoints written through atomic_path still get the umask's permissions."""
+    import torch
+
+    from neuract.fit.checkpoint import save_training, save_weights
+
+    lin = torch.nn.Linear(2, 1)
+    save_weights(lin, tmp_path / "w.safetensors")
+    opt = torch.optim.Adam(lin.parameters())
+    save_training(tmp_path / "s.safetensors", lin, opt, torch.default_generator, {"step": 0})
+    assert _mode(tmp_path / "w.safetensors") == 0o644
+    assert _mode(tmp_path / "s.safetensors") == 0o644
+
+
 def test_atomic_path_file_mode_follows_umask(tmp_path, umask_022):
     out = tmp_path / "ckpt.pt"
     with atomic_path(out) as tmp:

@@ -208,8 +208,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(os.path.abspath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = _make_temp_file(path)
+    mode = stat.S_IMODE(os.stat(tmp_path).st_mode)
     try:
         yield tmp_path
+        if stat.S_IMODE(os.stat(tmp_path).st_mode) != mode:  # a writer that replaced the file
+            os.chmod(tmp_path, mode)  # (safetensors' save_file creates it 0600)
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

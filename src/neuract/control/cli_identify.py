@@ -288,7 +288,7 @@ def _drift(preds, train, test) -> dict:
 def run(cfg: IdentifyConfig) -> dict:
     from safetensors.torch import save_file
 
-    from neuract.atomic import atomic_dir, write_json, write_text
+    from neuract.atomic import atomic_dir, atomic_path, write_json, write_text
     from neuract.config import save_resolved
     from neuract.control.replay import json_safe
     from neuract.models import nmse
@@ -319,7 +319,8 @@ def run(cfg: IdentifyConfig) -> dict:
         else:
             state = {k: v.detach().contiguous() for k, v in model.state_dict().items()
                      if isinstance(v, torch.Tensor)}
-            save_file(state, str(out / "model.safetensors"))
+            with atomic_path(out / "model.safetensors") as tmp:  # the umask's permissions
+                save_file(state, str(tmp))
             write_json(out / "model.json", {"type": cfg.model, "n_dof": train[0].shape[-1],
                                             **info.get("robot", {}),
                                             **({"params": info["params"]} if "params" in info
