@@ -15,19 +15,24 @@ Not mapped: K-Scale ``torque`` (undocumented unsigned quantity 0..20, not N m) a
 Repairs, both counted in ``traj.meta.counts`` and reported with a :class:`DataRepairWarning`:
 
 - ``dropped_samples``: bus-read dropouts (``temp == 0`` or ``input_volts == 0``) are removed.
-- ``masked_samples``: isolated one-sample position jumps (a failed read that passed the rule
-  above: the sample jumps by more than ``spike_threshold`` [rad] away from both neighbours,
-  which agree with each other; in the K-Scale raw logs these read about -pi) are masked:
-  ``valid`` is False for that sample and q, qd, current, voltage and temperature are
-  replaced by linear interpolation in time between the two neighbours, so the arrays stay
+- ``masked_samples``: short position bursts (failed reads that passed the rule above): a run
+  of 1 to ``MAX_SPIKE_LEN`` samples that all lie more than ``spike_threshold`` [rad] away
+  from both bracketing samples, which agree with each other; in the K-Scale logs these read
+  about -pi, one sample long in most runs, two samples in raw
+  ``sysid_sts3215_sin_time_square_2025-03-17_225205`` and three (interpolated towards -pi)
+  in processed ``sysid_sts3215_sin_sin_2025-03-17_224334``. They are masked: ``valid`` is
+  False for those samples and q, qd, current, voltage and temperature are replaced by
+  linear interpolation in time between the two bracketing samples, so the arrays stay
   finite. Losses should weight samples by ``valid``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tarfile
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +47,11 @@ from neuract.io.registers import dxl_pwm_to_fraction, mA_to_A, twos_complement16
 SPIKE_THRESHOLD_RAD = 0.5
 """A one-sample jump larger than this [rad] (50 rad/s at 100 Hz, ~8x the fastest real motion
 of the benches) away from both neighbours is a failed read."""
+MAX_SPIKE_LEN = 3
+"""Longest run of consecutive failed position reads that is masked (see module doc). Going
+out by more than ``SPIKE_THRESHOLD_RAD`` and back within MAX_SPIKE_LEN + 1 sample periods
+needs over 12 rad/s even at the slowest bench rate (~50 Hz), above the benches' fastest
+recorded motion (8.6 rad/s STS3250, 13.6 rad/s XL330 at ~190 Hz, where it would need 70 rad/s)."""
 
 # K-Scale runs carry no arm mass; their experiment configs list it per arm length
 # (kscale_sts3215_12v/orig_docs/experiment_configs/*.yaml): length [m] -> arm mass [kg].
@@ -78,26 +88,50 @@ def _column(
     if dtype is np.float64:
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
+            raw = vals[int(bad[0])]
+            shown = "null" if raw is None else repr(raw)
             raise SchemaError(
                 f"{src}: entry {int(bad[0])}, field {key!r}: value "
-                f"{arr[bad[0]]}; expected a finite number ({bad.size} "
+                f"{shown}; expected a finite number ({bad.size} "
                 "non-finite in this field)"
             )
     return arr
 
 
-def find_spikes(q: np.ndarray, threshold: float = SPIKE_THRESHOLD_RAD) -> np.ndarray:
-    """Indices of isolated one-sample jumps in ``q`` (T,) [rad] (see module doc)."""
+def find_spikes(
+    q: np.ndarray, threshold: float = SPIKE_THRESHOLD_RAD, max_len: int = MAX_SPIKE_LEN
+) -> np.ndarray:
+    """Sorted indices of the samples of ``q`` (T,) [rad] in short failed-read bursts: runs of
+    1 to ``max_len`` samples, each more than ``threshold`` away from both bracketing samples,
+    which differ from each other by less than ``threshold`` (see module doc)."""
     q = np.asarray(q, dtype=np.float64)
-    if q.shape[0] < 3:
-        return np.zeros(0, dtype=np.int64)
-    prev, mid, nxt = q[:-2], q[1:-1], q[2:]
-    spike = (
-        (np.abs(mid - prev) > threshold)
-        & (np.abs(mid - nxt) > threshold)
-        & (np.abs(nxt - prev) < threshold)
-    )
-    return np.flatnonzero(spike) + 1
+    n = q.shape[0]
+    hit = np.zeros(n, dtype=bool)
+    for length in range(1, max_len + 1):
+        if n < length + 2:
+            break
+        prev, nxt = q[: n - length - 1], q[length + 1 :]
+        ok = np.abs(nxt - prev) < threshold
+        for k in range(1, length + 1):
+            mid = q[k : n - length - 1 + k]
+            ok &= (np.abs(mid - prev) > threshold) & (np.abs(mid - nxt) > threshold)
+        for s in np.flatnonzero(ok) + 1:
+            hit[s : s + length] = True
+    return np.flatnonzero(hit)
+
+
+def _burst_brackets(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For sorted sample indices ``idx``, the last unmasked index before and the first after
+    each one's run of consecutive indices."""
+    lo = idx.copy()
+    hi = idx.copy()
+    for i in range(1, idx.size):
+        if idx[i] == idx[i - 1] + 1:
+            lo[i] = lo[i - 1]
+    for i in range(idx.size - 2, -1, -1):
+        if idx[i + 1] == idx[i] + 1:
+            hi[i] = hi[i + 1]
+    return lo - 1, hi + 1
 
 
 def parse_bam_log(
@@ -111,9 +145,14 @@ def parse_bam_log(
 ) -> Trajectory:
     """Build a :class:`Trajectory` from a decoded BAM log (see module doc)."""
     if not isinstance(data, Mapping) or "entries" not in data:
+        if isinstance(data, Mapping):
+            keys = sorted(map(str, data))
+            found = f"a JSON object with keys {keys[:12]}{' ...' if len(keys) > 12 else ''}"
+        else:
+            found = f"a JSON {type(data).__name__}"
         raise SchemaError(
-            f"{source}: not a BAM log; expected a JSON object with 'entries' "
-            "and run metadata (mass, length, kp, trajectory)"
+            f"{source}: not a BAM log: found {found}; expected a JSON object with "
+            "'entries' (a list of samples) and run metadata (mass, length, kp, trajectory)"
         )
     entries = data["entries"]
     if not isinstance(entries, list) or not entries:
@@ -170,18 +209,20 @@ def parse_bam_log(
     if spikes.size:
         valid[spikes] = False
         tt = ch["t"]
-        w = (tt[spikes] - tt[spikes - 1]) / (tt[spikes + 1] - tt[spikes - 1])
+        before, after = _burst_brackets(spikes)
+        w = (tt[spikes] - tt[before]) / (tt[after] - tt[before])
         for k in ("q", "qd", "current", "voltage", "temperature", "pwm"):
             if k in ch:
                 x = ch[k].copy()
-                x[spikes] = (1 - w[:, None]) * x[spikes - 1] + w[:, None] * x[spikes + 1]
+                x[spikes] = (1 - w[:, None]) * x[before] + w[:, None] * x[after]
                 ch[k] = x
     ch["valid"] = valid
     counts = {"dropped_samples": n_drop, "masked_samples": int(spikes.size)}
     if warn and (n_drop or spikes.size):
         warn_repair(
             f"{source}: dropped {n_drop} bus-read dropout sample(s) (temp or "
-            f"input_volts == 0) and masked {spikes.size} isolated position jump(s)"
+            f"input_volts == 0) and masked {spikes.size} sample(s) of short position "
+            f"burst(s) (failed reads)"
         )
     labels = dict(meta)
     labels.setdefault("task", meta.get("trajectory"))
@@ -225,13 +266,54 @@ def read_bam_log(
         raise SchemaError(
             f"{src}: invalid or truncated JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except UnicodeDecodeError as exc:
+        raise SchemaError(
+            f"{src}: not a text file (byte {exc.start} is not {exc.encoding}); expected a "
+            "BAM JSON log"
+        ) from None
     return parse_bam_log(data, src, **kwargs)
+
+
+TAR_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+"""What a truncated or corrupted (gzipped) tarball raises while it is read."""
+
+
+def tar_error(tar_path: str | os.PathLike, exc: BaseException, member: str | None = None):
+    """A :class:`SchemaError` naming the archive (and the member being read) for ``exc``."""
+    at = f" while reading member {member!r}" if member else ""
+    return SchemaError(
+        f"{tar_path}: truncated or corrupted archive{at} ({type(exc).__name__}: {exc}); "
+        "expected a complete .tar/.tgz of BAM JSON logs"
+    )
+
+
+def is_tar(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a (possibly compressed) tarball; a truncated one raises naming it."""
+    try:
+        return tarfile.is_tarfile(path)
+    except TAR_ERRORS as exc:
+        raise tar_error(path, exc) from None
 
 
 def tar_members(tar_path: str | os.PathLike) -> list[str]:
     """Names of the ``.json`` members of a log tarball, in archive order."""
-    with tarfile.open(tar_path) as tf:
-        return [m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json")]
+    try:
+        with tarfile.open(tar_path) as tf:
+            return [m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json")]
+    except TAR_ERRORS as exc:
+        raise tar_error(tar_path, exc) from None
+
+
+def _read_member(
+    tf: tarfile.TarFile, m: tarfile.TarInfo, tar_path: str | os.PathLike, **kwargs: Any
+) -> Trajectory:
+    """One member of an open log tarball as a Trajectory (K-Scale labels added)."""
+    try:
+        text = tf.extractfile(m).read()
+    except TAR_ERRORS as exc:
+        raise tar_error(tar_path, exc, m.name) from None
+    traj = read_bam_log(io.BytesIO(text), source=f"{tar_path}::{m.name}", **kwargs)
+    return _kscale_labels(traj)
 
 
 def iter_tar_logs(
@@ -250,17 +332,26 @@ def iter_tar_logs(
     wanted = set(members) if members is not None else None
     totals = {"dropped_samples": 0, "masked_samples": 0, "runs": 0}
     n = 0
-    with tarfile.open(tar_path) as tf:
-        for m in tf:
+    try:
+        tf = tarfile.open(tar_path)
+    except TAR_ERRORS as exc:
+        raise tar_error(tar_path, exc) from None
+    with tf:
+        members = iter(tf)
+        while True:
             if limit is not None and n >= limit:
+                break
+            try:
+                m = next(members, None)
+            except TAR_ERRORS as exc:
+                raise tar_error(tar_path, exc) from None
+            if m is None:
                 break
             if not (m.isfile() and m.name.endswith(".json")):
                 continue
             if wanted is not None and m.name not in wanted:
                 continue
-            fh = tf.extractfile(m)
-            traj = read_bam_log(fh, source=f"{tar_path}::{m.name}", warn=False, **kwargs)
-            traj = _kscale_labels(traj)
+            traj = _read_member(tf, m, tar_path, warn=False, **kwargs)
             for k in ("dropped_samples", "masked_samples"):
                 totals[k] += traj.meta.counts[k]
             totals["runs"] += bool(
@@ -271,8 +362,8 @@ def iter_tar_logs(
     if warn and (totals["dropped_samples"] or totals["masked_samples"]):
         warn_repair(
             f"{tar_path}: {n} runs read; dropped {totals['dropped_samples']} bus-read "
-            f"dropout sample(s) and masked {totals['masked_samples']} isolated "
-            f"position jump(s) in {totals['runs']} run(s)"
+            f"dropout sample(s) and masked {totals['masked_samples']} sample(s) of short "
+            f"position burst(s) in {totals['runs']} run(s)"
         )
 
 
@@ -315,7 +406,7 @@ def iter_bam_logs(
                 return
             rel = f.relative_to(src).with_suffix("")
             yield read_bam_log(f, name=str(rel).replace(os.sep, "/"), **kwargs)
-    elif src.is_file() and tarfile.is_tarfile(src):
+    elif src.is_file() and is_tar(src):
         yield from iter_tar_logs(src, limit=limit, **kwargs)
     elif src.is_file():
         yield read_bam_log(src, **kwargs)
@@ -324,6 +415,7 @@ def iter_bam_logs(
 
 
 __all__ = [
+    "MAX_SPIKE_LEN",
     "SPIKE_THRESHOLD_RAD",
     "find_spikes",
     "iter_bam_logs",

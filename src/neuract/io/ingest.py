@@ -101,11 +101,18 @@ def _nad(cfg: IngestConfig):
 
 @FORMATS.register("bam")
 def _bam(cfg: IngestConfig):
-    from neuract.io.bam import _kscale_labels, read_bam_log, tar_members
+    from neuract.io.bam import (
+        TAR_ERRORS,
+        _read_member,
+        is_tar,
+        read_bam_log,
+        tar_error,
+        tar_members,
+    )
 
     robot = cfg.robot or "pendulum"
     src = cfg.source
-    if src.is_file() and tarfile.is_tarfile(src):
+    if src.is_file() and is_tar(src):
         members = tar_members(src)
         if cfg.include:
             members = [m for m in members if fnmatch.fnmatch(m, cfg.include)]
@@ -113,23 +120,45 @@ def _bam(cfg: IngestConfig):
         stream = iter(tf)
 
         def read_member(name: str) -> list[Trajectory]:
-            for m in stream:
-                if m.name == name:
-                    break
-            else:
-                raise SchemaError(f"{src}: member {name!r} not found")
-            tr = read_bam_log(tf.extractfile(m), source=f"{src}::{name}", robot=robot,
-                              name=Path(name).stem, warn=False)
-            return [_kscale_labels(tr)]
+            try:
+                for m in stream:
+                    if m.name == name:
+                        break
+                else:
+                    raise SchemaError(f"{src}: member {name!r} not found")
+            except TAR_ERRORS as exc:
+                raise tar_error(src, exc) from None
+            return [_read_member(tf, m, src, robot=robot, name=Path(name).stem, warn=False)]
 
         if not members:
             raise SchemaError(f"{src}: no .json members")
         return members, read_member
 
-    def read(p: Path) -> list[Trajectory]:
-        return [read_bam_log(p, robot=robot, name=_rel_name(cfg, p), warn=False)]
+    archives = (
+        sorted(str(a) for pat in ("*.tgz", "*.tar", "*.tar.gz") for a in src.rglob(pat))
+        if src.is_dir()
+        else []
+    )
 
-    return _files(cfg, ("*.json",)), read
+    def read(p: Path) -> list[Trajectory]:
+        try:
+            return [read_bam_log(p, robot=robot, name=_rel_name(cfg, p), warn=False)]
+        except SchemaError as exc:
+            if archives and "not a BAM log" in str(exc):
+                raise SchemaError(
+                    f"{exc} (this folder also holds log archive(s) {', '.join(archives[:3])}: "
+                    "pass an archive itself as SOURCE, or select files with --include)"
+                ) from None
+            raise
+
+    try:
+        return _files(cfg, ("*.json",)), read
+    except SchemaError as exc:
+        if archives:
+            raise SchemaError(
+                f"{exc}; archive(s) found: {', '.join(archives[:3])}: pass one as SOURCE"
+            ) from None
+        raise
 
 
 @FORMATS.register("lerobot")
@@ -145,7 +174,22 @@ def _lerobot(cfg: IngestConfig):
         )
 
     if not (cfg.source / "meta" / "info.json").is_file():
-        raise SchemaError(f"{cfg.source}: not a LeRobot dataset (no meta/info.json)")
+        inner = (
+            sorted(p.parent.parent for p in cfg.source.glob("*/meta/info.json"))
+            + sorted(p.parent.parent for p in cfg.source.glob("*/*/meta/info.json"))
+            if cfg.source.is_dir()
+            else []
+        )
+        hint = (
+            "; LeRobot dataset(s) found below it, pass one as SOURCE: "
+            + ", ".join(str(p) for p in inner[:3])
+            if inner
+            else ""
+        )
+        raise SchemaError(
+            f"{cfg.source}: not a LeRobot dataset root (no meta/info.json; expected "
+            f"meta/info.json and data/**/*.parquet){hint}"
+        )
     return [cfg.source], read
 
 

@@ -19,7 +19,8 @@ Position units. LeRobot stores motor positions as configured when recording:
   [range_min, range_max] of each motor (raw encoder steps, 4096 per revolution). With the
   LeRobot calibration file (``calibration=path.json``) the conversion is exact:
   raw = range_min + (v + 100) / 200 * (range_max - range_min) (gripper:
-  raw = range_min + v / 100 * (range_max - range_min)), and
+  raw = range_min + v / 100 * (range_max - range_min); a motor with ``drive_mode`` 1 stores
+  -v, the gripper 100 - v, as LeRobot's ``_normalize`` does), and
   q = (raw - (range_min + range_max) / 2) * 2 pi / 4096 [rad], i.e. radians from the middle
   of the calibrated range, the zero of the bundled SO-101 model ("new calibration").
   Without it, the calibrated range is approximated by the joint range of the robot model
@@ -141,11 +142,16 @@ def _converter(
             )
         lo = np.array([float(cal[j]["range_min"]) for j in joints])
         hi = np.array([float(cal[j]["range_max"]) for j in joints])
-        sign = np.array([-1.0 if int(cal[j].get("drive_mode", 0)) else 1.0 for j in joints])
+        inv = np.array([bool(int(cal[j].get("drive_mode", 0))) for j in joints])
 
         def conv(v: np.ndarray) -> np.ndarray:
-            v = v * sign
-            frac = np.where(grip, v / 100.0, (v + 100.0) / 200.0)
+            # LeRobot's drive_mode inverts the normalised value: -v on -100..100 joints,
+            # 100 - v on the 0..100 gripper
+            frac = np.where(
+                grip,
+                np.where(inv, 100.0 - v, v) / 100.0,
+                (np.where(inv, -v, v) + 100.0) / 200.0,
+            )
             raw = lo + frac * (hi - lo)
             return (raw - (lo + hi) / 2.0) * STS3215_RAD_PER_STEP
 

@@ -131,8 +131,8 @@ class Table:
             r = int(bad[0]) + 1
             kind = "duplicated" if d[bad[0]] == 0 else "non-monotonic (decreasing)"
             raise SchemaError(
-                f"{self.where(r, name)}: {kind} timestamp {t[r]!r} after "
-                f"{t[r - 1]!r}; expected strictly increasing time "
+                f"{self.where(r, name)}: {kind} timestamp {float(t[r])!r} after "
+                f"{float(t[r - 1])!r}; expected strictly increasing time "
                 f"({bad.size} such rows)"
             )
         return t
