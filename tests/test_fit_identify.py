@@ -427,3 +427,21 @@ def test_actuator_state_is_simulated():
         torch.testing.assert_close(st.inputs["kp"], kp)
         torch.testing.assert_close(st.inputs["voltage"], measured.voltage[:, t])
         torch.testing.assert_close(st.inputs["torque_enable"], measured.enable[:, t])
+
+
+def test_fit_verb_refuses_another_run_over_a_finished_one_without_checkpoint(tmp_path, capsys):
+    """A finished fit whose checkpoint/ was removed still holds its model and report: a fit
+    with other options into it is refused (it would mix with them if interrupted); the same
+    options may run again."""
+    import shutil
+
+    ds, out = tmp_path / "ds", tmp_path / "run"
+    _write_pendulum_dataset(ds)
+    assert _fit_cli(capsys, ds, out)[0] == 0
+    shutil.rmtree(out / "checkpoint")
+    model = (out / "model.safetensors").read_bytes()
+    rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01")
+    assert rc == 1 and "train.lr: 0.03 then, 0.01 now" in cap.err
+    assert "--overwrite" in cap.err
+    assert (out / "model.safetensors").read_bytes() == model
+    assert _fit_cli(capsys, ds, out, "--threads", "2")[0] == 0

@@ -52,11 +52,14 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
     return cls(**kwargs)
 
 
-RERUN_IGNORED = ("out", "quiet")
-"""config fields that do not change a run's results (where it is written, progress display)"""
+RERUN_IGNORED = ("out", "quiet", "overwrite", "threads")
+"""config fields that do not change a run's results (where it is written, progress display,
+whether an earlier output may be replaced, CPU threads)"""
 
 
-def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json") -> None:
+def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
+                restart: str = "Choose another --out, or delete that directory to start "
+                               "afresh") -> None:
     """Refuse to run ``cfg`` into ``out_dir`` where that holds an earlier run with other
     options (its resolved config, ``name``, differs beyond :data:`RERUN_IGNORED`): a run
     directory is reused in place, so that a rerun resumes its training states, and a run with
@@ -74,8 +77,7 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json")
         old = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ConfigError(f"--out {str(out)!r} holds an unreadable {name} ({e}) beside "
-                          f"{others}; choose another --out, or delete that directory to start "
-                          "afresh") from None
+                          f"{others}. {restart}") from None
 
     def strip(d: Any) -> Any:
         if not isinstance(d, dict):
@@ -97,8 +99,7 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json")
     raise ConfigError(
         f"--out {str(out)!r} holds a run with other options ({shown}{more}). A run directory "
         "is reused so that a rerun of the same command resumes its training; a run with other "
-        "options would mix its files with that run's. Choose another --out, or delete that "
-        "directory to start afresh")
+        f"options would mix its files with that run's. {restart}")
 
 
 def load_resolved(cls: type[C], path: str | os.PathLike) -> C:

@@ -28,7 +28,7 @@ import torch
 
 from neuract.actuators import ActuatorConfig
 from neuract.atomic import write_json, write_text
-from neuract.config import save_resolved
+from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError
 from neuract.fit.batch import batch_from_trajectories
 from neuract.fit.checkpoint import check_run_key, read_training_state, save_weights
@@ -107,6 +107,9 @@ def run(cfg: FitConfig) -> dict:
             f.unlink(missing_ok=True)
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
         check_run_key(last, read_training_state(last), key, **hints)
+    elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
+        check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
+                                      f"--out than {str(out)!r}")
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     print(f"neuract fit: {len(batch)} runs, {batch.q.shape[1]} steps of {batch.dt:.4f} s, "
