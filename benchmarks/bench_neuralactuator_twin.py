@@ -87,7 +87,8 @@ def config(quick: bool = False) -> TwinExperimentConfig:
         from neuract.demo import DemoConfig
 
         d = DemoConfig()
-        return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin", d.data,
+        # its own run directory: a run directory holds one run (config.check_rerun)
+        return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_quick", d.data,
                                     d.experiment)
     # the full-episode horizon (30 s = 1870 samples, one sequential rollout per episode) is
     # left out on the twin for compute; the 600-sample horizon covers a third of an episode.

@@ -441,7 +441,26 @@ def test_fit_verb_refuses_another_run_over_a_finished_one_without_checkpoint(tmp
     shutil.rmtree(out / "checkpoint")
     model = (out / "model.safetensors").read_bytes()
     rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01")
-    assert rc == 1 and "train.lr: 0.03 then, 0.01 now" in cap.err
+    assert rc == 1 and "--train.lr: 0.03 then, 0.01 now" in cap.err
     assert "--overwrite" in cap.err
     assert (out / "model.safetensors").read_bytes() == model
     assert _fit_cli(capsys, ds, out, "--threads", "2")[0] == 0
+
+
+def test_fit_overwrite_with_a_bad_option_keeps_the_earlier_run(tmp_path, capsys):
+    """--overwrite discards the earlier fit only once every option is known good, and only
+    where --out is a fit's output."""
+    ds, out = tmp_path / "ds", tmp_path / "run"
+    _write_pendulum_dataset(ds)
+    assert _fit_cli(capsys, ds, out)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for bad in (["--robot", "nosuchrobot"], ["--actuator.type", "bogus"]):
+        rc, cap = _fit_cli(capsys, ds, out, *bad, "--overwrite")
+        assert rc == 1, cap.err
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "report.json").write_text("{}")
+    rc, cap = _fit_cli(capsys, ds, other, "--overwrite")
+    assert rc == 1 and "not a fit's output" in cap.err
+    assert (other / "report.json").read_text() == "{}"

@@ -31,8 +31,12 @@ def test_check_rerun_passes_fresh_and_identical_runs(tmp_path):
     check_rerun(_cfg(out), out)  # nothing but config.json: nothing to mix with
     (out / "results.json").write_text("{}")
     check_rerun(_cfg(out, steps=60), out)  # the same run: resumed
-    # where it is written does not make it another run
+    # where it is written, or how often it saves its training state, does not make it
+    # another run
     check_rerun(_cfg(tmp_path / "elsewhere", steps=60), out)
+    cfg = _cfg(out, steps=60)
+    cfg.experiment.checkpoint_every = 7
+    check_rerun(cfg, out)
 
 
 def test_check_rerun_refuses_other_options_naming_them(tmp_path):
@@ -43,9 +47,12 @@ def test_check_rerun_refuses_other_options_naming_them(tmp_path):
     with pytest.raises(ConfigError) as e:
         check_rerun(_cfg(out, steps=30), out)
     msg = str(e.value)
-    assert "experiment.sim_steps: 60 then, 30 now" in msg
-    assert "experiment.est_steps: 60 then, 30 now" in msg
-    assert "data.minutes" not in msg and "another --out" in msg
+    assert "--experiment.sim-steps: 60 then, 30 now" in msg
+    assert "--experiment.est-steps: 60 then, 30 now" in msg
+    assert "minutes" not in msg and "another --out" in msg
+    # named as a verb's options where its groups differ from the config's fields
+    with pytest.raises(ConfigError, match=r"--twin\.minutes: 1\.0 then, 2\.0 now"):
+        check_rerun(_cfg(out, steps=60, minutes=2.0), out, options={"data": "twin"})
     (out / "config.json").write_text("{not json")
     with pytest.raises(ConfigError, match="unreadable config.json"):
         check_rerun(_cfg(out), out)
@@ -60,7 +67,7 @@ def test_twin_experiment_refuses_before_writing(tmp_path):
     save_resolved(_cfg(out, steps=60), out)
     (out / "results.json").write_text('{"old": true}')
     before = (out / "config.json").read_bytes()
-    with pytest.raises(ConfigError, match="sim_steps: 60 then, 30 now"):
+    with pytest.raises(ConfigError, match="sim-steps: 60 then, 30 now"):
         run_twin_experiment(_cfg(out, steps=30))
     assert (out / "config.json").read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "results.json"]

@@ -211,8 +211,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     mode = stat.S_IMODE(os.stat(tmp_path).st_mode)
     try:
         yield tmp_path
-        if stat.S_IMODE(os.stat(tmp_path).st_mode) != mode:  # a writer that replaced the file
-            os.chmod(tmp_path, mode)  # (safetensors' save_file creates it 0600)
+        cur = stat.S_IMODE(os.stat(tmp_path).st_mode)
+        if cur | mode != cur:  # a writer replaced the file with a narrower mode (safetensors'
+            os.chmod(tmp_path, cur | mode)  # save_file: 0600); bits it added (x) are kept
         os.replace(tmp_path, path)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

@@ -52,20 +52,25 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
     return cls(**kwargs)
 
 
-RERUN_IGNORED = ("out", "quiet", "overwrite", "threads")
-"""config fields that do not change a run's results (where it is written, progress display,
-whether an earlier output may be replaced, CPU threads)"""
+RERUN_IGNORED = ("out", "quiet", "overwrite", "threads", "experiment.checkpoint_every",
+                 "train.checkpoint_every")
+"""config fields (dotted paths) that do not change a run's results: where it is written,
+progress display, whether an earlier output may be replaced, CPU threads, how often a
+training state is saved"""
 
 
 def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
                 restart: str = "Choose another --out, or delete that directory to start "
-                               "afresh") -> None:
+                               "afresh", options: dict[str, str] | None = None) -> None:
     """Refuse to run ``cfg`` into ``out_dir`` where that holds an earlier run with other
     options (its resolved config, ``name``, differs beyond :data:`RERUN_IGNORED`): a run
     directory is reused in place, so that a rerun resumes its training states, and a run with
     other options, interrupted, would leave a mix of both runs' files that reads like one
     finished run. A missing or empty ``out_dir``, one holding nothing but ``name``, and the
-    same config pass. Raises ConfigError naming each differing field."""
+    same config pass. Raises ConfigError naming each differing field as a command-line option
+    (``--experiment.sim-steps``); ``options`` renames a verb's option groups where they differ
+    from the config's fields (e.g. ``{"data": "twin"}``). A path spelled another way (relative
+    or absolute) counts as another option."""
     out = Path(out_dir)
     path = out / name
     if not path.is_file():
@@ -80,11 +85,16 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
                           f"{others}. {restart}") from None
 
     def strip(d: Any) -> Any:
-        if not isinstance(d, dict):
+        if not isinstance(d, dict) or not isinstance(d.get("config"), dict):
             return d
-        conf = d.get("config")
-        if isinstance(conf, dict):
-            conf = {k: v for k, v in conf.items() if k not in RERUN_IGNORED}
+        conf = json.loads(json.dumps(d["config"]))
+        for dotted in RERUN_IGNORED:
+            *parents, leaf = dotted.split(".")
+            node = conf
+            for k in parents:
+                node = node.get(k) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(leaf, None)
         return {**d, "config": conf}
 
     old, new = strip(old), strip({"type": type(cfg).__qualname__, "config": to_dict(cfg)})
@@ -92,9 +102,16 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
         return
     from neuract.fit.checkpoint import key_differences
 
+    def option(key: str) -> str:
+        if not key.startswith("config."):
+            return key
+        head, _, rest = key.removeprefix("config.").partition(".")
+        head = (options or {}).get(head, head)
+        return "--" + ".".join(x for x in (head, rest) if x).replace("_", "-")
+
     diffs = (key_differences(old, new) if isinstance(old, dict)
              else [("config", json.dumps(old), "(a run config)")])
-    shown = "; ".join(f"{k.removeprefix('config.')}: {a} then, {b} now" for k, a, b in diffs[:6])
+    shown = "; ".join(f"{option(k)}: {a} then, {b} now" for k, a, b in diffs[:6])
     more = f"; and {len(diffs) - 6} more" if len(diffs) > 6 else ""
     raise ConfigError(
         f"--out {str(out)!r} holds a run with other options ({shown}{more}). A run directory "

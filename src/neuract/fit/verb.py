@@ -27,12 +27,18 @@ from pathlib import Path
 import torch
 
 from neuract.actuators import ActuatorConfig
-from neuract.atomic import write_json, write_text
+from neuract.atomic import is_output, write_json, write_text
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError
 from neuract.fit.batch import batch_from_trajectories
 from neuract.fit.checkpoint import check_run_key, read_training_state, save_weights
-from neuract.fit.identify import fit_run_key, identify, load_runs
+from neuract.fit.identify import (
+    build_model,
+    fit_run_key,
+    identify,
+    load_runs,
+    plant_factory,
+)
 from neuract.fit.simulate import JointParamsConfig
 from neuract.fit.trainer import TrainConfig
 
@@ -102,9 +108,19 @@ def run(cfg: FitConfig) -> dict:
              "restart_hint": f"pass --overwrite (discards its checkpoint) or choose another "
                              f"--out than {str(out)!r}"}
     last = ckpt / "last.safetensors"
+    # every option that can be refused, before anything of an earlier run is removed
+    cfg.train.validate()
+    build_model(cfg.actuator, cfg.joints, batch.q.shape[-1])
+    plant_factory(cfg.robot)
     if cfg.overwrite:  # afresh: an interrupted run must not leave the old model and report
-        for f in [*ckpt.glob("*.safetensors"), *(out / name for name in OUTPUTS)]:
-            f.unlink(missing_ok=True)
+        fit_config = lambda c: isinstance(c, dict) and c.get("type") == "FitConfig"  # noqa: E731
+        old = [out / name for name in OUTPUTS if (out / name).exists()]
+        if old and not is_output(out, "config.json", fit_config):
+            raise ConfigError(f"--out {str(out)!r} holds {', '.join(p.name for p in old)} but "
+                              "is not a fit's output (no fit config.json); --overwrite replaces "
+                              "only an earlier fit: choose another --out")
+        for f in [*ckpt.glob("*.safetensors"), *old]:
+            f.unlink()
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
         check_run_key(last, read_training_state(last), key, **hints)
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone

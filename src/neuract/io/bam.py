@@ -28,8 +28,10 @@ Repairs, both counted in ``traj.meta.counts`` and reported with a :class:`DataRe
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import lzma
 import os
 import tarfile
 import zlib
@@ -274,7 +276,7 @@ def read_bam_log(
     return parse_bam_log(data, src, **kwargs)
 
 
-TAR_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error)
+TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
 """What a truncated or corrupted (gzipped) tarball raises while it is read."""
 
 

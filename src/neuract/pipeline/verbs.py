@@ -163,8 +163,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
             if pre:
                 raise ConfigError("--checkpoints applies to --source dataset or nad; a twin run "
                                   "generates fresh data and trains on it")
-            return run_twin_experiment(TwinExperimentConfig(cfg.out, cfg.twin, cfg.experiment),
-                                       progress)
+            tcfg = TwinExperimentConfig(cfg.out, cfg.twin, cfg.experiment)
+            check_rerun(tcfg, cfg.out, options={"data": "twin"})  # named as evaluate's options
+            return run_twin_experiment(tcfg, progress)
         if cfg.source == "nad":
             from neuract.pipeline.nad_experiment import RELEASE, load_nad
             from neuract.pipeline.twin_experiment import setup_for
