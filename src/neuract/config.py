@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -87,7 +88,7 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
     def strip(d: Any) -> Any:
         if not isinstance(d, dict) or not isinstance(d.get("config"), dict):
             return d
-        conf = json.loads(json.dumps(d["config"]))
+        conf = copy.deepcopy(d["config"])
         for dotted in RERUN_IGNORED:
             *parents, leaf = dotted.split(".")
             node = conf

@@ -70,6 +70,9 @@ class FitConfig:
 
 OUTPUTS = ("model.safetensors", "report.json", "report.md")
 """what a completed fit writes into --out beside config.json and checkpoint/"""
+DEST = {"marker": "config.json", "kind": lambda j: j.get("type") == "FitConfig"}
+"""what makes a directory an earlier output of this verb (``--overwrite`` discards only such a
+directory's model and report)"""
 
 
 def _markdown(report: dict) -> str:
@@ -113,9 +116,8 @@ def run(cfg: FitConfig) -> dict:
     build_model(cfg.actuator, cfg.joints, batch.q.shape[-1])
     plant_factory(cfg.robot)
     if cfg.overwrite:  # afresh: an interrupted run must not leave the old model and report
-        fit_config = lambda c: isinstance(c, dict) and c.get("type") == "FitConfig"  # noqa: E731
         old = [out / name for name in OUTPUTS if (out / name).exists()]
-        if old and not is_output(out, "config.json", fit_config):
+        if old and not is_output(out, **DEST):
             raise ConfigError(f"--out {str(out)!r} holds {', '.join(p.name for p in old)} but "
                               "is not a fit's output (no fit config.json); --overwrite replaces "
                               "only an earlier fit: choose another --out")

@@ -28,6 +28,7 @@ Repairs, both counted in ``traj.meta.counts`` and reported with a :class:`DataRe
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -289,31 +290,33 @@ def tar_error(tar_path: str | os.PathLike, exc: BaseException, member: str | Non
     )
 
 
+@contextlib.contextmanager
+def tar_errors(tar_path: str | os.PathLike, member: str | None = None) -> Iterator[None]:
+    """Turn what a truncated or corrupted archive raises in the block into :func:`tar_error`."""
+    try:
+        yield
+    except TAR_ERRORS as exc:
+        raise tar_error(tar_path, exc, member) from None
+
+
 def is_tar(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a (possibly compressed) tarball; a truncated one raises naming it."""
-    try:
+    with tar_errors(path):
         return tarfile.is_tarfile(path)
-    except TAR_ERRORS as exc:
-        raise tar_error(path, exc) from None
 
 
 def tar_members(tar_path: str | os.PathLike) -> list[str]:
     """Names of the ``.json`` members of a log tarball, in archive order."""
-    try:
-        with tarfile.open(tar_path) as tf:
-            return [m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json")]
-    except TAR_ERRORS as exc:
-        raise tar_error(tar_path, exc) from None
+    with tar_errors(tar_path), tarfile.open(tar_path) as tf:
+        return [m.name for m in tf.getmembers() if m.isfile() and m.name.endswith(".json")]
 
 
 def _read_member(
     tf: tarfile.TarFile, m: tarfile.TarInfo, tar_path: str | os.PathLike, **kwargs: Any
 ) -> Trajectory:
     """One member of an open log tarball as a Trajectory (K-Scale labels added)."""
-    try:
+    with tar_errors(tar_path, m.name):
         text = tf.extractfile(m).read()
-    except TAR_ERRORS as exc:
-        raise tar_error(tar_path, exc, m.name) from None
     traj = read_bam_log(io.BytesIO(text), source=f"{tar_path}::{m.name}", **kwargs)
     return _kscale_labels(traj)
 
@@ -334,19 +337,15 @@ def iter_tar_logs(
     wanted = set(members) if members is not None else None
     totals = {"dropped_samples": 0, "masked_samples": 0, "runs": 0}
     n = 0
-    try:
+    with tar_errors(tar_path):
         tf = tarfile.open(tar_path)
-    except TAR_ERRORS as exc:
-        raise tar_error(tar_path, exc) from None
     with tf:
         members = iter(tf)
         while True:
             if limit is not None and n >= limit:
                 break
-            try:
+            with tar_errors(tar_path):
                 m = next(members, None)
-            except TAR_ERRORS as exc:
-                raise tar_error(tar_path, exc) from None
             if m is None:
                 break
             if not (m.isfile() and m.name.endswith(".json")):

@@ -101,14 +101,7 @@ def _nad(cfg: IngestConfig):
 
 @FORMATS.register("bam")
 def _bam(cfg: IngestConfig):
-    from neuract.io.bam import (
-        TAR_ERRORS,
-        _read_member,
-        is_tar,
-        read_bam_log,
-        tar_error,
-        tar_members,
-    )
+    from neuract.io.bam import _read_member, is_tar, read_bam_log, tar_errors, tar_members
 
     robot = cfg.robot or "pendulum"
     src = cfg.source
@@ -120,14 +113,12 @@ def _bam(cfg: IngestConfig):
         stream = iter(tf)
 
         def read_member(name: str) -> list[Trajectory]:
-            try:
+            with tar_errors(src):
                 for m in stream:
                     if m.name == name:
                         break
                 else:
                     raise SchemaError(f"{src}: member {name!r} not found")
-            except TAR_ERRORS as exc:
-                raise tar_error(src, exc) from None
             return [_read_member(tf, m, src, robot=robot, name=Path(name).stem, warn=False)]
 
         if not members:
