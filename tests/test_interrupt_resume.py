@@ -135,6 +135,134 @@ def test_a_resumed_run_reports_every_step_it_trained(robot, tmp_path):
     assert rep["steps"] == 206 and rep["final"]["step"] == 206
 
 
+def _fake_clock(monkeypatch, step_s: float = 10.0) -> None:
+    """Training's clock reads ``step_s`` more after every simulator-mode loss it computes (a
+    step's work), so reported training times are exact whatever the machine's load."""
+    from types import SimpleNamespace
+
+    import neuract.neuralactuator.train as train_mod
+
+    now = [0.0]
+    real = train_mod._sim_loss
+
+    def loss(*a, **k):
+        now[0] += step_s
+        return real(*a, **k)
+
+    monkeypatch.setattr(train_mod, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(train_mod, "_sim_loss", loss)
+
+
+def test_a_resumed_run_reports_the_training_time_before_the_interruption_too(robot, tmp_path,
+                                                                             monkeypatch):
+    """The training state records the training time up to its step: a run killed after it and
+    resumed reports the whole training time, as the uninterrupted run does (it used to report
+    the resumed part only); the work lost after the state (redone on resuming) counts once."""
+    from neuract.fit.checkpoint import read_training_state
+
+    _fake_clock(monkeypatch)
+    cfg = NeuralActuatorConfig(**TINY, mode="simulator")
+    base = dict(steps=4, batch=1, horizon=2, substeps=1)
+    eps = episodes(n_eps=1, T=12)
+    _, ref = train_neuralactuator(eps, robot, cfg, TrainConfig(**base))
+    tc = TrainConfig(**base, checkpoint=str(tmp_path / "s.safetensors"), checkpoint_every=2)
+    with pytest.raises(Killed):
+        train_neuralactuator(eps, robot, cfg, tc, progress=killer(3))
+    assert read_training_state(tc.checkpoint)["seconds"] == 20.0  # steps 1 and 2
+    _, rep = train_neuralactuator(eps, robot, cfg, tc)
+    assert ref["seconds"] == 40.0 and rep["seconds"] == 40.0 and rep["steps"] == 4
+    assert read_training_state(tc.checkpoint)["seconds"] == 40.0
+    _, again = train_neuralactuator(eps, robot, cfg, tc)  # the finished state: nothing to train
+    assert again["steps"] == 4 and again["seconds"] == 40.0
+
+
+def test_a_training_state_of_an_older_neuract_without_its_time_still_resumes(robot, tmp_path):
+    """A state written before states recorded the training time (same run key) resumes to the
+    uninterrupted result; its time before the interruption is unknown, so not counted."""
+    import json
+
+    from safetensors.torch import load_file, safe_open, save_file
+
+    cfg = NeuralActuatorConfig(**TINY, mode="simulator")
+    base = dict(steps=4, batch=1, horizon=2, substeps=1)
+    eps = episodes(n_eps=1, T=12)
+    ref, _ = train_neuralactuator(eps, robot, cfg, TrainConfig(**base))
+    tc = TrainConfig(**base, checkpoint=str(tmp_path / "s.safetensors"), checkpoint_every=2)
+    with pytest.raises(Killed):
+        train_neuralactuator(eps, robot, cfg, tc, progress=killer(3))
+    tensors = load_file(tc.checkpoint)
+    with safe_open(tc.checkpoint, "pt") as f:
+        meta = f.metadata()
+    trainer = json.loads(meta["trainer"])
+    del trainer["seconds"]
+    save_file(tensors, tc.checkpoint, metadata={**meta, "trainer": json.dumps(trainer)})
+    steps = []
+    model, rep = train_neuralactuator(eps, robot, cfg, tc,
+                                      progress=lambda s, t, i: steps.append(s))
+    assert steps == [3, 4] and rep["steps"] == 4 and _same(ref, model)
+    assert 0.0 <= rep["seconds"] < 60.0
+
+
+def _omx_twin(seed: int, minutes: float):
+    from neuract.pipeline.twin_experiment import TwinDataConfig
+
+    # free (no contact) and push (contact) episodes: both gate classes, so thresholds calibrate
+    return TwinDataConfig(robot="omx", minutes=minutes, units=2, tasks=("free", "push"),
+                          episode_s=6.0, contact_min_force_n=1.5, seed=seed)
+
+
+def test_twin_pretrain_fine_tune_interrupted_resumes_to_the_uninterrupted_result(tmp_path):
+    """``neuract evaluate --twin-pretrain``: the fine-tune on the train files after the twin
+    pretraining keeps a training state beside its checkpoint, as the run's other training
+    stages do; killed during it, the same run started again resumes it (it used to redo it)
+    and ends bit-identical to an uninterrupted run, its state removed."""
+    from neuract.fit.checkpoint import read_training_state
+    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+    from neuract.pipeline.nad_experiment import TwinPretrainConfig, omx_setup, twin_pretrained
+    from neuract.pipeline.twin_experiment import generate_twin
+
+    eps = generate_twin(_omx_twin(seed=9, minutes=0.4))  # stand-ins for the NAD files
+    train, test = eps[: len(eps) // 2], eps[len(eps) // 2:]
+    exp = ExperimentConfig(size=ModelSize(d_model=16, n_layers=1, n_heads=2, d_ff=16,
+                                          d_trunk=16),
+                           sim_steps=0, est_steps=2, batch=4, est_horizon=3, baseline_iters=0,
+                           neural_baselines=(), horizons=(10,), full=False, physics=True,
+                           checkpoint_every=2)
+    pre = TwinPretrainConfig(minutes=1.2, steps=3, fine_tune_steps=4, fine_tune_lr=1e-3)
+    stage = "twin-pretrained estimator: fine-tune on the train files"
+
+    def run(out, progress=None):
+        return twin_pretrained("omx", omx_setup(), train, test, exp, pre, out, progress,
+                               data=_omx_twin(seed=2, minutes=1.2))
+
+    ref = run(tmp_path / "a")
+    seen = []
+
+    def kill_at_3(name, done, total):
+        if name == stage:
+            seen.append((done, total))
+            if done == 3:
+                raise Killed
+
+    with pytest.raises(Killed):
+        run(tmp_path / "b", kill_at_3)
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    tuned = tmp_path / "b" / "twin_pretrained" / "fine_tuned" / "checkpoints"
+    state = tuned / "train_neuralactuator_estimator.safetensors"
+    assert read_training_state(state)["step"] == 2
+    assert not (tuned / "neuralactuator_estimator").exists()
+    seen.clear()
+    rec = run(tmp_path / "b", lambda name, done, total: seen.append((done, total))
+              if name == stage else None)
+    assert seen == [(0, 4), (3, 4), (4, 4)]  # resumed after step 2
+    assert not state.exists()
+    assert rec["fine_tuned"] == ref["fine_tuned"]
+    assert rec["fine_tune_final_loss"] == ref["fine_tune_final_loss"]
+    a, b = ((d / "twin_pretrained" / "fine_tuned" / "checkpoints" / "neuralactuator_estimator"
+             / "model.safetensors").read_bytes() for d in (tmp_path / "a", tmp_path / "b"))
+    assert a == b
+
+
 def test_adapt_saves_its_state_early_and_refuses_another_checkpoints_state(robot, tmp_path,
                                                                           monkeypatch, capsys):
     """``neuract adapt`` interrupted at step 15 of 40 resumes from step 10 (the Ctrl-C hint

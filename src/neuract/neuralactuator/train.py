@@ -87,11 +87,12 @@ class TrainConfig:
     """train only the head trunk, heads and servo prior (fine-tuning on little data)"""
     seed: int = 0
     max_seconds: float = 0.0
-    """stop after this much wall time (0 = no limit)"""
+    """stop after this much wall time of this call (0 = no limit)"""
     checkpoint: str = ""
     """training-state file (safetensors): written atomically every ``checkpoint_every`` steps
     and at the end; if it exists when training starts, training resumes from it (same
-    result as an uninterrupted run). Empty: no checkpoints."""
+    result as an uninterrupted run; the report's ``seconds`` counts the training time before
+    the interruption too). Empty: no checkpoints."""
     checkpoint_every: int = 50
 
     def validate(self) -> TrainConfig:
@@ -200,7 +201,8 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     gen = np.random.default_rng(train.seed)
     history: list[dict] = []
     key = _state_key(train, cfg, data, model, init is not None) if train.checkpoint else {}
-    start = _resume(train, key, model, opt, gen, history) if train.checkpoint else 0
+    start, before = (_resume(train, key, model, opt, gen, history) if train.checkpoint
+                     else (0, 0.0))
     # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
     pct = 0.1 if train.steps != 10 else 0.2
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
@@ -210,6 +212,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     aux_anchors = data.anchors(h, 1)  # any sample with a full history
     hist_off = torch.arange(-h + 1, 1)
     t_start = time.perf_counter()
+    t_train = t_start - before  # the training time of a resumed state counts in the report
     for step in range(start, train.steps):
         t0 = torch.as_tensor(gen.choice(anchors, train.batch))
         if cfg.mode == "simulator":
@@ -235,15 +238,17 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         history.append(info)
         if train.checkpoint and ((step + 1) % train.checkpoint_every == 0
                                  or step + 1 == train.steps):
-            _save_state(train, key, model, opt, gen, history, step + 1)
+            _save_state(train, key, model, opt, gen, history, step + 1,
+                        time.perf_counter() - t_train)
         if progress is not None:
             progress(step + 1, train.steps, info)
         if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
             break
     model.eval()
-    # the step reached (a resumed run's state keeps only the recent history)
+    # the step reached (a resumed run's state keeps only the recent history); the training
+    # time up to it, before an interruption included
     report = {"mode": cfg.mode, "steps": history[-1]["step"] if history else start,
-              "seconds": time.perf_counter() - t_start,
+              "seconds": time.perf_counter() - t_train,
               "final": history[-1] if history else None,
               "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
               "history": history[-20:]}
@@ -293,23 +298,28 @@ def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
         "model": dataclasses.asdict(cfg), "initial_weights_sha256": init})
 
 
-def _save_state(train, key, model, opt, gen, history, step) -> None:
+def _save_state(train, key, model, opt, gen, history, step, seconds) -> None:
+    """Write the training state at ``step``; seconds: the training time up to it (the time
+    before an earlier interruption included)."""
     from neuract.fit.checkpoint import save_training
 
     Path(train.checkpoint).parent.mkdir(parents=True, exist_ok=True)
     save_training(train.checkpoint, model, opt, torch.default_generator,
                   {"kind": "neuralactuator_train", "step": step, "key": key,
-                   "np_rng": gen.bit_generator.state, "history": history[-_HISTORY_KEPT:]})
+                   "np_rng": gen.bit_generator.state, "history": history[-_HISTORY_KEPT:],
+                   "seconds": seconds})
 
 
-def _resume(train, key, model, opt, gen, history) -> int:
-    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at.
-    A state of another run is refused before anything of it is loaded into ``model``."""
+def _resume(train, key, model, opt, gen, history) -> tuple[int, float]:
+    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at
+    and the training time [s] up to it (0 without a state, and for a state written before
+    states recorded it). A state of another run is refused before anything of it is loaded
+    into ``model``."""
     from neuract.errors import CheckpointError
     from neuract.fit.checkpoint import key_differences, load_training, read_training_state
 
     if not Path(train.checkpoint).is_file():
-        return 0
+        return 0, 0.0
     state = read_training_state(train.checkpoint)
     if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
         old = state.get("key")
@@ -329,7 +339,9 @@ def _resume(train, key, model, opt, gen, history) -> int:
     state = load_training(train.checkpoint, model, opt, torch.default_generator)
     gen.bit_generator.state = state["np_rng"]
     history.extend(state["history"])
-    return int(state["step"])
+    # "seconds" is not part of the run key: an older state without it resumes, its training
+    # time before the interruption unknown (counted as 0)
+    return int(state["step"]), float(state.get("seconds", 0.0))
 
 
 def fine_tune(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,

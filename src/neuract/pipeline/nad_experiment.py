@@ -247,13 +247,16 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     after ``pre.fine_tune_steps`` steps on the NAD ``train`` files (``fine_tuned``; the twin's
     normalisation and thresholds kept).
     Also its figures on 5 % of the twin episodes held out (``twin``). Checkpoints:
-    ``out/twin_pretrained/{twin,fine_tuned}/checkpoints``. ``data``: a
+    ``out/twin_pretrained/{twin,fine_tuned}/checkpoints``, beside each one's training state
+    while it trains (``train_neuralactuator_estimator.safetensors``: a run killed during the
+    pretraining or the fine-tuning resumes from it when started again with the same options
+    and data, to the same result; removed once that stage's scores are in). ``data``: a
     :class:`~neuract.pipeline.twin_experiment.TwinDataConfig` to pretrain on instead of the
     one ``pre`` describes (its robot must be ``robot``; its own contact label is used)."""
     import copy
 
     from neuract.neuralactuator import fine_tune, save_checkpoint
-    from neuract.pipeline.experiment import run_experiment, train_config
+    from neuract.pipeline.experiment import _train_state, run_experiment, train_config
     from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, twin_split
     from neuract.pipeline.verbs import calibrated
 
@@ -290,11 +293,17 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         "zero_shot_on_train_files": _estimator_row(zero_train)}
     if pre.fine_tune_steps:
         tuned = copy.deepcopy(model)
-        # the experiment's estimator schedule (horizon, substeps, losses), fewer steps
-        tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr)
+        # the experiment's estimator schedule (horizon, substeps, losses), fewer steps; its
+        # training state beside the fine-tuned checkpoint, as the other stages keep theirs
+        state = _train_state(out / "fine_tuned", "estimator")
+        tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr,
+                          checkpoint=str(state))
+        stage = "twin-pretrained estimator: fine-tune on the train files"
         if progress is not None:
-            progress("twin-pretrained estimator: fine-tune on the train files", 0, 1)
-        tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site)
+            progress(stage, 0, pre.fine_tune_steps)
+        tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site,
+                               progress=None if progress is None
+                               else lambda s, t, info: progress(stage, s, t))
         save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
                         extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
                                f"{data.minutes:g} min, {data.units} units, seed {data.seed}",
@@ -305,6 +314,7 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         rec["fine_tuned"] = _estimator_row(ft)
         rec["fine_tune_final_loss"] = {k: v for k, v in (rep.get("final") or {}).items()
                                        if isinstance(v, (int, float))}
+        state.unlink(missing_ok=True)  # done: nothing left to resume
     return rec
 
 
