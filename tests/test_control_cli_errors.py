@@ -257,4 +257,21 @@ def test_identify_robot_of_other_dof(tmp_path, capsys):
     rc = main(["identify", "--data", str(_npz(tmp_path / "d.npz", dof=6)), "--robot",
                "planar2", "--out", str(tmp_path / "o")])
     err = _err(capsys)
-    assert rc == 1 and "--robot 'planar2' has 2 joints" in err and "has 6" in err
+    assert rc == 1 and "--robot 'planar2' has 2 joint(s)" in err and "has 6" in err
+
+
+def test_identify_warns_when_the_robot_names_the_datasets_joints_otherwise(tmp_path):
+    """A dataset of one arm identified with another arm's model of as many joints: matched by
+    position, with a warning naming both joint lists (as simulate and adapt do)."""
+    data = tmp_path / "tw"
+    assert main(["twin", "--minutes", "0.5", "--units", "1", "--out", str(data)]) == 0
+    with pytest.warns(UserWarning, match=r"'omx' names its joints .*shoulder_pan"):
+        rc = main(["identify", "--data", str(data), "--robot", "omx", "--model",
+                   "least_squares", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the arm the data were logged on: no warning
+        assert main(["identify", "--data", str(data), "--robot", "so101", "--model",
+                     "least_squares", "--out", str(tmp_path / "o2")]) == 0

@@ -19,14 +19,14 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from neuract.actuators.backlash import Backlash, CommandDelay
+from neuract.actuators.backlash import MAX_WIDTH, Backlash, CommandDelay
 from neuract.actuators.base import Actuator, ActuatorState, History
-from neuract.actuators.error_limit import ErrorLimit
+from neuract.actuators.error_limit import MAX_LIMIT, MIN_LIMIT, ErrorLimit
 from neuract.actuators.friction import FRICTIONS, BudgetFriction, FrictionConfig
-from neuract.actuators.goal_slew import GoalSlew
+from neuract.actuators.goal_slew import MAX_SPEED, MIN_SPEED, GoalSlew
 from neuract.actuators.neural import NeuralActuator, NeuralConfig
-from neuract.actuators.param import Param
-from neuract.actuators.servo import STS3215, XM430, ServoActuator, ServoConfig
+from neuract.actuators.param import Param, finite, option, refuse
+from neuract.actuators.servo import MAX_PUNCH, STS3215, XM430, ServoActuator, ServoConfig
 from neuract.errors import ConfigError
 from neuract.registry import Registry
 
@@ -63,6 +63,98 @@ class ActuatorConfig:
     goal_slew: float = 0.0  # firmware goal speed limit [rad/s]; 0 = none, > 0 = fitted
     disabled: str = "coast"  # torque off: coast | brake
     neural: NeuralConfig = field(default_factory=NeuralConfig)
+
+    def validate(self, prefix: str = "actuator.") -> None:
+        """Raise :class:`ConfigError` for a value no actuator can be built from, naming the
+        field after ``prefix`` (``--actuator.`` names it as ``neuract fit``'s option), the
+        value and what is accepted. Motor constants left at None are not checked (the
+        family's defaults are valid)."""
+        _check_actuator(self, prefix)
+
+
+NEURAL_TYPES = ("mlp", "gru", "transformer")
+RESIDUALS = ("none", *NEURAL_TYPES)
+
+
+def _check_actuator(c: ActuatorConfig, prefix: str) -> None:
+    def bad(name: str, accepted: str) -> None:
+        refuse(prefix, name, getattr(c, name), accepted)
+
+    if c.type not in ACTUATORS:  # "valid actuator types: ...", as the registry says it
+        raise ConfigError(f"{option(prefix, 'type')} {c.type!r}; valid actuator types: "
+                          f"{', '.join(ACTUATORS.names())}")
+    if c.friction != "none" and c.friction not in FRICTIONS:
+        raise ConfigError(f"{option(prefix, 'friction')} {c.friction!r}; valid friction "
+                          f"types: none, {', '.join(FRICTIONS.names())}")
+    if c.residual not in RESIDUALS:
+        bad("residual", ", ".join(RESIDUALS))
+    if c.residual != "none" and c.type in NEURAL_TYPES:
+        bad("residual", f"none with {option(prefix, 'type')} {c.type} (already neural); a "
+            "residual net applies to the servo types servo, sts3215, xm430")
+    if c.disabled not in ("coast", "brake"):
+        bad("disabled", "coast, brake")
+    if not (finite(c.control_dt) and c.control_dt > 0):
+        bad("control_dt", "a control period [s] > 0")
+    if not (finite(c.backlash) and 0 <= c.backlash < MAX_WIDTH):
+        bad("backlash", f"a gear gap width [rad] >= 0 and < {MAX_WIDTH} (0: none)")
+    if not (finite(c.delay) and c.delay >= 0):
+        bad("delay", "a command latency [s] >= 0 (0: none)")
+    if c.delay > 0:
+        if c.delay_frames < 2:
+            bad("delay_frames", f"an integer >= 2 with {option(prefix, 'delay')} > 0")
+        longest = (c.delay_frames - 1) * c.control_dt
+        if not c.delay < longest:
+            frames = option(prefix, "delay_frames")
+            bad("delay", f"a latency [s] >= 0 and < {longest:g} ({frames} - 1 control periods "
+                f"of {c.control_dt:g} s; raise {frames} for a longer one)")
+    gains = {"kp": "a firmware P gain > 0", "error_gain": "duty per (kp rad) > 0",
+             "voltage": "a supply voltage [V] > 0", "kt": "a torque constant [N m/A] > 0",
+             "R": "a winding resistance [ohm] > 0"}
+    for name, accepted in gains.items():
+        v = getattr(c, name)
+        if v is not None and not (finite(v) and v > 0):
+            bad(name, accepted + " (default: the actuator type's)")
+    for name, accepted in (("kd", "a firmware D gain >= 0"), ("ki", "a firmware I gain >= 0"),
+                           ("current_limit", "a current limit [A] >= 0 (0: none)")):
+        v = getattr(c, name)
+        if v is not None and not (finite(v) and v >= 0):
+            bad(name, accepted + " (default: the actuator type's)")
+    if not (finite(c.punch) and 0 <= c.punch < MAX_PUNCH):
+        bad("punch", f"a minimum duty >= 0 and < {MAX_PUNCH} (0: none)")
+    if not (finite(c.error_limit) and (c.error_limit == 0
+                                       or MIN_LIMIT < c.error_limit < MAX_LIMIT)):
+        bad("error_limit", f"0 (none) or a position-error clamp [rad] > {MIN_LIMIT} and "
+            f"< {MAX_LIMIT}")
+    if not (finite(c.goal_slew) and (c.goal_slew == 0 or MIN_SPEED < c.goal_slew < MAX_SPEED)):
+        bad("goal_slew", f"0 (none) or a goal speed limit [rad/s] > {MIN_SPEED} and "
+            f"< {MAX_SPEED}")
+    _check_neural(c.neural, prefix + "neural.",
+                  c.residual if c.residual != "none" else c.type)
+
+
+def _check_neural(n: NeuralConfig, prefix: str, arch: str) -> None:
+    def bad(name: str, accepted: str) -> None:
+        refuse(prefix, name, getattr(n, name), accepted)
+
+    for name, what in (("history", "frames"), ("hidden", "units"), ("layers", "layers"),
+                       ("heads", "attention heads")):
+        if not getattr(n, name) >= 1:
+            bad(name, f"an integer >= 1 ({what})")
+    if arch == "transformer" and n.hidden % n.heads:
+        bad("hidden", f"a multiple of {option(prefix, 'heads')} {n.heads} (transformer)")
+    for name, what in (("tau_max", "an output bound [N m]"),
+                       ("residual_scale", "a residual scale [N m]"),
+                       ("error_scale", "an input scale [rad]"),
+                       ("velocity_scale", "an input scale [rad/s]"),
+                       ("torque_scale", "an input scale [N m]")):
+        v = getattr(n, name)
+        if not (finite(v) and v > 0):
+            bad(name, f"{what} > 0")
+    if n.context_scale and len(n.context_scale) != len(n.context):
+        bad("context_scale", f"one scale per {option(prefix, 'context')} key "
+            f"({len(n.context)}), or none (all 1)")
+    if not all(finite(v) and v > 0 for v in n.context_scale):
+        bad("context_scale", "input scales > 0")
 
 
 ActuatorBuilder = Callable[[ActuatorConfig, int], Actuator]
@@ -122,10 +214,7 @@ for _arch in ("mlp", "gru", "transformer"):
 def build_actuator(cfg: ActuatorConfig | None = None, n_dof: int = 1) -> Actuator:
     """Build the actuator named by ``cfg.type`` (unknown names list the valid ones)."""
     cfg = cfg or ActuatorConfig()
-    if cfg.residual not in ("none", "mlp", "gru", "transformer"):
-        raise ConfigError(
-            f"actuator.residual={cfg.residual!r}; valid: none, mlp, gru, transformer"
-        )
+    cfg.validate()
     return ACTUATORS.get(cfg.type)(cfg, n_dof)
 
 

@@ -19,13 +19,18 @@ from neuract.actuators.base import History
 from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 
+MAX_WIDTH = 0.2
+"""widest backlash gap [rad] a servo models (the fitted width stays below it)"""
+
 
 class Backlash(nn.Module):
     """Dead zone of total width ``width`` [rad] applied to the position error (..., n)."""
 
     def __init__(self, width: float = 0.01, smooth: bool = False, n_dof: int = 1,
-                 max_width: float = 0.2) -> None:
+                 max_width: float = MAX_WIDTH) -> None:
         super().__init__()
+        if not 0 <= width < max_width:
+            raise ConfigError(f"backlash width must be in [0, {max_width}) rad, got {width}")
         self.width = Param(width, lo=0.0, hi=max_width, shape=(n_dof,))
         self.smooth = smooth
 

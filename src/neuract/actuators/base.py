@@ -98,6 +98,10 @@ class History:
 
 def make_frame(command: Tensor, state: ActuatorState) -> Tensor:
     """(..., n, 3) one history frame from a command and the simulated state."""
+    if command.shape != state.q.shape or state.qd.shape != state.q.shape:
+        raise SchemaError(f"command {tuple(command.shape)}, q {tuple(state.q.shape)} and qd "
+                          f"{tuple(state.qd.shape)} must have one shape (..., n_joints): the "
+                          "actuator's joints are the plant's")
     return torch.stack([command, state.q, state.qd], dim=-1)
 
 

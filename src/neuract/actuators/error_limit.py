@@ -24,6 +24,9 @@ from torch import Tensor, nn
 from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 
+MIN_LIMIT, MAX_LIMIT = 0.01, 4.0
+"""range [rad] of the position-error clamp a servo models (exclusive)"""
+
 
 def bounded(x: Tensor, lim: Tensor, smooth: bool) -> Tensor:
     """x clipped to +-lim, or its smooth form ``lim tanh(x / lim)`` (same slope at zero, same
@@ -37,7 +40,7 @@ class ErrorLimit(nn.Module):
     """Clamp of the position error (..., n) [rad] to +-``limit`` [rad] (fitted)."""
 
     def __init__(self, limit: float = 0.6, smooth: bool = False, n_dof: int = 1,
-                 min_limit: float = 0.01, max_limit: float = 4.0) -> None:
+                 min_limit: float = MIN_LIMIT, max_limit: float = MAX_LIMIT) -> None:
         super().__init__()
         if not min_limit < limit < max_limit:
             raise ConfigError(f"error_limit must be in ({min_limit}, {max_limit}) rad, "

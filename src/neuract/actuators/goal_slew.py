@@ -26,12 +26,15 @@ from neuract.actuators.error_limit import bounded
 from neuract.actuators.param import Param
 from neuract.errors import ConfigError
 
+MIN_SPEED, MAX_SPEED = 0.1, 100.0
+"""range [rad/s] of the goal speed limit a servo models (exclusive)"""
+
 
 class GoalSlew(nn.Module):
     """Speed limit ``speed`` [rad/s] (fitted) of the firmware's internal goal, (..., n)."""
 
     def __init__(self, speed: float = 5.0, smooth: bool = False, n_dof: int = 1,
-                 min_speed: float = 0.1, max_speed: float = 100.0) -> None:
+                 min_speed: float = MIN_SPEED, max_speed: float = MAX_SPEED) -> None:
         super().__init__()
         if not min_speed < speed < max_speed:
             raise ConfigError(f"goal_slew must be in ({min_speed}, {max_speed}) rad/s, "

@@ -136,3 +136,24 @@ def smooth_abs(x: Tensor, eps: float) -> Tensor:
 
 
 LOG2 = math.log(2.0)
+
+
+def option(prefix: str, name: str) -> str:
+    """How a config field reads in an error: ``train.`` + ``lr_net`` -> ``train.lr_net``; a
+    command-line prefix (``--train.``) writes the field as the option (``--train.lr-net``)."""
+    return prefix + (name.replace("_", "-") if prefix.startswith("--") else name)
+
+
+def refuse(prefix: str, name: str, value: object, accepted: str) -> None:
+    """Raise :class:`ConfigError` naming the option (see :func:`option`), the value given and
+    what is accepted, on one line."""
+    if isinstance(value, tuple):
+        value = " ".join(repr(v) for v in value) if value else "(none)"
+    else:
+        value = repr(value)
+    raise ConfigError(f"{option(prefix, name)} {value}; accepted: {accepted}")
+
+
+def finite(x: object) -> bool:
+    """Whether ``x`` is a real number that is neither NaN nor infinite."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -68,6 +68,9 @@ class ServoConfig:
     #                         per control frame; 0 = none, > 0 = fitted from this value
 
 
+MAX_PUNCH = 0.5
+"""largest minimum duty [-] a servo models (the fitted punch stays below it)"""
+
 # Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
 STS3215 = dict(kp=32.0, error_gain=0.1649, max_duty=1.0, voltage=12.0, kt=3.6, R=9.8)
 # Dynamixel XM430-W350 in position mode: duty = (KP_reg / 128) * e[pulses] / 885, 4096 pulses
@@ -97,7 +100,7 @@ class ServoActuator(Actuator):
         self.error_gain_ratio = Param(1.0, lo=0.1, hi=10.0, shape=s,
                                       fixed=not cfg.fit_error_gain)
         self.friction = BudgetFriction(cfg.friction, n_dof) if cfg.friction else None
-        self.punch = Param(cfg.punch, lo=0.0, hi=0.5, shape=s) if cfg.punch > 0 else None
+        self.punch = Param(cfg.punch, lo=0.0, hi=MAX_PUNCH, shape=s) if cfg.punch > 0 else None
         self.backlash = (Backlash(cfg.backlash, cfg.smooth, n_dof) if cfg.backlash > 0
                          else None)
         self.error_limit = (ErrorLimit(cfg.error_limit, cfg.smooth, n_dof)

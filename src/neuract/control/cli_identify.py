@@ -130,6 +130,17 @@ def _episodes(cfg: IdentifyConfig) -> list[tuple[str, dict[str, np.ndarray]]]:
     raise ConfigError(f"--data {str(path)!r}: expected a dataset directory or an .npz file")
 
 
+def _joint_names(cfg: IdentifyConfig) -> list[str] | None:
+    """The joint names a dataset directory records (None: an .npz, or none recorded)."""
+    if not Path(cfg.data).is_dir():
+        return None
+    from neuract.data import load_dataset
+
+    ds = load_dataset(Path(cfg.data))
+    names = list(ds[0].meta.joint_names or []) if len(ds) else []
+    return names or None
+
+
 def _validate(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict:
     """Keys, dtypes, shapes, lengths, finiteness and time stamps of one episode."""
     out: dict[str, np.ndarray] = {}
@@ -299,6 +310,12 @@ def run(cfg: IdentifyConfig) -> dict:
     if len(dofs) > 1:
         raise SchemaError(f"--data {str(cfg.data)!r}: episodes have different numbers of "
                           f"joints {sorted(dofs)}; accepted: one robot per dataset")
+    if cfg.robot:  # the arm model against the data's joints (names where the data has them)
+        from neuract.robot import load_robot
+        from neuract.robot.match import check_joints
+
+        check_joints(cfg.robot, load_robot(cfg.robot).joint_names,
+                     _joint_names(cfg) or dofs.pop(), f"--data {str(cfg.data)!r}")
     train, test = _split(eps, cfg.test_fraction)
     model, info = _fit(cfg, train)
     with torch.no_grad():

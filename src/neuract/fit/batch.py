@@ -80,6 +80,10 @@ def batch_from_trajectories(trajs: Sequence[Any], dt: float | None = None,
     span = min(max(spans), duration) if duration is not None else max(spans)
     T = int(np.floor(span / dt + 1e-9)) + 1
     n = trajs[0]["q"].shape[1]
+    for tr in trajs[1:]:
+        if tr["q"].shape[1] != n:
+            raise SchemaError(f"run {tr.meta.name!r} has {tr['q'].shape[1]} joints, run "
+                              f"{trajs[0].meta.name!r} {n}; accepted: runs of one robot")
     out = {k: np.zeros((len(trajs), T, n)) for k in ("q", "qd", "command")}
     volt = np.full((len(trajs), T, 1), default_voltage)
     enable = np.ones((len(trajs), T, 1))

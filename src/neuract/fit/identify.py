@@ -61,12 +61,18 @@ def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
     return runs
 
 
-def plant_factory(robot: str = "pendulum", dtype: torch.dtype = torch.float64) -> PlantFactory:
-    """A function labels -> plant for the rollout (see module docstring)."""
+def plant_factory(robot: str = "pendulum", dtype: torch.dtype = torch.float64,
+                  arm_mass: float | None = None) -> PlantFactory:
+    """A function labels -> plant for the rollout (see module docstring). arm_mass: the
+    pendulum's arm mass [kg] for runs whose labels give none (default: the K-Scale bench arm
+    of the run's length)."""
     if robot == "pendulum":
         from neuract.robot.pendulum import Pendulum
 
-        return lambda labels: Pendulum.from_meta(labels, dtype=dtype)
+        return lambda labels: Pendulum.from_meta(labels, dtype=dtype, arm_mass=arm_mass)
+    if arm_mass is not None:
+        raise ConfigError(f"arm_mass {arm_mass!r} applies to the bench pendulum (robot "
+                          f"'pendulum'), not to robot {robot!r}")
     try:
         from neuract.robot import load_robot
     except ImportError as exc:  # pragma: no cover - the robot core ships with neuract
@@ -116,13 +122,15 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
              robot: str = "pendulum", val_fraction: float = 0.1,
              ckpt_dir: str | Path | None = None, log=None,
              model: SystemModel | None = None, run_key: dict[str, Any] | None = None,
-             resume_hint: str | None = None, restart_hint: str | None = None
-             ) -> tuple[SystemModel, dict[str, Any]]:
+             resume_hint: str | None = None, restart_hint: str | None = None,
+             arm_mass: float | None = None) -> tuple[SystemModel, dict[str, Any]]:
     """Fit an actuator + joint parameters to recorded runs; returns (model, report).
 
     run_key: stored with the checkpoints in ``ckpt_dir`` and compared on resume (default
     :func:`fit_run_key` of these arguments); resume_hint / restart_hint complete the error
     that refuses a checkpoint of another run (see :func:`~neuract.fit.trainer.fit`).
+    arm_mass: a pendulum's arm mass [kg] where the runs' labels give none (see
+    :func:`plant_factory`).
     """
     train = train or TrainConfig()
     actuator = actuator or ActuatorConfig()
@@ -134,11 +142,12 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
         torch.manual_seed(train.seed)
         model = build_model(actuator, joints, n_dof)
     if ckpt_dir is not None and run_key is None:
-        run_key = fit_run_key(batch, actuator, joints, train, robot, val_fraction)
+        run_key = fit_run_key(batch, actuator, joints, train, robot, val_fraction,
+                              **({} if arm_mass is None else {"arm_mass": arm_mass}))
         if given:  # a caller's model: its configs may not describe it, its tensors do
             run_key["model"] = _structure(model)
     tr, va, tr_idx, va_idx = split_batch(batch, val_fraction, train.seed)
-    pf = plant_factory(robot)
+    pf = plant_factory(robot, arm_mass=arm_mass)
     report = fit(model, pf, tr, va, train, ckpt_dir=ckpt_dir, log=log, run_key=run_key,
                  resume_hint=resume_hint, restart_hint=restart_hint)
     train_mae, _ = evaluate(model, pf, tr, train)

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from neuract.actuators.base import Actuator, ActuatorState
-from neuract.actuators.param import Param, cached_params, hardclip, softclip
+from neuract.actuators.param import Param, cached_params, finite, hardclip, refuse, softclip
 from neuract.errors import ConfigError, SchemaError
 
 
@@ -53,6 +53,24 @@ class JointParamsConfig:
     fit_offset: bool = True
     smooth: bool = False
 
+    def validate(self, prefix: str = "joints.") -> None:
+        """Raise :class:`ConfigError` for an initial value outside what the parameter can
+        take, naming the field after ``prefix`` (``--joints.`` names it as ``neuract fit``'s
+        option), the value and what is accepted."""
+        for name, what in (("armature", "a rotor inertia [kg m^2]"),
+                           ("damping", "a viscous damping [N m s/rad]"),
+                           ("frictionloss", "a dry friction torque [N m]")):
+            v = getattr(self, name)
+            if not (finite(v) and v >= 0):
+                refuse(prefix, name, v, f"{what} >= 0")
+        if not (finite(self.offset) and OFFSET_LO < self.offset < OFFSET_HI):
+            refuse(prefix, "offset", self.offset, f"an encoder offset [rad] > {OFFSET_LO} "
+                   f"and < {OFFSET_HI}")
+
+
+OFFSET_LO, OFFSET_HI = -0.3, 0.3
+"""range [rad] of the fitted offset between the gravity zero and the encoder zero"""
+
 
 class JointParams(nn.Module):
     """Per-joint armature [kg m^2], damping [N m s/rad], frictionloss [N m], offset [rad]."""
@@ -60,13 +78,14 @@ class JointParams(nn.Module):
     def __init__(self, n_dof: int = 1, cfg: JointParamsConfig | None = None) -> None:
         super().__init__()
         c = cfg or JointParamsConfig()
+        c.validate()
         s = (n_dof,)
         self.cfg = c
         self.armature = Param(c.armature, lo=0.0, shape=s, fixed=not c.fit_armature)
         self.damping = Param(max(c.damping, 1e-6), lo=0.0, shape=s, fixed=not c.fit_damping)
         self.frictionloss = Param(max(c.frictionloss, 1e-6), lo=0.0, shape=s,
                                   fixed=not c.fit_frictionloss)
-        self.offset = Param(c.offset, lo=-0.3, hi=0.3, shape=s, fixed=not c.fit_offset)
+        self.offset = Param(c.offset, lo=OFFSET_LO, hi=OFFSET_HI, shape=s, fixed=not c.fit_offset)
         self._has_passive = (c.damping > 0 or c.frictionloss > 0 or c.fit_damping
                              or c.fit_frictionloss)
 

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from neuract.actuators.base import Actuator
-from neuract.actuators.param import Param
+from neuract.actuators.param import Param, finite, option, refuse
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch
 from neuract.fit.checkpoint import (
@@ -63,16 +63,37 @@ class TrainConfig:
     """run labels passed to the actuator as known inputs, where a run carries them"""
     use_voltage: bool = True  # pass the measured supply voltage series
 
-    def validate(self) -> None:
-        if len(self.horizons) != len(self.stage_iters) or not self.horizons:
-            raise ConfigError(
-                f"train.horizons {self.horizons} and train.stage_iters {self.stage_iters} "
-                "must be non-empty and of equal length"
-            )
+    def validate(self, prefix: str = "train.") -> None:
+        """Raise :class:`ConfigError` for a value training cannot run with, naming the field
+        after ``prefix`` (``--train.`` names it as ``neuract fit``'s option), the value and
+        what is accepted."""
+        def bad(name: str, accepted: str) -> None:
+            refuse(prefix, name, getattr(self, name), accepted)
+
+        if not (isinstance(self.seed, int) and self.seed >= 0):
+            bad("seed", "an integer >= 0")
+        if not self.horizons or not all(finite(h) and h > 0 for h in self.horizons):
+            bad("horizons", "one window length [s] > 0 per curriculum stage")
+        if len(self.stage_iters) != len(self.horizons):
+            bad("stage_iters", f"one iteration count per stage of {option(prefix, 'horizons')} "
+                f"({len(self.horizons)})")
+        if not (all(isinstance(n, int) and n >= 0 for n in self.stage_iters)
+                and sum(self.stage_iters) >= 1):
+            bad("stage_iters", "iteration counts >= 0 per stage, at least 1 in all")
+        for name, least in (("windows_per_run", 1), ("runs_per_iter", 0), ("substeps", 1),
+                            ("val_every", 1), ("patience", 1), ("checkpoint_every", 1)):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= least):
+                bad(name, f"an integer >= {least}"
+                    + (" (0: all training runs)" if name == "runs_per_iter" else ""))
+        for name in ("lr", "lr_net"):
+            if not (finite(getattr(self, name)) and getattr(self, name) > 0):
+                bad(name, "a learning rate > 0")
+        if not self.grad_clip > 0:  # NaN fails too; inf: no clipping
+            bad("grad_clip", "a gradient-norm bound > 0")
         if self.loss not in ("mae", "mse", "huber"):
-            raise ConfigError(f"train.loss={self.loss!r}; valid: mae, mse, huber")
-        if self.substeps < 1 or self.windows_per_run < 1:
-            raise ConfigError("train.substeps and train.windows_per_run must be >= 1")
+            bad("loss", "mae, mse, huber")
+        if not (finite(self.velocity_weight) and self.velocity_weight >= 0):
+            bad("velocity_weight", "a loss weight >= 0")
 
 
 def train_key(cfg: TrainConfig) -> dict[str, Any]:

@@ -15,21 +15,31 @@ each differing option with its old and new value: rerun with the original option
 ``config.json``), or pass --overwrite to start afresh, or choose another --out. Options that do
 not change the result (--out, --threads, --train.checkpoint-every, the --data path of the same
 data) may differ on resume.
+
+``--out`` is new, empty, or an earlier fit's output (its ``config.json`` is a fit's): fit
+refuses, before reading any data, an ``--out`` that is, holds or lies inside its ``--data``
+(or ``--robot`` file), and any other non-empty directory, with or without ``--overwrite``.
+Options, data, robot and joints are all checked before anything is written; a first run into
+--out that fails later (not an interrupt: that keeps the checkpoint) removes what it wrote.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import os
+import re
+import shutil
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from neuract.actuators import ActuatorConfig
+from neuract.actuators import ActuatorConfig, NeuralConfig
 from neuract.atomic import is_output, write_json, write_text
 from neuract.config import check_rerun, save_resolved
-from neuract.errors import ConfigError
+from neuract.errors import ConfigError, NeuractError
 from neuract.fit.batch import batch_from_trajectories
 from neuract.fit.checkpoint import check_run_key, read_training_state, save_weights
 from neuract.fit.identify import (
@@ -41,6 +51,7 @@ from neuract.fit.identify import (
 )
 from neuract.fit.simulate import JointParamsConfig
 from neuract.fit.trainer import TrainConfig
+from neuract.robot.match import check_joints
 
 
 @dataclass
@@ -56,6 +67,9 @@ class FitConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     robot: str = "pendulum"
     """'pendulum' (bench: one plant per run from its mass/length labels) or a robot name/path"""
+    arm_mass: float | None = None
+    """pendulum: arm mass [kg] of runs whose labels give none (default: the K-Scale bench arm
+    of the run's length, 100 or 150 mm)"""
     val_fraction: float = 0.1
     """fraction of runs held out for validation / early stopping (split by run, train.seed)"""
     limit: int = 0
@@ -90,7 +104,20 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(cfg: FitConfig) -> dict:
+def _cli_names(message: str) -> str:
+    """``message`` with the fields of fit's option groups (``train.lr_net``,
+    ``actuator.neural.hidden``) written as fit's options (``--train.lr-net``)."""
+    for group, cls in (("actuator.neural", NeuralConfig), ("actuator", ActuatorConfig),
+                       ("joints", JointParamsConfig), ("train", TrainConfig)):
+        names = "|".join(sorted((f.name for f in fields(cls)), key=len, reverse=True))
+        message = re.sub(rf"(?<![\w.-]){re.escape(group)}\.({names})\b",
+                         lambda m, g=group: f"--{g}.{m.group(1).replace('_', '-')}", message)
+    return message
+
+
+def check_options(cfg: FitConfig) -> None:
+    """Refuse (ConfigError naming the option, the value and what is accepted) every option
+    fit cannot run with; reads no data and writes nothing."""
     if not cfg.data:
         raise ConfigError("--data is required (dataset dir, BAM logs dir or .tgz)")
     if not (math.isfinite(cfg.duration) and cfg.duration >= 0):
@@ -99,28 +126,143 @@ def run(cfg: FitConfig) -> dict:
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of runs >= 0 (0: all)")
     if not 0 <= cfg.val_fraction < 1:
         raise ConfigError(f"--val-fraction {cfg.val_fraction!r}; expected 0 <= share < 1")
+    if cfg.arm_mass is not None:
+        if cfg.robot != "pendulum":
+            raise ConfigError(f"--arm-mass {cfg.arm_mass!r} applies to --robot pendulum (the "
+                              f"bench), not to --robot {cfg.robot!r}")
+        if not (math.isfinite(cfg.arm_mass) and cfg.arm_mass >= 0):
+            raise ConfigError(f"--arm-mass {cfg.arm_mass!r}; accepted: the pendulum arm's "
+                              "mass [kg] >= 0")
+    cfg.train.validate("--train.")
+    cfg.actuator.validate("--actuator.")
+    cfg.joints.validate("--joints.")
+
+
+def _inputs(cfg: FitConfig) -> list[tuple[str, str]]:
+    """(option, path) of what fit reads from disk: the data and a robot file."""
+    out = [("--data", cfg.data)]
+    if cfg.robot != "pendulum" and Path(cfg.robot).is_file():
+        out.append(("--robot", cfg.robot))
+    return out
+
+
+def check_out(cfg: FitConfig) -> None:
+    """Refuse an ``--out`` that is, holds or lies inside one of fit's inputs, that exists and
+    is not a directory, or that is a non-empty directory but not an earlier fit's output
+    (:data:`DEST`): fit writes its files into --out in place (a rerun resumes there), so it
+    would mix them with whatever else is there. ``--overwrite`` changes none of this."""
+    out = Path(cfg.out)
+    target = Path(os.path.realpath(out))
+    for opt, path in _inputs(cfg):
+        if not os.path.lexists(path):
+            continue
+        src = Path(os.path.realpath(path))
+        how = ("is" if src == target else "holds" if target in src.parents
+               else "lies inside" if src in target.parents else None)
+        if how:
+            raise ConfigError(f"--out {str(out)!r} {how} the {opt} input {path!r}; fit writes "
+                              "its config, checkpoint, model and report into --out: choose "
+                              "another --out")
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} exists and is not a directory: choose another "
+                          "--out")
+    if any(out.iterdir()) and not is_output(out, **DEST):
+        raise ConfigError(f"--out {str(out)!r} is a non-empty directory and not a fit's "
+                          "output (no fit config.json); fit writes its files into --out "
+                          "(--overwrite replaces only an earlier fit): choose a new or empty "
+                          "--out")
+
+
+def _label_inputs(batch, keys: tuple[str, ...]) -> None:
+    """Each run label fed to the actuator (``--train.label-inputs``) must be carried by every
+    run or by none (then the actuator's configured value is used)."""
+    for k in keys:
+        lacking = [name for name, lab in zip(batch.names, batch.labels) if k not in lab]
+        if lacking and len(lacking) < len(batch):
+            raise ConfigError(f"--train.label-inputs {k}: {len(lacking)} of {len(batch)} runs "
+                              f"lack the label {k!r} (e.g. {lacking[0]!r}) that the others "
+                              "carry; accepted: labels every run carries (or none does)")
+
+
+def prepare(cfg: FitConfig) -> tuple[list, Any]:
+    """(runs, batch): the data read, and checked against the model and the plant by a
+    two-step rollout (joint counts, pendulum labels, run labels, network inputs), so that
+    nothing fit would fail on later is found after --out was written."""
+    runs = load_runs(cfg.data, cfg.limit)
+    batch = batch_from_trajectories(runs, duration=cfg.duration or None)
+    if batch.q.shape[1] < 2:
+        raise ConfigError(f"--duration {cfg.duration!r} keeps {batch.q.shape[1]} step of "
+                          f"{batch.dt:g} s per run; accepted: 0 (whole runs) or at least "
+                          f"{batch.dt:g} s (2 steps)")
+    n = batch.q.shape[-1]
+    names = list(runs[0].meta.joint_names)
+    data = f"--data {cfg.data!r}"
+    model = build_model(cfg.actuator, cfg.joints, n)
+    try:
+        pf = plant_factory(cfg.robot, arm_mass=cfg.arm_mass)
+    except NeuractError as e:
+        raise type(e)(f"--robot {cfg.robot!r}: {e}") from None
+    if cfg.robot == "pendulum":
+        if n != 1:
+            logged = runs[0].meta.robot
+            hint = f"--robot {logged}" if logged and logged != "pendulum" else "--robot NAME"
+            raise ConfigError(
+                f"--robot 'pendulum' (the default: a 1-joint bench pendulum) does not fit "
+                f"{data}: its runs have {n} joints {names}; pass {hint} (a bundled robot "
+                "name or an MJCF/URDF file of the arm the data were logged on)")
+    else:
+        check_joints(cfg.robot, pf([]).joint_names, names, data)
+    try:
+        plant = pf(batch.labels)
+    except NeuractError as e:
+        raise type(e)(f"--robot {cfg.robot!r} with {data}: {e}") from None
+    _label_inputs(batch, cfg.train.label_inputs)
+    with torch.no_grad():
+        model.rollout(plant, batch, cfg.train.substeps, cfg.train.label_inputs,
+                      cfg.train.use_voltage, horizon=2)
+    return runs, batch
+
+
+def run(cfg: FitConfig) -> dict:
+    try:
+        return _run(cfg)
+    except ConfigError as e:  # a library message in fit's own option names
+        msg = _cli_names(str(e))
+        if msg == str(e):
+            raise
+        raise type(e)(msg) from None
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory that creating ``path`` makes (None: ``path`` exists)."""
+    made = None
+    for p in (path, *path.parents):
+        if os.path.lexists(p):
+            break
+        made = p
+    return made
+
+
+def _run(cfg: FitConfig) -> dict:
+    # everything that can be refused (options, --out, data, robot, joints) before any write
+    check_options(cfg)
+    check_out(cfg)
     torch.set_num_threads(max(1, cfg.threads))
     out = Path(cfg.out)
     ckpt = out / "checkpoint"
-    runs = load_runs(cfg.data, cfg.limit)
-    batch = batch_from_trajectories(runs, duration=cfg.duration or None)
+    runs, batch = prepare(cfg)
+    extra = {} if cfg.arm_mass is None else {"arm_mass": cfg.arm_mass}
     key = fit_run_key(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
-                      limit=cfg.limit, duration=cfg.duration)
+                      limit=cfg.limit, duration=cfg.duration, **extra)
     hints = {"resume_hint": f"rerun with the original options and data (options kept in "
                             f"{str(out / 'config.json')!r})",
              "restart_hint": f"pass --overwrite (discards its checkpoint) or choose another "
                              f"--out than {str(out)!r}"}
     last = ckpt / "last.safetensors"
-    # every option that can be refused, before anything of an earlier run is removed
-    cfg.train.validate()
-    build_model(cfg.actuator, cfg.joints, batch.q.shape[-1])
-    plant_factory(cfg.robot)
     if cfg.overwrite:  # afresh: an interrupted run must not leave the old model and report
         old = [out / name for name in OUTPUTS if (out / name).exists()]
-        if old and not is_output(out, **DEST):
-            raise ConfigError(f"--out {str(out)!r} holds {', '.join(p.name for p in old)} but "
-                              "is not a fit's output (no fit config.json); --overwrite replaces "
-                              "only an earlier fit: choose another --out")
         for f in [*ckpt.glob("*.safetensors"), *old]:
             f.unlink()
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
@@ -128,12 +270,31 @@ def run(cfg: FitConfig) -> dict:
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
+    made = _first_missing(out)
+    fresh = made is not None or not any(out.iterdir())  # nothing of an earlier run there
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _fit(cfg, out, ckpt, batch, key, hints)
+    except Exception:  # not an interrupt: that keeps the checkpoint to resume from
+        if fresh:  # a failed first run leaves nothing behind
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+            else:
+                for p in out.iterdir():
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        p.unlink(missing_ok=True)
+        raise
+
+
+def _fit(cfg: FitConfig, out: Path, ckpt: Path, batch, key: dict, hints: dict) -> dict:
     save_resolved(cfg, out)
     print(f"neuract fit: {len(batch)} runs, {batch.q.shape[1]} steps of {batch.dt:.4f} s, "
           f"actuator {cfg.actuator.type} (friction {cfg.actuator.friction})")
     model, report = identify(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot,
-                             cfg.val_fraction, ckpt_dir=ckpt, log=print, run_key=key, **hints)
+                             cfg.val_fraction, ckpt_dir=ckpt, log=print, run_key=key,
+                             arm_mass=cfg.arm_mass, **hints)
     save_weights(model, out / "model.safetensors",
                  {"actuator": cfg.actuator.type, "val_mae_rad": report.get("val_mae_rad")})
     report = {k: v for k, v in report.items() if k != "history"} | {

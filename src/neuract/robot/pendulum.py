@@ -32,8 +32,9 @@ def bench_arm_mass(length: float) -> float:
         if abs(length - ell) < 1e-6:
             return m
     raise ConfigError(
-        f"no known arm mass for length {length} m; known lengths {sorted(BENCH_ARM_MASS)} m "
-        "(pass arm_mass explicitly)"
+        f"no known arm mass for length {length} m (known bench arms: "
+        f"{', '.join(f'{ell:g}' for ell in sorted(BENCH_ARM_MASS))} m); give the arm mass "
+        "[kg]: an arm_mass label on the runs, or neuract fit --arm-mass KG"
     )
 
 
@@ -63,15 +64,17 @@ class Pendulum:
         self._moment = (self.mass + self.arm_mass / 2.0) * self.g * self.length
 
     @classmethod
-    def from_meta(cls, metas: list[Mapping[str, Any]], dtype: torch.dtype = torch.float64
-                  ) -> Pendulum:
-        """One row per log: each meta needs ``mass`` and ``length`` (``arm_mass`` optional)."""
+    def from_meta(cls, metas: list[Mapping[str, Any]], dtype: torch.dtype = torch.float64,
+                  arm_mass: float | None = None) -> Pendulum:
+        """One row per log: each meta needs ``mass`` and ``length`` (``arm_mass`` optional:
+        else ``arm_mass`` [kg] if given, else the K-Scale bench arm of that length)."""
         try:
             mass = [float(m["mass"]) for m in metas]
             length = [float(m["length"]) for m in metas]
         except KeyError as exc:
             raise ConfigError(f"pendulum metadata lacks {exc}; needs mass and length") from None
-        arm = [float(m["arm_mass"]) if m.get("arm_mass") is not None else bench_arm_mass(ell)
+        arm = [float(m["arm_mass"]) if m.get("arm_mass") is not None
+               else float(arm_mass) if arm_mass is not None else bench_arm_mass(ell)
                for m, ell in zip(metas, length)]
         return cls(torch.tensor(mass, dtype=dtype), torch.tensor(length, dtype=dtype),
                    torch.tensor(arm, dtype=dtype), dtype=dtype)
