@@ -7,6 +7,7 @@ is invoked, so ``neuract --help`` stays fast.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import sys
@@ -37,23 +38,46 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-# library config classes -> the option prefix a verb gives them on its command line
+# library config classes (or a dotted part of one, listed before the class) -> the option
+# prefix a verb gives them on its command line
 OPTION_PREFIX: dict[str, dict[str, str]] = {
-    "demo": {"ExperimentConfig": "--experiment.", "TwinDataConfig": "--data."},
+    "demo": {"ExperimentConfig": "--experiment.", "TwinDataConfig": "--data.",
+             "GenerateConfig.sim": "--data.", "GenerateConfig": "--data."},
     "evaluate": {"ExperimentConfig": "--experiment.", "TwinDataConfig": "--twin.",
-                 "TwinPretrainConfig": "--twin-pretrain."},
+                 "TwinPretrainConfig": "--twin-pretrain.", "GenerateConfig.sim": "--twin.",
+                 "GenerateConfig": "--twin."},
+    "twin": {"GenerateConfig.sim": "--", "GenerateConfig": "--"},
 }
 
 
 def cli_names(verb: str, message: str) -> str:
-    """A library error message with its config field names (``ExperimentConfig.sim_prior``)
-    written as the verb's options (``--experiment.sim-prior``)."""
+    """A library error message with its config field names (``ExperimentConfig.sim_prior``,
+    ``ExperimentConfig.size.n_heads``) written as the verb's options
+    (``--experiment.sim-prior``, ``--experiment.size.n-heads``)."""
     import re
 
     for cls, prefix in OPTION_PREFIX.get(verb, {}).items():
-        message = re.sub(rf"\b{cls}\.([a-z_]+)",
+        message = re.sub(rf"\b{re.escape(cls)}\.([a-z_]+(?:\.[a-z_]+)*)",
                          lambda m, p=prefix: p + m.group(1).replace("_", "-"), message)
     return message
+
+
+def check_seeds(cfg, path: tuple[str, ...] = ()) -> None:
+    """Refuse a negative ``seed`` anywhere in a verb's config (numpy's and torch's random
+    generators take seeds >= 0): a ConfigError naming the option (``--seed``,
+    ``--twin.seed``), before the verb runs."""
+    import dataclasses
+
+    from neuract.errors import ConfigError
+
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name, None)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            check_seeds(v, (*path, f.name))
+        elif (f.name == "seed" and isinstance(v, int) and not isinstance(v, bool)
+              and v < 0):
+            option = "--" + ".".join((*path, f.name)).replace("_", "-")
+            raise ConfigError(f"{option} {v}; expected an integer >= 0")
 
 
 RESUMABLE = ("adapt", "demo", "evaluate", "fit")
@@ -117,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
     previous = _on_sigterm()
     try:
+        if dataclasses.is_dataclass(cfg):
+            check_seeds(cfg)
         result = module.run(cfg)
     except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
         print(f"neuract {verb}: error: {cli_names(verb, str(exc))}", file=sys.stderr)

@@ -68,12 +68,18 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
     directory is reused in place, so that a rerun resumes its training states, and a run with
     other options, interrupted, would leave a mix of both runs' files that reads like one
     finished run. A missing or empty ``out_dir``, one holding nothing but ``name``, and the
-    same config pass. Raises ConfigError naming each differing field as a command-line option
+    same config pass; a dataset directory (``meta/info.json``) and another command's output (a
+    ``name`` of another config type) are refused as such, without listing their options.
+    Raises ConfigError naming each differing field as a command-line option
     (``--experiment.sim-steps``); ``options`` renames a verb's option groups where they differ
     from the config's fields (e.g. ``{"data": "twin"}``). A path spelled another way (relative
     or absolute) counts as another option."""
     out = Path(out_dir)
     path = out / name
+    if (out / "meta" / "info.json").is_file():  # a dataset (neuract twin, ingest)
+        raise ConfigError(f"--out {str(out)!r} holds a dataset (meta/info.json, written by "
+                          "neuract twin or ingest), not a run of this command: choose another "
+                          "--out (a new or empty directory)")
     if not path.is_file():
         return
     others = sorted(p.name for p in out.iterdir() if p.name != name)
@@ -101,6 +107,11 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
     old, new = strip(old), strip({"type": type(cfg).__qualname__, "config": to_dict(cfg)})
     if old == new:
         return
+    if isinstance(old, dict) and old.get("type") != new["type"]:  # another command's output
+        raise ConfigError(
+            f"--out {str(out)!r} holds the output of another kind of run (its {name} is of "
+            f"type: {json.dumps(old.get('type'))} then, {json.dumps(new['type'])} now), not a "
+            f"run of this command to resume. {restart}")
     from neuract.fit.checkpoint import key_differences
 
     def option(key: str) -> str:

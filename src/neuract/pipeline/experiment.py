@@ -48,9 +48,11 @@ class ExperimentConfig:
 
     size: ModelSize = field(default_factory=ModelSize)
     sim_steps: int = 150
-    """NeuralActuator simulator-mode optimiser steps"""
+    """NeuralActuator simulator-mode optimiser steps (0: no simulator-mode NeuralActuator is
+    trained or scored, unless given as a checkpoint)"""
     est_steps: int = 200
-    """NeuralActuator estimator-mode optimiser steps"""
+    """NeuralActuator estimator-mode optimiser steps (0: no estimator-mode NeuralActuator is
+    trained or scored, unless given as a checkpoint)"""
     batch: int = 32
     sim_horizon: int = 36
     """simulator-mode training rollout length [telemetry steps] (final value of a curriculum
@@ -124,11 +126,13 @@ class ExperimentConfig:
     loop by the commands; :mod:`neuract.neuralactuator.reference`; needs ``physics`` and the
     parametric fit, ``baseline_iters > 0``); 0: none"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
+    """open-loop rollout horizons scored [telemetry steps], each >= 1"""
     full: bool = True
     """also score the full-trajectory rollout"""
     figure_samples: int = 600
     """samples of the first test episode simulated open loop for the rollout figure"""
     seed: int = 0
+    """random seed of the models' initial weights and training batches (an integer >= 0)"""
 
 
 @dataclass
@@ -210,6 +214,18 @@ def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, lis
     return train, test
 
 
+def check_split(train: Sequence[Any], test: Sequence[Any]) -> None:
+    """Refuse an experiment without training or test episodes, saying what to change (the
+    verbs call it once the data is split, before they write anything)."""
+    if not train or not test:
+        raise ConfigError(
+            f"need training and test episodes; got {len(train)} and {len(test)}: a task's last "
+            "episodes are held out for testing only where it has at least two (its "
+            "degraded-motor episodes apart), and at least one is kept for training; give more "
+            "episodes of each task (more minutes of data, or fewer tasks), a smaller test "
+            "fraction where one is set, or label a dataset's test episodes split=test")
+
+
 def check_calibration_fraction(fraction: float) -> None:
     if not 0 <= fraction < 1:
         raise ConfigError(f"ExperimentConfig.calibration_fraction = {fraction} "
@@ -274,6 +290,7 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     if cfg.sim_prior not in ("pd", "servo"):
         raise ConfigError(f"ExperimentConfig.sim_prior={cfg.sim_prior!r}; accepted: "
                           "['pd', 'servo']")
+    _check_sizes(cfg)
     check_loss_weight(cfg.gate_weight, "ExperimentConfig.gate_weight")
     check_loss_weight(cfg.gate_focal_gamma, "ExperimentConfig.gate_focal_gamma")
     train_config(cfg, "estimator", 1).validate()  # lr, batch, ...: before any training
@@ -288,12 +305,66 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     if cfg.ident and not cfg.physics:
         raise ConfigError("ExperimentConfig.ident=True regresses the effort on the arm model's "
                           "gravity torque: set physics=True")
+    if not (_is_int(cfg.reference_steps, 0) and cfg.reference_steps != 1):
+        raise ConfigError(f"ExperimentConfig.reference_steps = {cfg.reference_steps!r}; "
+                          "expected an integer >= 2 samples (0: no reference channels)")
+    # the rest of the NeuralActuator config of each mode trained (a stand-in arm: the robot
+    # is checked by the verbs; the servo prior and reference channels above)
+    stand_in = RobotSetup("so101", None, None, "gripperframe", None)
+    for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
+        if steps > 0 and mode not in pretrained_modes:
+            na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
+                      cfg.condition_head, cfg.ident_memory).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
                           "best parametric servo fit: set parametric_friction and "
                           f"baseline_iters > 0 (got {cfg.parametric_friction}, "
                           f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
+
+
+def _is_int(v: Any, lo: int) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= lo
+
+
+def _check_sizes(cfg: ExperimentConfig) -> None:
+    """Refuse model sizes, step counts, horizons and baseline names that would fail only
+    once something is trained (ConfigError naming ``ExperimentConfig.<field>``)."""
+    from neuract.actuators import ACTUATORS
+    from neuract.actuators.friction import FRICTIONS
+
+    for k in ("history", "d_model", "n_layers", "n_heads", "d_ff", "d_trunk"):
+        v = getattr(cfg.size, k)
+        if not _is_int(v, 1):
+            raise ConfigError(f"ExperimentConfig.size.{k} = {v!r}; expected an integer >= 1")
+    if cfg.size.d_model % cfg.size.n_heads:
+        raise ConfigError(f"ExperimentConfig.size.d_model = {cfg.size.d_model} is not divisible "
+                          f"by ExperimentConfig.size.n_heads = {cfg.size.n_heads}; expected a "
+                          "model width that is a multiple of the number of attention heads")
+    for k, what in (("sim_steps", "no simulator-mode NeuralActuator"),
+                    ("est_steps", "no estimator-mode NeuralActuator"),
+                    ("baseline_iters", "the fitted baselines left unfitted"),
+                    ("seed", "")):
+        v = getattr(cfg, k)
+        if not _is_int(v, 0):
+            raise ConfigError(f"ExperimentConfig.{k} = {v!r}; expected an integer >= 0"
+                              + (f" (0: {what})" if what else ""))
+    for k in ("batch", "sim_horizon", "est_horizon", "substeps", "figure_samples"):
+        v = getattr(cfg, k)
+        if not _is_int(v, 1):
+            raise ConfigError(f"ExperimentConfig.{k} = {v!r}; expected an integer >= 1")
+    if isinstance(cfg.horizons, (str, bytes)) or not all(_is_int(h, 1) for h in cfg.horizons):
+        raise ConfigError(f"ExperimentConfig.horizons = {tuple(cfg.horizons)!r}; expected "
+                          "rollout horizons, each an integer >= 1 telemetry step")
+    for fr in cfg.parametric_friction:
+        if fr not in FRICTIONS:
+            raise ConfigError(f"ExperimentConfig.parametric_friction: {fr!r} unknown; accepted: "
+                              f"{', '.join(FRICTIONS.names())}")
+    nets = [a for a in ACTUATORS.names() if a in ("mlp", "gru", "transformer")]
+    for arch in cfg.neural_baselines:
+        if arch not in nets:
+            raise ConfigError(f"ExperimentConfig.neural_baselines: {arch!r} unknown; accepted: "
+                              f"{', '.join(nets)} (or none)")
 
 
 def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None = None,
@@ -405,8 +476,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     progress = progress or _noop
     torch.manual_seed(cfg.seed)
     train, test = list(train), list(test)
-    if not train or not test:
-        raise ConfigError(f"need training and test episodes; got {len(train)} and {len(test)}")
+    check_split(train, test)
     n = len(train[0].meta.joint_names)
     horizons: list[Any] = [h for h in cfg.horizons]
     if cfg.full:
@@ -622,6 +692,7 @@ def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str
             "n_motors": int(p.shape[1]), "degraded_share": float(t.mean())}
 
 
-__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "calibration_split", "has_contact",
+__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "calibration_split", "check_split",
+           "has_contact",
            "na_config", "plain_gate", "run_experiment", "so101_setup", "split_by_task",
            "train_config"]

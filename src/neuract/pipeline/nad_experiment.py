@@ -94,6 +94,12 @@ class TwinPretrainConfig:
             lo = 1 if k == "units" else 0
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= {lo}")
+        if self.minutes:  # whole 30-s twin episodes, held in memory
+            from neuract.pipeline.twin_experiment import TwinDataConfig
+            from neuract.twin.generate import check_minutes
+
+            check_minutes(self.minutes, TwinDataConfig.episode_s, "so101",
+                          "TwinPretrainConfig.minutes", "the twin's episode length")
         if self.minutes and self.steps < 1:
             raise ConfigError(f"TwinPretrainConfig.steps = {self.steps}; pretraining on "
                               f"{self.minutes:g} twin minutes needs at least 1 step")

@@ -34,13 +34,16 @@ class TwinDataConfig:
 
     robot: str = "so101"
     minutes: float = 12.0
-    """telemetry minutes generated (train + test)"""
+    """telemetry minutes generated (train + test), in whole episodes of ``episode_s`` (rounded
+    up); less than one episode, or more than fits in the available memory, is refused"""
     units: int = 4
     """simulated physical arms (hidden parameters differ per unit)"""
     tasks: tuple[str, ...] = ("free", "lift", "pick", "push", "degraded")
     episode_s: float = 30.0
+    """episode length [s] (>= 1)"""
     test_fraction: float = 0.25
-    """share of each task's episodes held out for testing"""
+    """share of each task's episodes held out for testing (0 < f < 1; a task needs at least
+    two episodes to have one tested)"""
     degraded_fraction: float = 0.25
     """share of 'degraded'-task episodes with one or two degraded motors"""
     contact_min_force_n: float = 0.0
@@ -52,6 +55,7 @@ class TwinDataConfig:
     :class:`neuract.twin.config.Nonidealities` fields, e.g. ``("friction",)``): for ablations
     that measure what one effect costs an estimate; empty: the full twin"""
     seed: int = 0
+    """twin data seed (an integer >= 0)"""
     worn_train_minutes: float = 0.0
     """extra minutes of ``worn_train_tasks`` episodes, every one with one or two degraded motors:
     new episodes of the same units and seed (numbered past the others), added to the training
@@ -109,6 +113,10 @@ def worn_config(cfg: TwinDataConfig):
     if m == 0:
         return None
     gen = generate_config(cfg)
+    from neuract.twin.generate import check_minutes
+
+    check_minutes(m, gen.sim.episode_s, gen.robot, "TwinDataConfig.worn_train_minutes",
+                  "TwinDataConfig.episode_s")
     per_unit = -(-gen.n_episodes() // gen.units)
     return dataclasses.replace(gen, tasks=tuple(tasks), minutes=float(m),
                                episode_offset=per_unit,
@@ -179,7 +187,61 @@ def setup_for(robot: str):
         from neuract.pipeline.nad_experiment import omx_setup
 
         return omx_setup()
-    raise ConfigError(f"twin experiment robot {robot!r}; accepted: ['so101', 'omx']")
+    raise ConfigError(f"the data's robot is {robot!r}: evaluate and demo fit and score arm "
+                      "models, so they need arm data (twin or NAD data of the SO-101 or the "
+                      "OpenManipulator-X); accepted: ['so101', 'omx']")
+
+
+def check_test_fraction(f: Any, name: str = "TwinDataConfig.test_fraction") -> None:
+    if isinstance(f, bool) or not (isinstance(f, numbers.Real) and 0 < f < 1):
+        raise ConfigError(f"{name} = {f!r}; expected a share 0 < f < 1 of each task's episodes "
+                          "held out for testing")
+
+
+def no_split_message(cfg: TwinDataConfig, n_train: int, n_test: int) -> str:
+    """Why ``cfg``'s episodes give no training or no test episodes, naming what to change."""
+    gen = generate_config(cfg)
+    per_task = {t: 0 for t in gen.tasks}
+    for _, _, _, task in _episode_table(gen):
+        per_task[task] += 1
+    counts = ", ".join(f"{n} {t}" for t, n in per_task.items())
+    return (f"TwinDataConfig.minutes = {cfg.minutes:g} gives {gen.n_episodes()} episodes of "
+            f"{cfg.episode_s:g} s ({counts}): {n_train} for training and {n_test} for testing. "
+            "A task's last episodes (its degraded-motor episodes apart) are held out for "
+            "testing only where it has at least two, and TwinDataConfig.test_fraction = "
+            f"{cfg.test_fraction:g} of them; expected more TwinDataConfig.minutes (at least "
+            f"{2 * len(gen.tasks) * cfg.episode_s / 60:g} for two episodes of each task), fewer "
+            "TwinDataConfig.tasks, or a smaller TwinDataConfig.test_fraction")
+
+
+def _episode_table(gen):
+    from neuract.twin.generate import episode_table
+
+    return episode_table(gen)
+
+
+def check_twin_experiment(cfg: TwinExperimentConfig):
+    """Refuse every bad option of a twin experiment before anything is written or computed
+    (ConfigError naming ``TwinDataConfig.<field>`` / ``ExperimentConfig.<field>``, which the
+    verbs write as ``--twin.minutes`` / ``--data.minutes``, ``--experiment.sim-steps``);
+    returns the robot's experiment setup."""
+    from neuract.pipeline.experiment import check_experiment
+
+    gen = generate_config(cfg.data)  # robot, tasks, minutes, seed, ... (named as options)
+    check_test_fraction(cfg.data.test_fraction)
+    thr = cfg.data.contact_min_force_n
+    if isinstance(thr, bool) or not (isinstance(thr, numbers.Real) and thr >= 0):
+        raise ConfigError(f"TwinDataConfig.contact_min_force_n = {thr!r}; expected a force "
+                          ">= 0 N (0: the twin's raw contact label)")
+    setup = setup_for(cfg.data.robot)
+    worn_config(cfg.data)
+    check_experiment(cfg.experiment)
+    per_task: dict[str, int] = {}
+    for _, _, _, task in _episode_table(gen):
+        per_task[task] = per_task.get(task, 0) + 1
+    if max(per_task.values()) < 2:  # no task can have a test episode
+        raise ConfigError(no_split_message(cfg.data, gen.n_episodes(), 0))
+    return setup
 
 
 def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None = None,
@@ -190,19 +252,19 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
 
     from neuract.config import check_rerun, save_resolved
     from neuract.eval import write_report
-    from neuract.pipeline.experiment import check_experiment
     from neuract.pipeline.report import build_report, write_results
 
     torch.set_num_threads(1)
     # refuse bad values before anything is written or computed
-    setup = setup_for(cfg.data.robot)
-    worn_config(cfg.data)
-    check_experiment(cfg.experiment)
+    setup = check_twin_experiment(cfg)
     out = Path(cfg.out)
     check_rerun(cfg, out)
+    train, test, n_worn = twin_split(cfg.data, progress)
+    if not train or not test:  # e.g. a task's two episodes, one with a worn motor
+        raise ConfigError(no_split_message(cfg.data, len(train), len(test)))
+    # written once the data is known to split (a rerun of an interrupted run resumes)
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
-    train, test, n_worn = twin_split(cfg.data, progress)
     thr = cfg.data.contact_min_force_n
     res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),
                          cfg.experiment, out_dir=out, progress=progress)
@@ -233,6 +295,7 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
 
 
-__all__ = ["TwinDataConfig", "TwinExperimentConfig", "contact_labelled", "generate_config",
+__all__ = ["TwinDataConfig", "TwinExperimentConfig", "check_twin_experiment", "contact_labelled",
+           "generate_config",
            "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task",
            "twin_split", "worn_config"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
+import numbers
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,34 +47,99 @@ class GenerateConfig:
         return max(1, math.ceil(self.minutes * 60.0 / self.sim.episode_s))
 
     def validate(self) -> None:
+        """Refuse bad values (ConfigError naming ``GenerateConfig.<field>``, which the verbs
+        write as their options: ``--minutes``, ``--twin.minutes``; ``sim.episode_s`` as
+        ``--episode-s``): an unknown robot or task, a seed < 0, minutes <= 0, less than one
+        episode or more than fits in memory (:func:`check_minutes`), ..."""
         if self.robot not in ROBOT_SPECS:
-            raise ConfigError(f"robot {self.robot!r} unknown; twin robots: "
+            raise ConfigError(f"GenerateConfig.robot = {self.robot!r} unknown; twin robots: "
                               f"{', '.join(ROBOT_SPECS)}")
         bad = [t for t in self.tasks if t not in TASKS]
         if bad or not self.tasks:
-            raise ConfigError(f"tasks {list(self.tasks)}: unknown {bad}; tasks: "
+            raise ConfigError(f"GenerateConfig.tasks = {list(self.tasks)}: unknown {bad}; tasks: "
                               f"{', '.join(TASKS)}")
-        check_worn_tasks(self.sim.degraded_tasks, "sim.degraded_tasks")
-        if isinstance(self.episode_offset, bool) or not isinstance(self.episode_offset,
-                                                                    (int, np.integer)):
-            raise ConfigError(f"episode_offset = {self.episode_offset!r}; expected an integer "
-                              ">= 0")
-        for name, val, lo in (("minutes", self.minutes, 0.0), ("units", self.units, 1),
-                              ("workers", self.workers, 1),
-                              ("episode_offset", self.episode_offset, 0),
-                              ("sim.episode_s", self.sim.episode_s, 1.0),
+        check_worn_tasks(self.sim.degraded_tasks, "GenerateConfig.sim.degraded_tasks")
+        for name in ("episode_offset", "seed", "units", "workers"):
+            v, lo = getattr(self, name), 1 if name in ("units", "workers") else 0
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ConfigError(f"GenerateConfig.{name} = {v!r}; expected an integer >= {lo}")
+        for name, val, lo in (("sim.episode_s", self.sim.episode_s, 1.0),
                               ("sim.physics_hz", self.sim.physics_hz, 500.0),
                               ("sim.n_envs", self.sim.n_envs, 1)):
-            if not (math.isfinite(val) and val >= lo) or (name == "minutes" and val <= 0):
-                raise ConfigError(f"{name} = {val}; expected a finite number >= {lo}"
-                                  + (" and > 0" if name == "minutes" else ""))
+            if not (math.isfinite(val) and val >= lo):
+                raise ConfigError(f"GenerateConfig.{name} = {val}; expected a finite number "
+                                  f">= {lo:g}")
         # one episode's physics steps are held in memory: bound them (an hour at 2 kHz)
         steps = self.sim.episode_s * self.sim.physics_hz
         if steps > 7.2e6:
-            raise ConfigError(f"sim.episode_s = {self.sim.episode_s} at sim.physics_hz = "
-                              f"{self.sim.physics_hz} is {steps:.3g} physics steps per episode; "
-                              "expected at most 7.2e6 (e.g. episodes of at most an hour at "
-                              "2 kHz)")
+            raise ConfigError(f"GenerateConfig.sim.episode_s = {self.sim.episode_s} at "
+                              f"GenerateConfig.sim.physics_hz = {self.sim.physics_hz} is "
+                              f"{steps:.3g} physics steps per episode; expected at most 7.2e6 "
+                              "(e.g. episodes of at most an hour at 2 kHz)")
+        check_minutes(self.minutes, self.sim.episode_s, self.robot)
+
+
+BYTES_PER_MINUTE = {"so101": 1.57e6, "omx": 1.03e6}
+"""bytes one minute of a twin robot's episodes takes in memory (measured: 419 B per SO-101
+sample at 62.3 Hz, 291 B per OMX sample at 58.8 Hz)"""
+
+MEMORY_FACTOR = 3.0
+"""peak memory of generating and writing a dataset over the bytes of its episodes (the
+lockstep simulation's records, a worker's copy, one episode's table while it is written;
+measured peak growth 2.5-3.5x over 2-20 minutes of SO-101 data)"""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine has available now (Linux ``MemAvailable``, else the
+    physical memory); None where neither can be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def estimated_bytes(minutes: float, episode_s: float, robot: str) -> float:
+    """Peak memory [bytes] of generating ``minutes`` of ``robot`` twin episodes of
+    ``episode_s`` seconds (whole episodes; every episode is held until the dataset is
+    written)."""
+    n = max(1, math.ceil(minutes * 60.0 / episode_s))
+    per_minute = BYTES_PER_MINUTE.get(robot, max(BYTES_PER_MINUTE.values()))
+    return n * episode_s / 60.0 * per_minute * MEMORY_FACTOR
+
+
+def check_minutes(minutes: float, episode_s: float, robot: str,
+                  name: str = "GenerateConfig.minutes",
+                  episode: str = "GenerateConfig.sim.episode_s") -> None:
+    """Refuse an amount of twin data that is not a finite number > 0, is less than one
+    episode of ``episode_s`` seconds (the twin generates whole episodes: amounts are rounded
+    up to them, and less than one would silently become one), or needs more memory than this
+    machine has available (:func:`estimated_bytes`). ``name`` / ``episode``: the fields the
+    message names."""
+    if isinstance(minutes, bool) or not isinstance(minutes, numbers.Real) or not (
+            math.isfinite(minutes) and minutes > 0):
+        raise ConfigError(f"{name} = {minutes!r}; expected a finite number > 0 minutes")
+    if minutes * 60.0 < episode_s * (1 - 1e-9):
+        raise ConfigError(f"{name} = {minutes:g} is less than one episode ({episode} = "
+                          f"{episode_s:g} s, {episode_s / 60:g} min): the twin generates whole "
+                          f"episodes; expected at least {episode_s / 60:g} minutes, or shorter "
+                          "episodes")
+    need, have = estimated_bytes(minutes, episode_s, robot), available_memory()
+    if have is not None and need > have:
+        per_minute = BYTES_PER_MINUTE.get(robot, max(BYTES_PER_MINUTE.values()))
+        most = have / (per_minute * MEMORY_FACTOR)
+        raise ConfigError(f"{name} = {minutes:g} needs about {need / 1e9:.3g} GB of memory "
+                          f"(every episode is held until written: about "
+                          f"{per_minute * MEMORY_FACTOR / 1e6:.2g} MB per minute of {robot} "
+                          f"telemetry); this machine has {have / 1e9:.3g} GB available: "
+                          f"expected at most {most:.0f} minutes (generate more in several "
+                          "datasets with other seeds)")
 
 
 def unit_rng(seed: int, unit: int) -> np.random.Generator:

@@ -27,15 +27,17 @@ class TwinConfig:
     tasks: tuple[str, ...] = TASKS
     """tasks to cycle through: free lift pick push degraded"""
     minutes: float = 2.0
-    """total telemetry minutes to generate"""
+    """total telemetry minutes to generate, in whole episodes of --episode-s (rounded up);
+    less than one episode is refused, and so is more than fits in this machine's available
+    memory (every episode is held until the dataset is written: about 5 MB per minute)"""
     units: int = 2
     """number of simulated physical arms (hidden parameters differ per unit)"""
     seed: int = 0
-    """random seed; the same seed gives the same bytes"""
+    """random seed (an integer >= 0); the same seed gives the same bytes"""
     workers: int = 1
     """parallel processes (results do not depend on it)"""
     episode_s: float = 30.0
-    """episode length [s]"""
+    """episode length [s] (>= 1)"""
     n_envs: int = 32
     """episodes stepped in lockstep per process"""
     physics_hz: float = 500.0
