@@ -36,8 +36,17 @@ def _sibling_name(path: Path, suffix: str) -> Path:
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
 
 
-def _make_temp_file(path: Path) -> Path:
-    """Create a new empty file next to ``path`` with mode ``0o666 & ~umask``."""
+def _user_error(exc: OSError, given: str | os.PathLike) -> OSError:
+    """``exc`` (raised on a temporary sibling of an output) restated for the output path the
+    caller gave: the temporary names are internal and mean nothing to the user."""
+    folder = os.path.dirname(os.path.abspath(given))
+    msg = f"cannot write {str(given)!r}: {exc.strerror or exc} (in its folder {folder!r})"
+    return type(exc)(exc.errno, msg) if exc.errno is not None else type(exc)(msg)
+
+
+def _make_temp_file(path: Path, given: str | os.PathLike | None = None) -> Path:
+    """Create a new empty file next to ``path`` with mode ``0o666 & ~umask``; errors name
+    ``given`` (the path as the caller spelled it)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(_TRIES):
         tmp = _sibling_name(path, ".tmp")
@@ -45,19 +54,24 @@ def _make_temp_file(path: Path) -> Path:
             fd = os.open(tmp, flags, 0o666)
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise _user_error(exc, path if given is None else given) from None
         os.close(fd)
         return tmp
     raise FileExistsError(f"could not create a temporary file next to {str(path)!r}")
 
 
-def _make_temp_dir(path: Path) -> Path:
-    """Create a new empty directory next to ``path`` with mode ``0o777 & ~umask``."""
+def _make_temp_dir(path: Path, given: str | os.PathLike | None = None) -> Path:
+    """Create a new empty directory next to ``path`` with mode ``0o777 & ~umask``; errors
+    name ``given`` (the path as the caller spelled it)."""
     for _ in range(_TRIES):
         tmp = _sibling_name(path, ".tmp")
         try:
             os.mkdir(tmp, 0o777)
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise _user_error(exc, path if given is None else given) from None
         return tmp
     raise FileExistsError(f"could not create a temporary directory next to {str(path)!r}")
 
@@ -205,16 +219,20 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The file is created empty with the permissions ``open(path, "w")`` would give
     (``0o666 & ~umask``); a replaced file's old permissions are not kept."""
+    given = path
     path = Path(os.path.abspath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = _make_temp_file(path)
+    tmp_path = _make_temp_file(path, given)
     mode = stat.S_IMODE(os.stat(tmp_path).st_mode)
     try:
         yield tmp_path
         cur = stat.S_IMODE(os.stat(tmp_path).st_mode)
         if cur | mode != cur:  # a writer replaced the file with a narrower mode (safetensors'
             os.chmod(tmp_path, cur | mode)  # save_file: 0600); bits it added (x) are kept
-        os.replace(tmp_path, path)
+        try:
+            os.replace(tmp_path, path)
+        except OSError as exc:
+            raise _user_error(exc, given) from None
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
@@ -234,19 +252,23 @@ def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | N
     existing ``path`` is left as it was. Temporary directories of ``path`` that killed
     writers left (see the module docstring) are removed first.
     """
+    given = path
     path = Path(os.path.abspath(path))  # "." and "dir/.." have no name to put a sibling by
     check_dest(path, overwrite, marker, allowed, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _make_temp_dir(path)
+    tmp = _make_temp_dir(path, given)
     lock = _flock(tmp)  # held while this process lives: not a leftover for another writer
     try:
         _remove_leftovers(path)
         yield tmp
         check_dest(path, overwrite, marker, allowed, kind)  # it may have appeared meanwhile
-        if os.path.lexists(path):
-            _swap_in(tmp, path)
-        else:
-            os.replace(tmp, path)
+        try:
+            if os.path.lexists(path):
+                _swap_in(tmp, path)
+            else:
+                os.replace(tmp, path)
+        except OSError as exc:
+            raise _user_error(exc, given) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

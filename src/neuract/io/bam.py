@@ -44,7 +44,7 @@ import numpy as np
 
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
-from neuract.io.common import warn_repair
+from neuract.io.common import check_joint_count, warn_repair
 from neuract.io.registers import dxl_pwm_to_fraction, mA_to_A, twos_complement16
 
 SPIKE_THRESHOLD_RAD = 0.5
@@ -157,6 +157,7 @@ def parse_bam_log(
             f"{source}: not a BAM log: found {found}; expected a JSON object with "
             "'entries' (a list of samples) and run metadata (mass, length, kp, trajectory)"
         )
+    check_joint_count(robot, 1, source)  # a BAM log is one servo
     entries = data["entries"]
     if not isinstance(entries, list) or not entries:
         raise SchemaError(f"{source}: 'entries' is empty; expected at least one sample")

@@ -49,6 +49,25 @@ def robot_joint_count(robot: str) -> int | None:
     return int(sum(1 for j in range(model.njnt) if int(model.jnt_type[j]) in (2, 3)))
 
 
+def known_robots() -> list[str]:
+    """Robot names neuract knows: the bundled descriptions
+    (``neuract.robot.bundled.BUNDLED_ROBOTS``) and :data:`KNOWN_JOINT_COUNTS`."""
+    try:
+        from neuract.robot.bundled import BUNDLED_ROBOTS
+    except ImportError:  # pragma: no cover - robot package unavailable
+        BUNDLED_ROBOTS = {}
+    return sorted(set(BUNDLED_ROBOTS) | set(KNOWN_JOINT_COUNTS))
+
+
+def check_robot_name(robot: str, option: str = "--robot") -> None:
+    """Raise :class:`ConfigError` unless ``robot`` is one of :func:`known_robots`."""
+    from neuract.errors import ConfigError
+
+    known = known_robots()
+    if robot not in known:
+        raise ConfigError(f"{option} {robot!r}: unknown robot; accepted: {', '.join(known)}")
+
+
 def check_joint_count(robot: str, n_joints: int, where: str) -> None:
     """Raise :class:`SchemaError` when data has a different joint count than ``robot``."""
     want = robot_joint_count(robot)
@@ -79,6 +98,8 @@ __all__ = [
     "DataRepairWarning",
     "KNOWN_JOINT_COUNTS",
     "check_joint_count",
+    "check_robot_name",
+    "known_robots",
     "robot_joint_count",
     "robot_joint_ranges",
     "warn_repair",

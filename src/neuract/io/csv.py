@@ -125,9 +125,40 @@ class ColumnMapping:
             if key in d and not isinstance(d[key], kind):
                 raise ConfigError(f"{where}: {key} = {d[key]!r}; expected a JSON "
                                   + ("object" if kind is dict else "list"))
+        robot = d.get("robot", "custom")
+        if not (isinstance(robot, str) and robot):
+            raise ConfigError(f"{where}: robot = {robot!r}; expected a robot name (a string), "
+                              'e.g. "so101"')
+        sentinel = d.get("force_sentinel")
+        if sentinel is not None and not (
+            isinstance(sentinel, int | float) and not isinstance(sentinel, bool)
+            and np.isfinite(sentinel)
+        ):
+            raise ConfigError(f"{where}: force_sentinel = {sentinel!r}; expected a finite "
+                              "number (e.g. -999, not \"-999\") or null")
         time = d.get("time", {})
+        time_keys = {"column", "unit"}
+        unknown = set(time) - time_keys
+        if unknown:
+            raise ConfigError(
+                f"{where}: time: unknown key(s) {sorted(unknown)}; accepted: {sorted(time_keys)}"
+            )
+        for key in sorted(time_keys):
+            if key in time and not (isinstance(time[key], str) and time[key]):
+                raise ConfigError(f"{where}: time.{key} = {time[key]!r}; expected a "
+                                  + ("column name" if key == "column" else "unit name, e.g. "
+                                     '"s" or "ms"'))
         cols = []
+        spec_keys = {"column": "a column name", "channel": "a channel name",
+                     "unit": "a unit name", "joint": "a joint name or axis, or null"}
         for i, c in enumerate(d.get("columns", [])):
+            if not isinstance(c, dict):
+                raise ConfigError(f"{where}: columns[{i}] = {c!r}; expected a JSON object "
+                                  "with keys column, channel, unit, joint")
+            for key, what in spec_keys.items():
+                v = c.get(key)
+                if key in c and not ((isinstance(v, str) and v) or (key == "joint" and v is None)):
+                    raise ConfigError(f"{where}: columns[{i}].{key} = {v!r}; expected {what}")
             try:
                 cols.append(ColumnSpec(**c))
             except TypeError as exc:
@@ -139,8 +170,8 @@ class ColumnMapping:
             columns=tuple(cols),
             time_column=time.get("column", "t"),
             time_unit=time.get("unit", "s"),
-            robot=d.get("robot", "custom"),
-            force_sentinel=d.get("force_sentinel"),
+            robot=robot,
+            force_sentinel=sentinel,
             labels=dict(d.get("labels", {})),
         )
         m.validate(where)
@@ -166,7 +197,10 @@ def load_mapping(path: str | os.PathLike) -> ColumnMapping:
     if not p.is_file():
         raise ConfigError(f"{p}: column mapping file not found")
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_bytes())
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text file (not UTF-8); expected a JSON column "
+                          "mapping") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"

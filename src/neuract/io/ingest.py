@@ -213,6 +213,32 @@ def _postprocess(cfg: IngestConfig, tr: Trajectory) -> Trajectory:
     return tr
 
 
+MIN_SAMPLES = 2
+"""samples an ingested episode needs (one time step); fewer are refused, not stored"""
+
+
+def _check_length(cfg: IngestConfig, raw: Trajectory, tr: Trajectory) -> Trajectory:
+    """``tr`` (``raw`` post-processed), refused when it has fewer than :data:`MIN_SAMPLES`
+    samples: a one-sample episode has no time step, no rate and nothing any model can use."""
+    if len(tr) >= MIN_SAMPLES:
+        return tr
+    where = tr.meta.source or str(cfg.source)
+    if cfg.resample_hz is not None and len(raw) >= MIN_SAMPLES:
+        dur = float(raw.duration)
+        need = (MIN_SAMPLES - 1) / dur  # the grid holds floor(dur * rate) + 1 samples
+        scale = 10.0 ** (math.floor(math.log10(need)) - 2)  # 3 significant digits, rounded up
+        raise SchemaError(
+            f"{where}: episode {tr.meta.name!r} has {len(tr)} sample(s) after --resample-hz "
+            f"{cfg.resample_hz:g} ({len(raw)} before, {dur:.3g} s long); an episode needs at "
+            f"least {MIN_SAMPLES}: choose a rate of at least "
+            f"{float(f'{math.ceil(need / scale) * scale:.3g}'):g} Hz"
+        )
+    raise SchemaError(
+        f"{where}: episode {tr.meta.name!r} has {len(tr)} sample(s); an episode needs at least "
+        f"{MIN_SAMPLES} (one time step): leave out such files (--include) or record longer"
+    )
+
+
 def read_all(cfg: IngestConfig) -> list[Trajectory]:
     """Read (and post-process) every episode cfg selects; no output is written."""
     make = FORMATS.get(cfg.format)
@@ -224,7 +250,8 @@ def read_all(cfg: IngestConfig) -> list[Trajectory]:
     items, read = make(cfg)
     trajs: list[Trajectory] = []
     for tr in _progress(items, read, cfg):
-        trajs.append(_postprocess(cfg, tr))
+        tr = _check_length(cfg, tr, tr)  # before resampling / derivatives need 2 samples
+        trajs.append(_check_length(cfg, tr, _postprocess(cfg, tr)))
         if cfg.limit is not None and len(trajs) >= cfg.limit:
             break
     if not trajs:
@@ -314,6 +341,17 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
                           "it out to read every episode)")
+    if cfg.robot is not None:  # a robot neuract does not know: a typo, or name it in a mapping
+        from neuract.io.common import check_robot_name
+
+        try:
+            check_robot_name(cfg.robot)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} (a robot neuract does not know: --format csv with the "
+                              'column mapping\'s "robot" field)') from None
+    if cfg.calibration is not None and not Path(cfg.calibration).is_file():
+        raise ConfigError(f"--calibration {str(cfg.calibration)!r}: file not found; expected a "
+                          "LeRobot calibration JSON file")
     check_dest(cfg.out, cfg.overwrite, inputs=(cfg.source, cfg.mapping, cfg.calibration),
                **DATASET_DEST)  # before reading anything
     with warnings.catch_warnings():

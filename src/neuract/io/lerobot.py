@@ -50,11 +50,14 @@ from neuract.io.registers import STS3215_RAD_PER_STEP
 POSITION_UNITS = ("auto", "rad", "deg", "range_m100_100")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, what: str = "a LeRobot dataset's meta/info.json") -> Any:
+    """JSON file ``path`` (``what`` it should be, for the errors)."""
     if not path.is_file():
-        raise SchemaError(f"{path}: missing; a LeRobot dataset has meta/info.json")
+        raise SchemaError(f"{path}: file not found; expected {what}")
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        raise SchemaError(f"{path}: not a text file (not UTF-8); expected {what}") from None
     except json.JSONDecodeError as exc:
         raise SchemaError(
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
@@ -134,7 +137,7 @@ def _converter(
         return (lambda v: v * (math.pi / 180.0)), "deg -> rad"
     grip = np.array(["gripper" in j for j in joints])
     if calibration is not None:
-        cal = _read_json(Path(calibration))
+        cal = _read_json(Path(calibration), "a LeRobot calibration JSON file (--calibration)")
         missing = [j for j in joints if j not in cal]
         if missing:
             raise SchemaError(

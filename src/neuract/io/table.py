@@ -168,6 +168,12 @@ def read_csv(path: str | os.PathLike, delimiter: str = ",") -> Table:
             rows = list(csv.reader(fh, delimiter=delimiter))
         except csv.Error as exc:
             raise SchemaError(f"{src}: malformed CSV: {exc}") from None
+        except UnicodeDecodeError as exc:
+            bad = exc.object[exc.start:exc.start + 1].hex()
+            raise SchemaError(
+                f"{src}: not a text file (byte 0x{bad} is not valid UTF-8); expected a CSV "
+                "text file with a header row"
+            ) from None
     while rows and not any(c.strip() for c in rows[-1]):  # trailing blank lines
         rows.pop()
     if not rows:

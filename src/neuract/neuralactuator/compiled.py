@@ -141,6 +141,11 @@ def _ours(name: str) -> bool:
                                        and name.endswith(".pt2"))
 
 
+AOT_DEST = {"marker": META, "allowed": _ours,
+            "kind": lambda j: j.get("kind") == "neuralactuator-aoti"}
+"""what makes a directory an earlier :func:`compile_aot` output (the only kind it replaces)"""
+
+
 def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLike = "na_aot",
                 options: dict | None = None, quantize: str = "none",
                 extra: dict | None = None) -> AotActuator:
@@ -183,9 +188,7 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     # everything is built in a private sibling folder that replaces the directory as a whole
     # once every size compiled (a failed or interrupted compile leaves it as it was), so an
     # existing one may hold only what compile_aot writes
-    dest = {"marker": META, "allowed": _ours,
-            "kind": lambda j: j.get("kind") == "neuralactuator-aoti"}
-    with atomic_dir(out, overwrite=True, **dest) as stage:  # checks `out` before any work
+    with atomic_dir(out, overwrite=True, **AOT_DEST) as stage:  # checks `out` before any work
         op = {}
         if quantize == "int8":
             int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())

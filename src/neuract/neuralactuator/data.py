@@ -33,6 +33,8 @@ def smooth_velocity(q: np.ndarray, t: np.ndarray, window: int = 7) -> np.ndarray
     evaluation rollout)."""
     from scipy.signal import savgol_filter
 
+    if len(t) < 2:  # no time step: no velocity to tell (np.gradient needs 2 samples)
+        return np.zeros_like(np.asarray(q, dtype=np.float64))
     if len(t) < window + 2:
         return np.gradient(q, t, axis=0)
     dt = float(np.median(np.diff(t)))
@@ -123,7 +125,7 @@ def flatten(trajs: Sequence[Any], robot, site: str | None, est_channels: Sequenc
         q = np.asarray(tr["q"], dtype=np.float64)
         t = np.asarray(tr["t"], dtype=np.float64)
         qd = (np.asarray(tr["qd"], dtype=np.float64) if "qd" in tr
-              else np.gradient(q, t, axis=0))
+              else np.gradient(q, t, axis=0) if T > 1 else np.zeros_like(q))
         for key, chans in (("tok_est", est_channels), ("tok_sim", sim_channels)):
             if chans is not None:
                 parts = trajectory_channels(tr, chans, n, physics, context_s,

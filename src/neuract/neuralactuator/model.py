@@ -171,11 +171,16 @@ class NeuralActuatorConfig:
             raise ConfigError(f"servo={self.servo[:60]!r}... is set but prior={self.prior!r} "
                               "and reference_steps=0; a servo model is used with "
                               "prior='servo' or reference_steps > 0")
+        if not (isinstance(self.tau_max, tuple | list) and all(
+                isinstance(t, int | float) and not isinstance(t, bool) for t in self.tau_max)):
+            raise ConfigError(f"tau_max={self.tau_max!r}; expected a list of 1 or n_joints="
+                              f"{self.n_joints} torque limits, each finite and > 0 N m")
         if len(self.tau_max) not in (1, self.n_joints):
             raise ConfigError(f"tau_max has {len(self.tau_max)} values; expected 1 or "
                               f"n_joints={self.n_joints}")
         if not all(math.isfinite(t) and t > 0 for t in self.tau_max):
-            raise ConfigError(f"tau_max={self.tau_max}; every limit must be finite and > 0 N m")
+            raise ConfigError(f"tau_max={tuple(self.tau_max)}; every limit must be finite "
+                              "and > 0 N m")
         return self
 
     def replace(self, **kw) -> NeuralActuatorConfig:

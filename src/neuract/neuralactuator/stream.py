@@ -326,8 +326,13 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
     """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
     outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s (kwargs: the
     estimator's thresholds and filters; the servo-reference channels, if the model reads them,
-    are simulated on the episode's median sample spacing, as ``estimate`` does)."""
+    are simulated on the episode's median sample spacing, as ``estimate`` does). An episode
+    shorter than the model's history is refused, as ``estimate`` refuses it."""
     t = np.asarray(traj["t"], dtype=np.float64)
+    if len(t) < model.cfg.history:  # as estimate() refuses it: no sample would be valid
+        name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
+        raise SchemaError(f"episode {name!r} has {len(t)} samples, fewer than the model's "
+                          f"history of {model.cfg.history}")
     if model.cfg.reference_steps and "reference_dt" not in kwargs and len(t) > 1:
         kwargs["reference_dt"] = float(np.median(np.diff(t)))
     est = StreamingEstimator(model, **kwargs)

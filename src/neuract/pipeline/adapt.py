@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neuract.errors import ConfigError
+from neuract.errors import ConfigError, SchemaError
 
 
 @dataclass
@@ -82,6 +82,13 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     model = load_model(Path(cfg.checkpoint))
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
     trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    h = model.cfg.history
+    short = [t for t in trajs if len(t) < h]
+    if short:  # as estimate and simulate refuse them (no window fits in such an episode)
+        raise SchemaError(f"--data {str(cfg.data)!r}: episode {short[0].meta.name!r} has "
+                          f"{len(short[0])} samples, fewer than the model's history of {h}"
+                          + (f" ({len(short)} such episodes)" if len(short) > 1 else "")
+                          + "; adapt needs episodes of at least that many samples")
     # at least one episode is always trained on
     k = min(math.ceil(cfg.holdout * len(trajs)), len(trajs) - 1) if cfg.holdout > 0 else 0
     fit_eps, held = trajs[:len(trajs) - k], trajs[len(trajs) - k:]

@@ -16,6 +16,9 @@ int8`` also neuract's int8 operator, which needs an AVX2 CPU), with the same dec
 windows drawn around the checkpoint's normalisation statistics and reports how far each
 output is from the torch model's; past :data:`CHECK_LIMIT` it fails (an ONNX file is checked
 under a staging name and only then moved to ``--out``, so a failing one is not left behind).
+An existing ``--out`` is refused unless ``--overwrite`` is given, and even then only an
+earlier ONNX file of this verb (neuract's metadata) or an empty directory is replaced; an
+earlier AOT package directory (its ``aot.json``) is recompiled in place without it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ class ExportConfig:
     check_windows: int = 256
     """random windows (around the checkpoint's normalisation statistics) compared with the
     torch model after writing; 0: no check"""
+    overwrite: bool = False
+    """replace an existing --out: only an ONNX file neuract export wrote (onnx) or an empty
+    directory (aot; an earlier package directory is always recompiled in place)"""
     quiet: bool = False
 
 
@@ -86,13 +92,76 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                           "[0, 100000]")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
     extra = calibrated(model)
+    check_export_dest(dest, cfg.format, cfg.overwrite, cfg.checkpoint)  # before any writing
+    made = _missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     # ONNX: written and checked under a staging name, moved to --out once it passes
     staged = dest.with_name(f".{dest.stem}.unchecked.onnx")
     try:
         return _export(cfg, model, extra, dest, staged)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the folders this run made are removed
+        staged.unlink(missing_ok=True)
+        for d in made:  # deepest first; only while empty (nothing else was put there)
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise
     finally:
         staged.unlink(missing_ok=True)
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """The folders of ``folder``'s path (itself included) that do not exist yet, deepest
+    first: what ``mkdir(parents=True)`` creates."""
+    out = []
+    for d in (folder, *folder.parents):
+        if os.path.lexists(d):
+            break
+        out.append(d)
+    return out
+
+
+def is_onnx_export(path: Path) -> bool:
+    """Whether ``path`` is an ONNX file ``neuract export`` wrote (its ``neuract.kind``
+    metadata names a NeuralActuator)."""
+    try:
+        import onnx
+
+        proto = onnx.load(str(path), load_external_data=False)
+        meta = {p.key: p.value for p in proto.metadata_props}
+    except Exception:  # not ONNX (any parse error): not ours
+        return False
+    return meta.get("neuract.kind") == "neuralactuator"
+
+
+def check_export_dest(dest: Path, fmt: str, overwrite: bool, checkpoint: Path) -> None:
+    """Refuse, before any work, an existing ``--out`` without ``--overwrite``, and with it
+    anything but an earlier output of ``neuract export`` of the same format (an ONNX file
+    with neuract's metadata; a package directory with its ``aot.json``)."""
+    if fmt == "aot":
+        from neuract.atomic import check_dest, is_output
+        from neuract.neuralactuator.compiled import AOT_DEST
+
+        # an earlier package directory is recompiled in place as before (compile_aot reuses
+        # what is unchanged; tests/test_neuralactuator_int8op.py relies on it); anything else
+        # that exists needs --overwrite, and even then only an empty directory is replaced
+        ours = os.path.isdir(dest) and not os.path.islink(dest) and is_output(dest, **AOT_DEST)
+        check_dest(dest, overwrite or ours, inputs=(checkpoint,), **AOT_DEST)
+        return
+    if not os.path.lexists(dest):
+        return
+    if dest.is_symlink() or not dest.is_file():
+        what = "a symlink" if dest.is_symlink() else "not a file"
+        raise ConfigError(f"--out {str(dest)!r} exists and is {what}; only an ONNX file "
+                          "neuract export wrote is replaced: remove it or choose another path")
+    if not overwrite:
+        raise ConfigError(f"--out {str(dest)!r} already exists; pass --overwrite to replace "
+                          "it (only an ONNX file neuract export wrote is replaced)")
+    if not is_onnx_export(dest):
+        raise ConfigError(f"--out {str(dest)!r} is not an ONNX file neuract export wrote (no "
+                          "neuract.kind metadata); --overwrite replaces only those: choose "
+                          "another path")
 
 
 def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> dict[str, Any]:
@@ -185,4 +254,4 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
             + f" (accepted for quantize={cfg.quantize}: <= {limit:g}); it {what}")
 
 
-__all__ = ["ExportConfig", "run"]
+__all__ = ["ExportConfig", "check_export_dest", "is_onnx_export", "run"]

@@ -185,6 +185,9 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
                 train, test = split_by_task(trajs, 0.25)
             setup = setup_for(ds.robot)
             title, extra = f"NeuralActuator on {cfg.data}", {}
+        from neuract.pipeline.experiment import check_split
+
+        check_split(train, test)
         out = Path(cfg.out)  # only now that the data and the robot are known good
         out.mkdir(parents=True, exist_ok=True)
         save_resolved(cfg, out)
@@ -242,21 +245,54 @@ class EstimateConfig:
     quiet: bool = False
 
 
-OUT_DEST = {"marker": "summary.json",
-            "kind": lambda j: j.get("mode") in ("estimator", "simulator") and "episodes" in j,
+VERB_OF_MODE = {"estimator": "estimate", "simulator": "simulate"}
+"""the verb that writes a ``summary.json`` of each ``mode``"""
+
+
+def out_dest(mode: str) -> dict[str, Any]:
+    """What makes a directory an earlier output of the verb of ``mode`` (estimator:
+    ``neuract estimate``, simulator: ``neuract simulate``): its ``summary.json`` names that
+    mode (as every version wrote it), so ``--overwrite`` of one verb never replaces the
+    other's output."""
+    if mode not in VERB_OF_MODE:
+        raise ConfigError(f"out_dest: mode {mode!r}; accepted: {list(VERB_OF_MODE)}")
+    return {"marker": "summary.json",
+            "kind": lambda j: j.get("mode") == mode and "episodes" in j,
             "allowed": lambda name: name == "summary.json" or name.endswith(".parquet")}
-"""what makes a directory an earlier output of estimate or simulate (``--overwrite``
-replaces only such a directory)"""
 
 
-def check_out(out: Path, overwrite: bool, inputs: Sequence[Path | str | None] = ()) -> None:
+ESTIMATE_DEST = out_dest("estimator")
+SIMULATE_DEST = out_dest("simulator")
+OUT_DEST = SIMULATE_DEST
+"""``neuract simulate``'s outputs (the name pipeline/simulate.py imports; estimate uses
+:data:`ESTIMATE_DEST`)"""
+
+
+def check_out(out: Path, overwrite: bool, inputs: Sequence[Path | str | None] = (),
+              mode: str = "simulator") -> None:
     """Refuse, before any work, an ``--out`` that is or holds one of the ``inputs``
     (checkpoint, data, robot file), or an existing one that is not replaceable
     (:func:`neuract.atomic.check_dest`: without ``--overwrite``, not a directory, or not an
-    earlier output of these verbs)."""
+    earlier output of the verb of ``mode``: estimator for estimate, simulator (the default)
+    for simulate)."""
+    import json
+
     from neuract.atomic import check_dest
 
-    check_dest(out, overwrite, inputs=inputs, **OUT_DEST)
+    dest = out_dest(mode)
+    marker = Path(out) / "summary.json"
+    if overwrite and marker.is_file() and not Path(out).is_symlink():
+        try:
+            other = json.loads(marker.read_text()).get("mode")
+        except (OSError, ValueError, AttributeError):
+            other = None
+        if other in VERB_OF_MODE and other != mode:
+            raise ConfigError(
+                f"output directory {str(out)!r} is an earlier neuract {VERB_OF_MODE[other]} "
+                f"output (summary.json mode {other!r}); --overwrite of neuract "
+                f"{VERB_OF_MODE[mode]} replaces only its own outputs: choose another output "
+                "path")
+    check_dest(out, overwrite, inputs=inputs, **dest)
 
 
 def read_telemetry(path: Path) -> list:
@@ -361,11 +397,11 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     out_dir = Path(cfg.out)
-    check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data))
+    check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data), mode="estimator")
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
-    with atomic_dir(out_dir, overwrite=cfg.overwrite, **OUT_DEST) as tmp_dir:
+    with atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
         for tr in trajs:
             summary["episodes"].append(_estimate_episode(model, tr, cfg, tmp_dir))
         write_json(tmp_dir / "summary.json", summary)
@@ -415,5 +451,6 @@ def run(cfg: EvaluateConfig | EstimateConfig) -> Any:
     return res
 
 
-__all__ = ["EstimateConfig", "EvaluateConfig", "check_out", "estimates_table", "read_telemetry",
+__all__ = ["ESTIMATE_DEST", "EstimateConfig", "EvaluateConfig", "OUT_DEST", "SIMULATE_DEST",
+           "check_out", "out_dest", "estimates_table", "read_telemetry",
            "run", "run_estimate", "run_evaluate"]
