@@ -255,3 +255,26 @@ def test_an_actuator_for_other_joints_than_the_plant_is_a_schema_error():
     with pytest.raises(SchemaError, match="one shape"):  # was a RuntimeError from torch.stack
         simulate(plant_factory("so101")([]), model.actuator, model.joints, cmd[:, 0],
                  cmd[:, 0], cmd, 0.01)
+
+
+def test_fit_failing_after_training_keeps_its_state_to_resume(pend, tmp_path, capsys,
+                                                              monkeypatch):
+    """A first run that fails once a training state is saved (a full disk writing the model)
+    keeps --out with its checkpoint: the rerun resumes instead of training from scratch."""
+    import errno
+
+    import neuract.fit.verb as verb
+
+    real = verb.save_weights
+
+    def full_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(verb, "save_weights", full_disk)
+    out = tmp_path / "o"
+    assert _fit(capsys, pend, out)[0] == 1
+    assert list((out / "checkpoint").glob("*.safetensors")), "the training state was removed"
+    monkeypatch.setattr(verb, "save_weights", real)
+    capsys.readouterr()
+    assert main(["fit", "--data", str(pend), "--out", str(out), *QUICK]) == 0
+    assert "resumed" in capsys.readouterr().out

@@ -339,3 +339,36 @@ def test_checkpoint_tau_max_must_be_finite_positive(kit, tmp_path, value):
         read_config(bad)
     msg = str(exc.value)
     assert "tau_max" in msg and "finite and > 0" in msg and "has no len" not in msg
+
+
+def test_adapt_leaves_out_episodes_shorter_than_the_history_and_trains_on_the_rest(tmp_path):
+    """Only a dataset with no usable episode is refused; a short episode among full ones is
+    left out with a warning (it gave no windows before either)."""
+    from neuract.data import write_dataset
+    from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, save_checkpoint
+
+    ck = save_checkpoint(NeuralActuator(NeuralActuatorConfig(n_joints=6, mode="simulator",
+                                                             effort="load", **TINY)),
+                         tmp_path / "ck")
+    eps = tiny_episodes(0.3)
+    ds = write_dataset([eps[0].slice(0, 5).replace(name="short")] + eps, tmp_path / "mix")
+    with pytest.warns(UserWarning, match=r"1 episode\(s\) shorter than the model's history of 8 "
+                                         r"samples left out \(e.g. 'short', 5 samples\)"):
+        rc = main(["adapt", "--checkpoint", str(ck), "--data", str(ds), "--out",
+                   str(tmp_path / "o"), "--steps", "2", "--holdout", "0", "--quiet"])
+    assert rc == 0 and (tmp_path / "o").is_dir()
+
+
+def test_ingest_accepts_a_robot_description_file(tmp_path, capsys):
+    """--robot may be the arm's MJCF/URDF file (simulate and adapt resolve it so); only a name
+    that is neither a known robot nor a file is refused."""
+    from neuract.robot.bundled import bundled_path
+
+    src = _nad_so101(tmp_path / "001.csv", 5)
+    xml = tmp_path / "my_arm.xml"
+    xml.write_text(bundled_path("so101").read_text())
+    assert main(["ingest", str(src), "--format", "nad", "--robot", str(xml), "--out",
+                 str(tmp_path / "o"), "--quiet"]) == 0
+    assert main(["ingest", str(src), "--format", "nad", "--robot", str(tmp_path / "none.xml"),
+                 "--out", str(tmp_path / "o2"), "--quiet"]) == 1
+    assert "MJCF/URDF file" in _err(capsys)

@@ -276,7 +276,9 @@ def _run(cfg: FitConfig) -> dict:
     try:
         return _fit(cfg, out, ckpt, batch, key, hints)
     except Exception:  # not an interrupt: that keeps the checkpoint to resume from
-        if fresh:  # a failed first run leaves nothing behind
+        # a failed first run leaves nothing behind, unless it saved a training state: a
+        # failure after training began (a full disk) keeps it, to resume from when rerun
+        if fresh and not any(ckpt.glob("*.safetensors")):
             if made is not None:
                 shutil.rmtree(made, ignore_errors=True)
             else:

@@ -341,14 +341,16 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
                           "it out to read every episode)")
-    if cfg.robot is not None:  # a robot neuract does not know: a typo, or name it in a mapping
+    # a name neuract does not know is a typo; an arm of its own is given as its MJCF/URDF file
+    # (as simulate and adapt resolve it), or named in a CSV column mapping's "robot" field
+    if cfg.robot is not None and not Path(cfg.robot).is_file():
         from neuract.io.common import check_robot_name
 
         try:
             check_robot_name(cfg.robot)
         except ConfigError as exc:
-            raise ConfigError(f"{exc} (a robot neuract does not know: --format csv with the "
-                              'column mapping\'s "robot" field)') from None
+            raise ConfigError(f"{exc}, or the path of the arm's MJCF/URDF file (with --format "
+                              'csv, any name in the column mapping\'s "robot" field)') from None
     if cfg.calibration is not None and not Path(cfg.calibration).is_file():
         raise ConfigError(f"--calibration {str(cfg.calibration)!r}: file not found; expected a "
                           "LeRobot calibration JSON file")

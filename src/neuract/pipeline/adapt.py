@@ -16,6 +16,7 @@ killed run resumes from ``<out>.train_state.safetensors`` (removed when it compl
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,17 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
     trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
     h = model.cfg.history
-    short = [t for t in trajs if len(t) < h]
-    if short:  # as estimate and simulate refuse them (no window fits in such an episode)
+    short = [t for t in trajs if len(t) < h]  # no window fits in such an episode
+    if len(short) == len(trajs):  # nothing to adapt on (estimate and simulate refuse them too)
         raise SchemaError(f"--data {str(cfg.data)!r}: episode {short[0].meta.name!r} has "
                           f"{len(short[0])} samples, fewer than the model's history of {h}"
                           + (f" ({len(short)} such episodes)" if len(short) > 1 else "")
                           + "; adapt needs episodes of at least that many samples")
+    if short:
+        warnings.warn(f"--data {str(cfg.data)!r}: {len(short)} episode(s) shorter than the "
+                      f"model's history of {h} samples left out (e.g. "
+                      f"{short[0].meta.name!r}, {len(short[0])} samples)", stacklevel=2)
+        trajs = [t for t in trajs if len(t) >= h]
     # at least one episode is always trained on
     k = min(math.ceil(cfg.holdout * len(trajs)), len(trajs) - 1) if cfg.holdout > 0 else 0
     fit_eps, held = trajs[:len(trajs) - k], trajs[len(trajs) - k:]
