@@ -319,3 +319,15 @@ def _default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"cannot serialise {type(o).__name__} to JSON")
+
+
+def missing_folders(folder: str | os.PathLike) -> list[Path]:
+    """The folders of ``folder``'s path (itself included) that do not exist yet, deepest
+    first: what ``mkdir(parents=True)`` creates (empty: ``folder`` exists)."""
+    folder = Path(folder)
+    out = []
+    for d in (folder, *folder.parents):
+        if os.path.lexists(d):
+            break
+        out.append(d)
+    return out

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from neuract.actuators import ActuatorConfig, NeuralConfig
-from neuract.atomic import is_output, write_json, write_text
+from neuract.atomic import is_output, missing_folders, write_json, write_text
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError, NeuractError
 from neuract.fit.batch import batch_from_trajectories
@@ -235,16 +235,6 @@ def run(cfg: FitConfig) -> dict:
         raise type(e)(msg) from None
 
 
-def _first_missing(path: Path) -> Path | None:
-    """The outermost directory that creating ``path`` makes (None: ``path`` exists)."""
-    made = None
-    for p in (path, *path.parents):
-        if os.path.lexists(p):
-            break
-        made = p
-    return made
-
-
 def _run(cfg: FitConfig) -> dict:
     # everything that can be refused (options, --out, data, robot, joints) before any write
     check_options(cfg)
@@ -270,7 +260,7 @@ def _run(cfg: FitConfig) -> dict:
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
-    made = _first_missing(out)
+    made = (missing_folders(out) or [None])[-1]  # the outermost folder this run creates
     fresh = made is not None or not any(out.iterdir())  # nothing of an earlier run there
     out.mkdir(parents=True, exist_ok=True)
     try:

@@ -93,7 +93,9 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
     extra = calibrated(model)
     check_export_dest(dest, cfg.format, cfg.overwrite, cfg.checkpoint)  # before any writing
-    made = _missing_folders(dest.parent)
+    from neuract.atomic import missing_folders
+
+    made = missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
     # ONNX: written and checked under a staging name, moved to --out once it passes
     staged = dest.with_name(f".{dest.stem}.unchecked.onnx")
@@ -109,17 +111,6 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
         raise
     finally:
         staged.unlink(missing_ok=True)
-
-
-def _missing_folders(folder: Path) -> list[Path]:
-    """The folders of ``folder``'s path (itself included) that do not exist yet, deepest
-    first: what ``mkdir(parents=True)`` creates."""
-    out = []
-    for d in (folder, *folder.parents):
-        if os.path.lexists(d):
-            break
-        out.append(d)
-    return out
 
 
 def is_onnx_export(path: Path) -> bool:

@@ -17,7 +17,6 @@ gate probability and per-motor degraded probability (estimator mode throughout).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,19 +371,9 @@ def resolve_robot(name: str, model, trajs, site: str = ""):
     if not name:
         raise ConfigError("--robot is needed: the episodes do not name their robot")
     robot = load_robot(name, dtype=torch.float32)
-    names = list(trajs[0].meta.joint_names)
-    if robot.n_dof != len(names):
-        raise ConfigError(f"--robot {name!r} has {robot.n_dof} joints "
-                          f"{list(robot.joint_names)}; the episodes have {len(names)} {names}: "
-                          "not the same arm")
-    if set(robot.joint_names) == set(names) and list(robot.joint_names) != names:
-        raise ConfigError(f"--robot {name!r} orders its joints {list(robot.joint_names)}; the "
-                          f"episodes {names}: joints are matched by position, so the data "
-                          "must list them in the model's order")
-    if list(robot.joint_names) != names:  # data may name its joints its own way
-        warnings.warn(f"the arm model {name!r} names its joints {list(robot.joint_names)}, the "
-                      f"episodes {names}: matched by position; check that it is the same arm",
-                      stacklevel=2)
+    from neuract.robot.match import check_joints
+
+    check_joints(name, robot.joint_names, list(trajs[0].meta.joint_names), "the episodes")
     defaults = {"so101": "gripperframe", "omx": "end_effector", "omx_arm": "end_effector"}
     return robot, site or model.cfg.physics_site or defaults.get(name) or None
 
