@@ -159,10 +159,10 @@ def f1(pred, y) -> float:
 class RGate(torch.nn.Module):
     """Input layer, GRU, logit: causal over a whole episode."""
 
-    def __init__(self, n_in: int, hidden: int = 64):
+    def __init__(self, n_in: int, hidden: int = 64, layers: int = 1):
         super().__init__()
         self.inp = torch.nn.Linear(n_in, hidden)
-        self.gru = torch.nn.GRU(hidden, hidden, batch_first=True)
+        self.gru = torch.nn.GRU(hidden, hidden, num_layers=layers, batch_first=True)
         self.out = torch.nn.Linear(hidden, 1)
 
     def forward(self, x):
@@ -192,7 +192,8 @@ def best_thr(ps, ys):
 
 
 def train(variant: str, seed: int = 0, iters: int = 2000, crop: int = 400, batch: int = 32,
-          hidden: int = 64, lr: float = 2e-3, extra: tuple[int, ...] = ()) -> None:
+          hidden: int = 64, lr: float = 2e-3, extra: tuple[int, ...] = (),
+          save: str | None = None, layers: int = 1) -> None:
     torch.set_num_threads(1)
     d = _load(CACHE)
     torch.manual_seed(seed)
@@ -202,7 +203,7 @@ def train(variant: str, seed: int = 0, iters: int = 2000, crop: int = 400, batch
         tr += _load(extra_path(s))
     X = [torch.from_numpy(inputs(r, variant)) for r in tr]
     Y = [torch.from_numpy(r["y"].astype(np.float32)) for r in tr]
-    net = RGate(X[0].shape[1], hidden)
+    net = RGate(X[0].shape[1], hidden, layers)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, iters)
     best = (-1.0, None, None)
@@ -224,12 +225,18 @@ def train(variant: str, seed: int = 0, iters: int = 2000, crop: int = 400, batch
         opt.step()
         sched.step()
         if it % 250 == 0:
-            g, sc = best_thr(predict(net, d["calib"], variant), y_calib)
-            st = f1(np.concatenate(predict(net, d["test"], variant)) >= g, y_test)
+            pc = predict(net, d["calib"], variant)
+            g, sc = best_thr(pc, y_calib)
+            pt = predict(net, d["test"], variant)
+            st = f1(np.concatenate(pt) >= g, y_test)
             print(f"{variant} it {it} loss {loss.item():.4f} calib F1 {sc:.4f} thr {g:.2f} "
                   f"test F1 {st:.4f} ({time.time() - t0:.0f} s)", flush=True)
             if sc > best[0]:
                 best = (sc, st, it)
+                if save:
+                    _dump({"calib": pc, "test": pt, "it": it,
+                           "state": {k: v.clone() for k, v in net.state_dict().items()}},
+                          Path(save))
     print(f"{variant}: best calibration F1 {best[0]:.4f} at iteration {best[2]} -> test F1 "
           f"{best[1]:.4f} ({len(tr)} training episodes)")
 
@@ -251,6 +258,8 @@ def main() -> int:
     t.add_argument("--hidden", type=int, default=64)
     t.add_argument("--lr", type=float, default=2e-3)
     t.add_argument("--extra", type=int, nargs="*", default=())
+    t.add_argument("--layers", type=int, default=1)
+    t.add_argument("--save", default=None, help="pickle the best iteration's logits and weights")
     a = ap.parse_args()
     if a.stage == "gen":
         gen_traj()
@@ -259,7 +268,8 @@ def main() -> int:
     elif a.stage == "extra":
         gen_extra(a.seed)
     else:
-        train(a.variant, a.seed, a.iters, a.crop, a.batch, a.hidden, a.lr, tuple(a.extra))
+        train(a.variant, a.seed, a.iters, a.crop, a.batch, a.hidden, a.lr, tuple(a.extra),
+              a.save, a.layers)
     return 0
 
 

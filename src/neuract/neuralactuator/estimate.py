@@ -52,6 +52,9 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     by :func:`select_gate_filter`) when ``gate_threshold`` is the model's too, else 0 s and
     ``gate_threshold`` (a plain threshold).
 
+    A model with a recurrent gate (``cfg.gate_rnn``) takes its contact probability from it,
+    run over the episode from its first valid sample.
+
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
     ``contact_prob`` is shifted so that ``>= 0.5`` is the gate's decision; with a release
@@ -74,6 +77,8 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
         forces.append(force)
         gates.append(torch.sigmoid(gate))
         conds.append(torch.softmax(cond, -1)[..., 1:].sum(-1))
+    if model.gate_rnn is not None:  # the recurrent gate, causal over the whole episode
+        gates = [torch.sigmoid(model.recurrent_gate(x[:, -1])[0])]
     pad = lambda a, shape: np.concatenate([np.full((h - 1, *shape), np.nan), a])  # noqa: E731
     tau = pad(torch.cat(taus).double().numpy(), (n,))
     force = pad(torch.cat(forces).double().numpy(), (3,))

@@ -5,7 +5,12 @@ The exported graph is the folded :class:`~neuract.neuralactuator.fused.FusedNeur
 into the matrices; the feature mean is subtracted first, in the graph), with one input
 ``x: (B, T, F)`` raw features (float32, dynamic batch) and
 outputs ``tau (B, J) [N m]``, ``force (B, 3) [N]``, ``gate_logit (B,)``,
-``condition_logits (B, J, K)``. The model config and channel list are stored in the ONNX
+``condition_logits (B, J, K)``. A model with a recurrent contact gate
+(``NeuralActuatorConfig.gate_rnn``) has a second input, ``gate_state (B, H)`` (the gate's GRU
+state after the previous sample; zeros at an episode's start), ``gate_logit`` is the recurrent
+gate's logit for the window's last sample, and a fifth output ``gate_state_out (B, H)`` is the
+state to pass with the next sample (:class:`OnnxActuator` and its ``runner`` carry it). The
+model config and channel list are stored in the ONNX
 metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
 model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model
 needs the simulated physical state and is applied by the rollouts; its configuration is in
@@ -40,8 +45,44 @@ from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
+STATE_IN, STATE_OUT = "gate_state", "gate_state_out"
+"""the recurrent gate's state input and output (models with ``gate_rnn`` only)"""
 OPSET = 17
 QUANTIZE = ("none", "int8")
+
+
+class _RecurrentGateGraph(torch.nn.Module):
+    """The folded model with the recurrent gate's logit for the window's last sample and
+    its state in and out (the exported graph of a model with ``gate_rnn``)."""
+
+    def __init__(self, fused: FusedNeuralActuator, model: NeuralActuator):
+        super().__init__()
+        import copy
+
+        self.fused = fused
+        self.register_buffer("x_mean", model.x_mean.clone())
+        self.register_buffer("x_std", model.x_std.clone())
+        self.gate = copy.deepcopy(model.gate_rnn)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor):
+        tau, force, _, cond = self.fused(x)
+        logit, h = self.gate(((x[:, -1] - self.x_mean) / self.x_std)[:, None], state[None])
+        return tau, force, logit[:, 0], cond, h[0]
+
+
+def reference_outputs(model: NeuralActuator, x: torch.Tensor,
+                      state: torch.Tensor | None = None) -> list[np.ndarray]:
+    """What an export of ``model`` must compute for windows x (B, T, F): the model's outputs
+    in :data:`OUTPUTS` order; with a recurrent gate, its logit for each window's last sample
+    from ``state`` (B, H) (zeros if None) and the state after it."""
+    with torch.no_grad():
+        out = list(model(x))
+        if model.gate_rnn is not None:
+            if state is None:
+                state = torch.zeros(x.shape[0], model.cfg.gate_rnn)
+            logit, h = model.gate_rnn(model.gate_rows(x[:, -1])[:, None], state[None])
+            out = [out[0], out[1], logit[:, 0], out[3], h[0]]
+    return [o.numpy() for o in out]
 
 
 def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPSET,
@@ -65,14 +106,19 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
     x = torch.zeros(2, cfg.history, cfg.n_features)
+    graph, args, inputs, outputs = fused, (x,), ["x"], list(OUTPUTS)
+    if model.gate_rnn is not None:
+        graph = _RecurrentGateGraph(fused, model).eval()
+        args = (x, torch.zeros(2, cfg.gate_rnn))
+        inputs, outputs = ["x", STATE_IN], [*OUTPUTS, STATE_OUT]
     buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         # the TorchScript-based exporter needs no extra dependency (onnxscript) and handles
         # this small static graph exactly; torch is pinned, so its deprecation is harmless
         warnings.simplefilter("ignore")
-        torch.onnx.export(fused, (x,), buf, dynamo=False, input_names=["x"],
-                          output_names=list(OUTPUTS), opset_version=opset,
-                          dynamic_axes={"x": {0: "batch"}, **{k: {0: "batch"} for k in OUTPUTS}})
+        torch.onnx.export(graph, args, buf, dynamo=False, input_names=inputs,
+                          output_names=outputs, opset_version=opset,
+                          dynamic_axes={k: {0: "batch"} for k in (*inputs, *outputs)})
     proto = onnx.load_from_string(buf.getvalue())
     if quantize == "int8":
         proto = _int8_trunk(proto, cfg.d_trunk, cfg.history * cfg.d_model)
@@ -153,11 +199,13 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
 
 def output_deviation(ref, got) -> dict[str, dict[str, float]]:
     """How far outputs ``got`` are from ``ref`` (two sequences in :data:`OUTPUTS` order,
-    arrays or tensors), per output: ``max_abs_diff``, and the mean and max |difference| over
-    the reference output's standard deviation (``mean_abs_over_std``, ``max_abs_over_std``;
-    the spread floored at 1e-12 for a constant output)."""
+    arrays or tensors; a recurrent gate's state last), per output: ``max_abs_diff``, and
+    the mean and max |difference| over the reference output's standard deviation
+    (``mean_abs_over_std``, ``max_abs_over_std``; the spread floored at 1e-12 for a constant
+    output)."""
     out = {}
-    for k, a, b in zip(OUTPUTS, ref, got, strict=True):
+    names = OUTPUTS if len(ref) == len(OUTPUTS) else (*OUTPUTS, STATE_OUT)
+    for k, a, b in zip(names, ref, got, strict=True):
         a = np.asarray(a)
         d = np.abs(a - np.asarray(b))
         spread = max(float(a.std()), 1e-12)
@@ -187,7 +235,10 @@ class OnnxActuator:
     """Run an exported NeuralActuator with ONNX Runtime.
 
     ``actuator(x)`` with x: (B, T, F) raw features -> dict of numpy arrays ``tau``, ``force``,
-    ``gate_logit``, ``condition_logits``.
+    ``gate_logit``, ``condition_logits``. For a model with a recurrent gate
+    (:attr:`gate_hidden` > 0), ``actuator(x, gate_state)`` also takes the gate's state
+    (B, H) after the previous sample of each stream (None: zeros, a stream's start) and
+    returns the next one as ``gate_state``.
     """
 
     def __init__(self, path: str | os.PathLike, threads: int = 1):
@@ -199,10 +250,18 @@ class OnnxActuator:
         self.extra = json.loads(meta.get("neuract.extra", "{}"))
         self._shape = (self.config.get("history"),
                        self.config.get("n_joints", 0) * len(self.channels))
+        self.gate_hidden = int(self.config.get("gate_rnn", 0) or 0)
+        """the recurrent gate's state size (0: none)"""
+        self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_hidden else ())
 
-    def run(self, x: np.ndarray) -> list:
-        """Raw session outputs, in ``OUTPUTS`` order (no checks: the benchmark path)."""
-        return self.session.run(None, {"x": x})
+    def run(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> list:
+        """Raw session outputs, in :attr:`outputs` order (no checks: the benchmark path);
+        gate_state: the recurrent gate's state (None: zeros)."""
+        feed = {"x": x}
+        if self.gate_hidden:
+            feed[STATE_IN] = (np.zeros((x.shape[0], self.gate_hidden), np.float32)
+                              if gate_state is None else gate_state)
+        return self.session.run(None, feed)
 
     def runner(self, batch: int):
         """A fixed-batch call for control loops: ``f(x) -> [tau, force, gate_logit,
@@ -210,16 +269,22 @@ class OnnxActuator:
         buffers bound to the session once (ONNX Runtime I/O binding), which saves the
         per-call allocation of :meth:`run`; the returned arrays are those buffers, so the next
         call overwrites them: copy what you keep. Like :meth:`run` it does not check the
-        input for non-finite values (the control-loop path); the input is cast to float32."""
+        input for non-finite values (the control-loop path); the input is cast to float32.
+        With a recurrent gate the callable carries its state from call to call (each row of
+        the batch its own stream); ``f.reset()`` zeroes it (an episode's start)."""
         if isinstance(batch, bool) or not (isinstance(batch, int) and batch >= 1):
             raise SchemaError(f"OnnxActuator.runner: batch={batch!r}; expected an integer >= 1")
         xin = np.zeros((batch, *self._shape), np.float32)
         outs = tuple(np.empty_like(o) for o in self.run(xin))  # held here: bound memory
         bind = self.session.io_binding()
         bind.bind_input("x", "cpu", 0, np.float32, list(xin.shape), xin.ctypes.data)
-        for name, buf in zip(OUTPUTS, outs):
+        sin = np.zeros((batch, self.gate_hidden), np.float32)
+        if self.gate_hidden:
+            bind.bind_input(STATE_IN, "cpu", 0, np.float32, list(sin.shape), sin.ctypes.data)
+        for name, buf in zip(self.outputs, outs):
             bind.bind_output(name, "cpu", 0, np.float32, list(buf.shape), buf.ctypes.data)
         run = self.session.run_with_iobinding
+        n_out = len(OUTPUTS)
 
         def call(x: np.ndarray) -> list:
             if x.shape != xin.shape:
@@ -227,12 +292,15 @@ class OnnxActuator:
                                   f"expected {xin.shape}")
             np.copyto(xin, x)
             run(bind)
-            return list(outs)
+            if self.gate_hidden:
+                np.copyto(sin, outs[n_out])  # the next call continues each stream
+            return list(outs[:n_out])
 
-        call.buffers = (xin, outs)  # keeps the bound memory alive with the callable
+        call.buffers = (xin, sin, outs)  # keeps the bound memory alive with the callable
+        call.reset = lambda: sin.fill(0.0)
         return call
 
-    def __call__(self, x: np.ndarray) -> dict:
+    def __call__(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> dict:
         x = np.ascontiguousarray(x, dtype=np.float32)
         if x.ndim != 3 or x.shape[1:] != self._shape:
             raise SchemaError(f"ONNX NeuralActuator input has shape {x.shape}; expected "
@@ -240,8 +308,19 @@ class OnnxActuator:
                               f"{list(self.channels)}")
         if not np.isfinite(x).all():
             raise SchemaError("ONNX NeuralActuator input contains non-finite values")
-        return dict(zip(OUTPUTS, self.run(x)))
+        if gate_state is not None:
+            if not self.gate_hidden:
+                raise SchemaError("gate_state given, but this export has no recurrent gate")
+            gate_state = np.ascontiguousarray(gate_state, dtype=np.float32)
+            if gate_state.shape != (x.shape[0], self.gate_hidden) or not np.isfinite(
+                    gate_state).all():
+                raise SchemaError(f"gate_state has shape {gate_state.shape}; expected "
+                                  f"({x.shape[0]}, {self.gate_hidden}) finite values")
+        out = dict(zip(self.outputs, self.run(x, gate_state)))
+        if self.gate_hidden:
+            out["gate_state"] = out.pop(STATE_OUT)
+        return out
 
 
 __all__ = ["export_onnx", "ort_session", "output_deviation", "OnnxActuator", "OUTPUTS",
-           "QUANTIZE"]
+           "QUANTIZE", "STATE_IN", "STATE_OUT", "reference_outputs"]

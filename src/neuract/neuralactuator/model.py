@@ -93,6 +93,13 @@ class NeuralActuatorConfig:
     """estimator mode: segment length [samples] of the servo-reference channels (the measured
     position against :attr:`servo` driven open loop by the commands, on the arm
     ``physics_robot``; see :mod:`neuract.neuralactuator.reference`); 0: none"""
+    gate_rnn: int = 0
+    """estimator mode: hidden units of the recurrent contact gate, a GRU that reads each
+    sample's normalised feature row (the last step of its window) and carries its state over
+    the episode (:class:`RecurrentGate`, trained after the rest of the model by
+    :func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); its logit replaces the gate
+    head's in :func:`~neuract.neuralactuator.estimate.estimate`, the streaming estimator and
+    the export; 0: the gate head's logit (windowed, no state)"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -134,6 +141,13 @@ class NeuralActuatorConfig:
                 and self.context_s >= 0):
             raise ConfigError(f"NeuralActuatorConfig.context_s={self.context_s!r}; expected a "
                               "time constant >= 0 s (0: no context channels)")
+        if isinstance(self.gate_rnn, bool) or not (isinstance(self.gate_rnn, int)
+                                                   and self.gate_rnn >= 0):
+            raise ConfigError(f"NeuralActuatorConfig.gate_rnn={self.gate_rnn!r}; expected an "
+                              "integer >= 0 hidden units (0: no recurrent gate)")
+        if self.gate_rnn and self.mode != "estimator":
+            raise ConfigError(f"NeuralActuatorConfig.gate_rnn={self.gate_rnn} is an "
+                              f"estimator-mode gate; got mode={self.mode!r}")
         if self.condition_head not in CONDITION_HEADS:
             raise ConfigError(f"NeuralActuatorConfig.condition_head={self.condition_head!r}; "
                               f"accepted: {list(CONDITION_HEADS)}")
@@ -260,6 +274,26 @@ class EncoderLayer(nn.Module):
         return h + self.ff2(self.act(self.ff1(self.ln2(h))))
 
 
+class RecurrentGate(nn.Module):
+    """Causal recurrent contact gate: input layer (ReLU), one GRU layer, logit.
+
+    ``forward(rows, state)`` takes normalised feature rows (B, T, F) (each sample's last
+    window step, :meth:`NeuralActuator.gate_rows`) and the GRU state (1, B, H) or None (an
+    episode's start) and returns the contact logits (B, T) and the state after the last row."""
+
+    def __init__(self, n_in: int, hidden: int):
+        super().__init__()
+        self.hidden = hidden
+        self.inp = nn.Linear(n_in, hidden)
+        self.gru = nn.GRU(hidden, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, rows: torch.Tensor, state: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        h, state = self.gru(F.relu(self.inp(rows)), state)
+        return self.out(h).squeeze(-1), state
+
+
 class NeuralActuator(nn.Module):
     """Telemetry Transformer with torque, force + contact-gate and condition heads.
 
@@ -305,6 +339,7 @@ class NeuralActuator(nn.Module):
             h = cfg.d_motor
             self.cond_motor = nn.Sequential(nn.Linear(C + J, h), act(), nn.Linear(h, h), act(),
                                             nn.Linear(h, cfg.n_conditions))
+        self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn) if cfg.gate_rnn else None
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
@@ -380,6 +415,21 @@ class NeuralActuator(nn.Module):
             cond = out[:, J + 4:].reshape(-1, J, cfg.n_conditions)
         return out[:, :J], force, out[:, J + 3], cond
 
+    def gate_rows(self, x_last: torch.Tensor) -> torch.Tensor:
+        """The recurrent gate's input: raw last-step features (..., F) normalised."""
+        return (x_last - self.x_mean) / self.x_std
+
+    def recurrent_gate(self, x_last: torch.Tensor, state: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The recurrent gate's logits (T,) over one episode's consecutive samples, from
+        their raw last-step features x_last: (T, F), and its state after them (pass it back
+        with the next samples; None: the episode's start). Needs ``cfg.gate_rnn``."""
+        if self.gate_rnn is None:
+            raise ConfigError("this model has no recurrent gate (NeuralActuatorConfig."
+                              "gate_rnn = 0)")
+        logit, state = self.gate_rnn(self.gate_rows(x_last)[None], state)
+        return logit[0], state
+
     def forward(self, x: torch.Tensor):
         res, force, gate, cond = self.heads(x)
         tau = self.saturate(self.servo_prior(x) + res)
@@ -419,7 +469,11 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     if cfg.condition_head in ("motor", "both"):
         C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
         macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
+    if cfg.gate_rnn:  # one step of the recurrent gate: input layer, GRU (3 gates), logit
+        g = cfg.gate_rnn
+        macs += Fdim * g + 3 * 2 * g * g + g
     return 2 * macs
 
 
-__all__ = ["NeuralActuatorConfig", "NeuralActuator", "count_params", "count_flops"]
+__all__ = ["NeuralActuatorConfig", "NeuralActuator", "RecurrentGate", "count_params",
+           "count_flops"]

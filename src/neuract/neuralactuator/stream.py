@@ -5,9 +5,9 @@
 causal features need: the last ``history`` feature rows, the context channels' moving averages
 and last direction of motion, the identification channels' running sums (since the last
 :meth:`StreamingEstimator.reset`: call it where an episode starts), the condition smoothing's
-running average and the contact gate filter's state. Each :meth:`StreamingEstimator.step`
-costs one forward pass of the model (plus the arm model's gravity and Jacobian when the model
-reads physics channels)::
+running average, the contact gate filter's state and a recurrent gate's GRU state. Each
+:meth:`StreamingEstimator.step` costs one forward pass of the model (plus the arm model's
+gravity and Jacobian when the model reads physics channels)::
 
     est = StreamingEstimator(load_checkpoint("runs/demo/checkpoints/neuralactuator_estimator"))
     for sample in telemetry:  # t [s], q, qd, q_goal, current or load, voltage, temperature
@@ -151,7 +151,8 @@ class StreamingEstimator:
     value for a bus-wide channel such as ``voltage``), and returns ``tau`` (n,) [N m],
     ``ee_force`` (3,) [N], ``contact_prob``, ``condition_prob_joint`` (n,),
     ``condition_prob`` and ``valid`` (False, with NaN outputs, until ``history`` samples have
-    arrived). :meth:`reset` starts a new episode. reference_dt: the sample period [s] the
+    arrived). :meth:`reset` starts a new episode (a recurrent gate's state included).
+    reference_dt: the sample period [s] the
     servo-reference channels are simulated on (required for models that read them).
     """
 
@@ -215,6 +216,7 @@ class StreamingEstimator:
         self._cond = _CausalMean(self.condition_tau_s)
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
+        self._gate_state = None  # the recurrent gate's state (cfg.gate_rnn)
         if self._ref is not None:
             self._ref.reset()
 
@@ -300,6 +302,8 @@ class StreamingEstimator:
                     "condition_prob": np.nan, "valid": False}
         x = torch.stack(tuple(self._rows))[None]
         tau, force, gate, cond = self.model(x)
+        if self.model.gate_rnn is not None:  # carried from the first valid sample on
+            gate, self._gate_state = self.model.recurrent_gate(x[:, -1], self._gate_state)
         p_cond = torch.softmax(cond[0], -1)[..., 1:].sum(-1).double().numpy()
         cj = shift_threshold(self._cond.update(t, p_cond), self.condition_threshold)
         return {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),

@@ -91,6 +91,11 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
         raise ConfigError(f"--check-windows {cfg.check_windows!r}; expected an integer in "
                           "[0, 100000]")
     model = load_model(cfg.checkpoint)  # with the calibrated decisions as attributes
+    if cfg.format == "aot" and model.gate_rnn is not None:
+        raise ConfigError(f"--format aot: the checkpoint {str(cfg.checkpoint)!r} has a "
+                          f"recurrent contact gate (gate_rnn={model.cfg.gate_rnn}), whose state "
+                          "the AOT packages do not carry; use --format onnx (its graph takes "
+                          "and returns the gate's state)")
     extra = calibrated(model)
     check_export_dest(dest, cfg.format, cfg.overwrite, cfg.checkpoint)  # before any writing
     from neuract.atomic import missing_folders
@@ -165,8 +170,8 @@ def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> 
         out: dict[str, Any] = {"onnx": str(dest), "bytes": path.stat().st_size}
         session = OnnxActuator(path)
 
-        def run_export(x):  # one output set, like one compiled size below
-            return [session.run(x)]
+        def run_export(x, state=None):  # one output set, like one compiled size below
+            return [session.run(x, state)]
     else:
         from neuract.neuralactuator.compiled import compile_aot
 
@@ -190,7 +195,7 @@ def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> 
         out = {"aot": str(dest), "batch_sizes": list(aot.batch_sizes),
                "bytes": sum(f.stat().st_size for f in dest.iterdir() if f.is_file())}
 
-        def run_export(x):  # every compiled size, each on the windows padded to its batch
+        def run_export(x, state=None):  # every compiled size, each on padded windows
             return [[o.numpy() for o in aot.run_padded(torch.from_numpy(x), B)]
                     for B in aot.batch_sizes]
     out.update({"format": cfg.format, "quantize": cfg.quantize, "mode": model.cfg.mode,
@@ -218,7 +223,7 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
     import numpy as np
     import torch
 
-    from neuract.neuralactuator.export import output_deviation
+    from neuract.neuralactuator.export import output_deviation, reference_outputs
 
     if not cfg.check_windows:
         return
@@ -226,9 +231,12 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
     c = model.cfg
     x = (model.x_mean + model.x_std
          * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
-    with torch.no_grad():
-        ref = [r.numpy() for r in model(x)]
-    devs = [output_deviation(ref, o) for o in run_export(x.numpy().astype(np.float32))]
+    state = None
+    if model.gate_rnn is not None:  # a recurrent gate: each window continues its own stream
+        state = torch.rand(cfg.check_windows, c.gate_rnn, generator=g) * 2 - 1
+    ref = reference_outputs(model, x, state)
+    devs = [output_deviation(ref, o) for o in run_export(
+        x.numpy().astype(np.float32), None if state is None else state.numpy())]
     out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
                         "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}
                     for k in devs[0]}

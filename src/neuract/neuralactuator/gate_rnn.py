@@ -1,0 +1,310 @@
+"""Training of the recurrent contact gate (:class:`~neuract.neuralactuator.model.RecurrentGate`).
+
+An estimator-mode NeuralActuator decides contact from one window (``history`` samples, 0.13 s
+at 60 Hz). A light push that the servo holds against reads, sample by sample, much like a
+joint parked a few encoder steps off its goal by gear friction; what tells them apart is often
+further back: how the arm got there, whether the effort rose without the command changing. The
+recurrent gate carries that evidence over the episode: a GRU reads each sample's normalised
+feature row (the last step of the model's window, every channel of the model: telemetry,
+physics, context, servo-reference and identification) and its state from the sample before.
+
+It is trained after the rest of the model, which it leaves unchanged:
+
+* :func:`gate_rows` computes the feature rows and contact labels of labelled episodes once
+  (the model's normalisation and reference servo; episodes without a contact label are left
+  out);
+* :func:`train_gate_rnn` trains the GRU with binary cross-entropy on random crops of the
+  training episodes (``crop`` samples, starting from a zero state), and every ``eval_every``
+  iterations runs it over the calibration episodes from their start, as the estimator does;
+  the weights with the best calibration F1 (at their own best threshold) are kept. The
+  thresholds and the gate filter are calibrated afterwards as for the gate head
+  (:func:`~neuract.neuralactuator.estimate.select_gate_filter`).
+
+The GRU can be trained on more episodes than the rest of the model (e.g. twin episodes of
+other units, :mod:`neuract.pipeline.twin_experiment`): the rows are computed chunk by chunk
+and only they are kept (``4 * F`` bytes per sample: 576 for the 144 channels of the twin
+estimator). Training is resumable: with ``checkpoint`` set, the state is written every
+``eval_every`` iterations and a rerun continues from it to the same result.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from neuract.errors import ConfigError
+from neuract.neuralactuator.model import NeuralActuator, RecurrentGate
+
+_GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
+"""candidate thresholds of the calibration F1 (as :mod:`~neuract.neuralactuator.estimate`)"""
+
+
+@dataclass
+class GateTrainConfig:
+    """Schedule of :func:`train_gate_rnn`."""
+
+    iters: int = 3000
+    """optimiser steps"""
+    batch: int = 16
+    """episode crops per step"""
+    crop: int = 800
+    """samples per crop (a shorter episode is used whole)"""
+    lr: float = 1e-3
+    """Adam learning rate (cosine decay to 0 over ``iters``)"""
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    """iterations between calibration passes (the kept weights are the best of these)"""
+    seed: int = 0
+    """initialisation and crop sampling"""
+    checkpoint: str = ""
+    """training-state file (safetensors), written every ``eval_every`` iterations; if it
+    exists when training starts, training resumes from it. Empty: none."""
+    max_seconds: float = 0.0
+    """stop after this much wall time of this call (0: no limit); the best weights so far
+    are kept"""
+
+    def validate(self) -> GateTrainConfig:
+        for k in ("iters", "batch", "crop", "eval_every"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"GateTrainConfig.{k} = {v!r}; expected an integer >= 1")
+        if self.crop < 2:
+            raise ConfigError(f"GateTrainConfig.crop = {self.crop}; expected >= 2 samples")
+        for k in ("lr", "grad_clip"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ConfigError(f"GateTrainConfig.{k} = {v!r}; expected a finite value > 0")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"GateTrainConfig.seed = {self.seed!r}; expected an integer >= 0")
+        if not (math.isfinite(self.max_seconds) and self.max_seconds >= 0):
+            raise ConfigError(f"GateTrainConfig.max_seconds = {self.max_seconds!r}; expected "
+                              ">= 0 (0: no limit)")
+        return self
+
+
+@dataclass
+class GateRows:
+    """One episode's recurrent-gate inputs: ``rows`` (T, F) float32 normalised feature rows of
+    its valid samples (from sample ``history - 1`` on) and ``contact`` (T,) bool labels."""
+
+    name: str
+    rows: np.ndarray
+    contact: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.contact)
+
+
+def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
+              progress: Callable[[int, int], None] | None = None) -> list[GateRows]:
+    """The :class:`GateRows` of every episode of ``trajs`` with a contact label (others are
+    left out) and at least ``history`` samples. The servo-reference channels, if the model
+    reads them, are simulated ``group`` episodes at a time. progress(done, total) after each
+    group."""
+    from neuract.neuralactuator.features import assemble, reference_inputs, trajectory_channels
+
+    cfg = model.cfg
+    n, h = cfg.n_joints, cfg.history
+    use = [tr for tr in trajs if "contact" in tr and len(tr["t"]) >= h]
+    out: list[GateRows] = []
+    for g in range(0, len(use), group):
+        chunk = use[g:g + group]
+        refs: list[Any] = [None] * len(chunk)
+        if model.reference is not None:
+            from neuract.neuralactuator.physics import arm_model
+            from neuract.neuralactuator.reference import reference_channels_many
+
+            servo, robot, steps = model.reference
+            refs = reference_channels_many([reference_inputs(tr, n) for tr in chunk], servo,
+                                           arm_model(str(robot)), steps)
+        for tr, ref in zip(chunk, refs):
+            parts = trajectory_channels(tr, cfg.channels, n, cfg.physics, cfg.context_s, ref,
+                                        cfg.ident_memory)
+            x = assemble({k: torch.tensor(v, dtype=torch.float32) for k, v in parts.items()},
+                         cfg.channels)
+            with torch.no_grad():
+                rows = model.gate_rows(x[h - 1:]).numpy().astype(np.float32)
+            name = getattr(getattr(tr, "meta", None), "name", "") or f"episode {len(out)}"
+            out.append(GateRows(name, rows, np.asarray(tr["contact"], bool)[h - 1:]))
+        if progress is not None:
+            progress(min(g + group, len(use)), len(use))
+    return out
+
+
+def _f1(pred: np.ndarray, y: np.ndarray) -> float:
+    tp = int((pred & y).sum())
+    return 2 * tp / max(2 * tp + int((pred & ~y).sum()) + int((~pred & y).sum()), 1)
+
+
+@torch.no_grad()
+def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows]) -> list[np.ndarray]:
+    """The recurrent gate's contact probability over each episode, from its start."""
+    return [torch.sigmoid(gate(torch.from_numpy(e.rows)[None])[0][0]).numpy() for e in eps]
+
+
+def best_f1(probs: Sequence[np.ndarray], eps: Sequence[GateRows]) -> tuple[float, float]:
+    """(F1, threshold) of the grid threshold with the best pooled F1 (ties: the lowest)."""
+    p = np.concatenate(probs)
+    y = np.concatenate([e.contact for e in eps])
+    scores = [_f1(p >= g, y) for g in _GRID]
+    i = int(np.argmax(scores))
+    return float(scores[i]), float(_GRID[i])
+
+
+def _check_rows(eps: Sequence[GateRows], n_in: int, what: str) -> None:
+    if not eps:
+        raise ConfigError(f"train_gate_rnn: no {what} episodes with a contact label")
+    for e in eps:
+        if e.rows.ndim != 2 or e.rows.shape[1] != n_in or len(e.rows) != len(e.contact):
+            raise ConfigError(f"train_gate_rnn: {what} episode {e.name!r} has rows "
+                              f"{e.rows.shape} and {len(e.contact)} labels; expected (T, "
+                              f"{n_in}) and T")
+    y = np.concatenate([e.contact for e in eps])
+    if not y.any() or y.all():
+        raise ConfigError(f"train_gate_rnn: the {what} episodes hold only "
+                          f"{'contact' if y.all() else 'no-contact'} samples; the gate needs "
+                          "both")
+
+
+def _data_digest(eps: Sequence[GateRows]) -> str:
+    """A checksum of the rows and labels (the lengths, labels and each episode's row sums)."""
+    h = hashlib.sha256()
+    for e in eps:
+        h.update(np.int64(len(e)).tobytes() + np.packbits(e.contact).tobytes()
+                 + e.rows.sum(0, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def _run_key(model: NeuralActuator, cfg: GateTrainConfig, train: Sequence[GateRows],
+             calib: Sequence[GateRows]) -> dict[str, Any]:
+    from neuract.fit.checkpoint import normalise_key
+    from neuract.neuralactuator.train import _digest
+
+    opts = {k: v for k, v in dataclasses.asdict(cfg).items()
+            if k not in ("checkpoint", "max_seconds")}
+    weights = {k: v for k, v in model.state_dict().items() if not k.startswith("gate_rnn.")}
+    return normalise_key({"hidden": model.cfg.gate_rnn, **opts,
+                          "model_sha256": _digest(weights),
+                          "train": {"episodes": len(train), "sha256": _data_digest(train)},
+                          "calib": {"episodes": len(calib), "sha256": _data_digest(calib)}})
+
+
+def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
+                   calib: Sequence[GateRows], cfg: GateTrainConfig | None = None,
+                   progress: Callable[[int, int, dict], None] | None = None
+                   ) -> dict[str, Any]:
+    """Train ``model``'s recurrent gate (``model.cfg.gate_rnn`` hidden units) on the
+    :class:`GateRows` of the training episodes, keeping the weights with the best F1 on the
+    calibration episodes (see the module); the rest of the model is not changed. Returns a
+    report: iterations, seconds, the kept iteration, its calibration F1 and threshold, and
+    the history of calibration passes. progress(iteration, total, info) after each
+    calibration pass."""
+    from neuract.errors import CheckpointError
+    from neuract.fit.checkpoint import (
+        key_differences,
+        load_training,
+        read_training_state,
+        save_training,
+    )
+
+    cfg = (cfg or GateTrainConfig()).validate()
+    if model.gate_rnn is None:
+        raise ConfigError("train_gate_rnn: the model has no recurrent gate (NeuralActuatorConfig"
+                          ".gate_rnn = 0)")
+    n_in = model.cfg.n_features
+    _check_rows(train, n_in, "training")
+    _check_rows(calib, n_in, "calibration")
+    key = _run_key(model, cfg, train, calib) if cfg.checkpoint else {}
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        gate = RecurrentGate(n_in, model.cfg.gate_rnn)
+    best_gate = copy.deepcopy(gate)
+    holder = torch.nn.ModuleDict({"gate": gate, "best": best_gate})
+    opt = torch.optim.Adam(gate.parameters(), lr=cfg.lr)
+    gen = np.random.default_rng(cfg.seed)
+    torch_gen = torch.Generator().manual_seed(cfg.seed)  # (no randomness drawn; kept for state)
+    start, before, best, history = 0, 0.0, {"f1": -1.0, "iteration": 0, "threshold": 0.5}, []
+    if cfg.checkpoint and Path(cfg.checkpoint).is_file():
+        state = read_training_state(cfg.checkpoint)
+        if state.get("kind") != "gate_rnn_train" or state.get("key") != key:
+            old = state.get("key")
+            diffs = key_differences(old, key) if isinstance(old, dict) else []
+            diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in diffs)
+            raise CheckpointError(
+                f"the gate training state {str(cfg.checkpoint)!r} was written by a different "
+                f"run ({diff or 'another kind of training'}). Rerun with that run's options "
+                "to resume it, or delete the file to start afresh")
+        state = load_training(cfg.checkpoint, holder, opt, torch_gen)
+        gen.bit_generator.state = state["np_rng"]
+        start, before = int(state["iteration"]), float(state["seconds"])
+        best, history = state["best"], state["history"]
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.iters, last_epoch=start - 1)
+    X = [torch.from_numpy(e.rows) for e in train]
+    Y = [torch.from_numpy(e.contact.astype(np.float32)) for e in train]
+    t_start = time.perf_counter()
+    it = start
+    for it in range(start + 1, cfg.iters + 1):
+        idx = gen.integers(0, len(X), cfg.batch)
+        lens = [min(cfg.crop, len(X[i])) for i in idx]
+        L = max(lens)
+        xb = torch.zeros(cfg.batch, L, n_in)
+        yb = torch.zeros(cfg.batch, L)
+        mb = torch.zeros(cfg.batch, L)
+        for b, (i, m) in enumerate(zip(idx, lens)):
+            s = int(gen.integers(0, len(X[i]) - m + 1))
+            xb[b, :m], yb[b, :m], mb[b, :m] = X[i][s:s + m], Y[i][s:s + m], 1.0
+        logit, _ = gate(xb)  # causal: padding after a crop does not change its outputs
+        loss = (F.binary_cross_entropy_with_logits(logit, yb, reduction="none") * mb).sum() \
+            / mb.sum()
+        if not torch.isfinite(loss):
+            raise ConfigError(f"non-finite recurrent-gate loss at iteration {it}; lower lr")
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(gate.parameters(), cfg.grad_clip)
+        opt.step()
+        sched.step()
+        stop = bool(cfg.max_seconds) and time.perf_counter() - t_start > cfg.max_seconds
+        if it % cfg.eval_every == 0 or it == cfg.iters or stop:
+            f1, thr = best_f1(gate_probabilities(gate, calib), calib)
+            info = {"iteration": it, "loss": round(loss.item(), 5), "calib_f1": round(f1, 5),
+                    "threshold": thr}
+            history.append(info)
+            if f1 > best["f1"]:
+                best = {"f1": f1, "iteration": it, "threshold": thr}
+                best_gate.load_state_dict(gate.state_dict())
+            if cfg.checkpoint:
+                Path(cfg.checkpoint).parent.mkdir(parents=True, exist_ok=True)
+                save_training(cfg.checkpoint, holder, opt, torch_gen,
+                              {"kind": "gate_rnn_train", "key": key, "iteration": it,
+                               "np_rng": gen.bit_generator.state, "best": best,
+                               "history": history,
+                               "seconds": before + time.perf_counter() - t_start})
+            if progress is not None:
+                progress(it, cfg.iters, info)
+        if stop:
+            break
+    if best["f1"] < 0:  # resumed at the end, or stopped before a pass: score what there is
+        f1, thr = best_f1(gate_probabilities(gate, calib), calib)
+        best = {"f1": f1, "iteration": it, "threshold": thr}
+        best_gate.load_state_dict(gate.state_dict())
+    model.gate_rnn.load_state_dict(best_gate.state_dict())
+    return {"iterations": it, "seconds": round(before + time.perf_counter() - t_start, 1),
+            "kept_iteration": best["iteration"], "calib_f1": round(best["f1"], 5),
+            "calib_threshold": best["threshold"], "n_train_episodes": len(train),
+            "n_train_samples": int(sum(len(e) for e in train)),
+            "n_calib_episodes": len(calib), "history": history}
+
+
+__all__ = ["GateRows", "GateTrainConfig", "best_f1", "gate_probabilities", "gate_rows",
+           "train_gate_rnn"]

@@ -1,0 +1,271 @@
+"""The recurrent contact gate: its rows are the model's windows' last steps, estimate and the
+streaming estimator use it alike, it learns what a window cannot see, its training resumes
+to the same result, and bad settings are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from neuract.errors import CheckpointError, ConfigError
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
+from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
+from neuract.neuralactuator.features import windows
+from neuract.neuralactuator.gate_rnn import (
+    GateRows,
+    GateTrainConfig,
+    best_f1,
+    gate_probabilities,
+    gate_rows,
+    train_gate_rnn,
+)
+from neuract.neuralactuator.model import count_flops, count_params
+from neuract.neuralactuator.stream import stream_trajectory
+
+TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    return generate(GenerateConfig(robot="so101", tasks=("push",), minutes=0.2, units=1,
+                                   seed=3, sim=SimConfig(episode_s=6.0)))
+
+
+def make_model(hidden: int = 8, **kw) -> NeuralActuator:
+    cfg = NeuralActuatorConfig(n_joints=6, effort="load", physics_robot="so101",
+                               physics_site="gripperframe", context_s=0.5, gate_rnn=hidden,
+                               **TINY, **kw)
+    torch.manual_seed(0)
+    m = NeuralActuator(cfg).eval()
+    with torch.no_grad():  # a recurrent gate whose output moves with the telemetry
+        m.gate_rnn.inp.weight.mul_(5.0)
+        m.gate_rnn.out.weight.mul_(20.0)
+    return m
+
+
+def test_rows_are_the_windows_last_steps_normalised(episodes):
+    m = make_model()
+    with torch.no_grad():
+        m.x_mean.uniform_(-1, 1)
+        m.x_std.uniform_(0.5, 2)
+    tr = episodes[0]
+    rows = gate_rows(m, [tr])[0]
+    c = m.cfg
+    x = windows(tr, c.channels, c.n_joints, c.history, physics=c.physics, context_s=c.context_s)
+    np.testing.assert_allclose(rows.rows, ((x[:, -1] - m.x_mean) / m.x_std).numpy(), rtol=1e-6,
+                               atol=1e-6)
+    np.testing.assert_array_equal(rows.contact, np.asarray(tr["contact"], bool)[c.history - 1:])
+    # an episode without a contact label is left out
+    assert gate_rows(m, [{k: tr[k] for k in tr if k != "contact"}]) == []
+
+
+def test_estimate_and_stream_use_the_recurrent_gate(episodes):
+    m = make_model()
+    tr = episodes[0]
+    ref = estimate(m, tr, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    v = ref["valid"]
+    # the recurrent gate over the valid samples from the episode's first valid one
+    x = windows(tr, m.cfg.channels, 6, m.cfg.history, physics=m.cfg.physics,
+                context_s=m.cfg.context_s)
+    with torch.no_grad():
+        p = torch.sigmoid(m.recurrent_gate(x[:, -1])[0]).numpy()
+    np.testing.assert_allclose(ref["contact_prob"][v], p, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        head = torch.sigmoid(m(x)[2]).numpy()
+    assert np.abs(head - p).max() > 0.05  # not the gate head's probability
+    assert (p >= 0.5).any() and (p < 0.5).any()
+    got = stream_trajectory(m, tr, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    np.testing.assert_allclose(got["contact_prob"][v], ref["contact_prob"][v], rtol=1e-4,
+                               atol=1e-5)
+    # a second episode streamed after the first starts from a fresh state (reset)
+    from neuract.neuralactuator.stream import StreamingEstimator
+
+    est = StreamingEstimator(m, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    for tr2 in episodes[:2]:
+        est.reset()
+        out = [est.step({"t": tr2["t"][k], **{c: np.asarray(tr2[c])[k] for c in est.inputs}})
+               for k in range(len(tr2["t"]))]
+        want = estimate(m, tr2, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+        ok = want["valid"]
+        np.testing.assert_allclose(np.array([o["contact_prob"] for o in out])[ok],
+                                   want["contact_prob"][ok], rtol=1e-4, atol=1e-5)
+
+
+def test_checkpoint_keeps_the_recurrent_gate(episodes, tmp_path):
+    m = make_model()
+    save_checkpoint(m, tmp_path / "ck")
+    m2 = load_checkpoint(tmp_path / "ck")
+    assert m2.cfg.gate_rnn == 8
+    a = estimate(m, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    b = estimate(m2, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    np.testing.assert_array_equal(a["contact_prob"], b["contact_prob"])
+
+
+def test_size_counts_include_the_gate():
+    base = NeuralActuatorConfig(n_joints=6, effort="load", **TINY)
+    with_gate = base.replace(gate_rnn=32)
+    F = base.n_features
+    gru = F * 32 + 32 + 3 * (32 * 32 + 32 * 32 + 2 * 32) + 33
+    assert count_params(NeuralActuator(with_gate)) - count_params(NeuralActuator(base)) == gru
+    assert count_flops(with_gate) - count_flops(base) == 2 * (F * 32 + 6 * 32 * 32 + 32)
+
+
+def memory_task(n_in: int, n_eps: int, seed: int, T: int = 300) -> list[GateRows]:
+    """Rows whose contact label is set by a pulse on channel 0 and cleared by a pulse on
+    channel 1 some samples later: only a gate that remembers the pulses can tell."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for e in range(n_eps):
+        rows = rng.normal(0, 0.3, (T, n_in)).astype(np.float32)
+        y = np.zeros(T, bool)
+        k = int(rng.integers(5, 40))
+        while k < T - 10:
+            on, off = k, k + int(rng.integers(15, 60))
+            rows[on, 0] += 4.0
+            rows[min(off, T - 1), 1] += 4.0
+            y[on:off] = True
+            k = off + int(rng.integers(15, 60))
+        out.append(GateRows(f"ep{e}", rows, y))
+    return out
+
+
+def test_training_learns_what_one_sample_cannot_tell():
+    m = make_model(hidden=16)
+    F = m.cfg.n_features
+    train, calib = memory_task(F, 24, 0), memory_task(F, 6, 1)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    cfg = GateTrainConfig(iters=150, batch=8, crop=200, lr=1e-2, eval_every=50)
+    rep = train_gate_rnn(m, train, calib, cfg)
+    # one sample's rows carry nothing but the pulses: the best any per-sample rule can do is
+    # far below what the trained gate reaches on unseen episodes
+    test = memory_task(F, 6, 2)
+    f1, _ = best_f1(gate_probabilities(m.gate_rnn, test), test)
+    assert rep["calib_f1"] > 0.9 and f1 > 0.9, (rep["calib_f1"], f1)
+    assert rep["kept_iteration"] in [h["iteration"] for h in rep["history"]]
+    assert max(h["calib_f1"] for h in rep["history"]) == pytest.approx(rep["calib_f1"])
+    # only the gate changed
+    for k, v in m.state_dict().items():
+        if not k.startswith("gate_rnn."):
+            assert torch.equal(v, before[k]), k
+
+
+def test_training_resumes_to_the_same_result(tmp_path):
+    F = make_model().cfg.n_features
+    train, calib = memory_task(F, 8, 0, T=120), memory_task(F, 3, 1, T=120)
+    cfg = GateTrainConfig(iters=60, batch=4, crop=50, lr=1e-2, eval_every=20)
+    ref = make_model()
+    r_ref = train_gate_rnn(ref, train, calib, cfg)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(it, total, info):
+        if it == 40:
+            raise Stop
+
+    state = tmp_path / "gate_state.safetensors"
+    m = make_model()
+    with pytest.raises(Stop):
+        train_gate_rnn(m, train, calib, GateTrainConfig(**{**cfg.__dict__,
+                                                           "checkpoint": str(state)}),
+                       progress=interrupt)
+    assert state.is_file()
+    m = make_model()
+    r = train_gate_rnn(m, train, calib, GateTrainConfig(**{**cfg.__dict__,
+                                                           "checkpoint": str(state)}))
+    for k, v in ref.gate_rnn.state_dict().items():
+        torch.testing.assert_close(m.gate_rnn.state_dict()[k], v, rtol=0, atol=0, msg=k)
+    assert r["history"] == r_ref["history"] and r["kept_iteration"] == r_ref["kept_iteration"]
+    # a state of another run is refused, not resumed
+    with pytest.raises(CheckpointError, match="lr"):
+        train_gate_rnn(make_model(), train, calib,
+                       GateTrainConfig(**{**cfg.__dict__, "lr": 5e-3,
+                                          "checkpoint": str(state)}))
+
+
+def test_bad_settings_are_refused():
+    for bad in (-1, True, 2.5):
+        with pytest.raises(ConfigError, match="gate_rnn"):
+            NeuralActuatorConfig(gate_rnn=bad).validate()
+    with pytest.raises(ConfigError, match="estimator-mode"):
+        NeuralActuatorConfig(mode="simulator", gate_rnn=8).validate()
+    for field, v in (("iters", 0), ("crop", 1), ("lr", float("nan")), ("batch", True),
+                     ("seed", -1), ("max_seconds", -1.0)):
+        with pytest.raises(ConfigError, match=field):
+            GateTrainConfig(**{field: v}).validate()
+    m = make_model()
+    F = m.cfg.n_features
+    with pytest.raises(ConfigError, match="no recurrent gate"):
+        train_gate_rnn(NeuralActuator(NeuralActuatorConfig(n_joints=6, effort="load", **TINY)),
+                       memory_task(F, 2, 0), memory_task(F, 2, 1))
+    with pytest.raises(ConfigError, match="no calibration episodes"):
+        train_gate_rnn(m, memory_task(F, 2, 0), [])
+    wrong = [GateRows("w", np.zeros((10, F + 1), np.float32), np.zeros(10, bool))]
+    with pytest.raises(ConfigError, match="expected"):
+        train_gate_rnn(m, wrong, memory_task(F, 2, 1))
+    none = [GateRows("n", np.zeros((10, F), np.float32), np.zeros(10, bool))]
+    with pytest.raises(ConfigError, match="only no-contact"):
+        train_gate_rnn(m, memory_task(F, 2, 0), none)
+    with pytest.raises(ConfigError, match="no recurrent gate"):
+        NeuralActuator(NeuralActuatorConfig(n_joints=6, effort="load", **TINY)).recurrent_gate(
+            torch.zeros(3, F))
+
+
+def test_onnx_export_carries_the_gate_state(episodes, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from neuract.neuralactuator.export import OnnxActuator, export_onnx
+
+    m = make_model()
+    path = export_onnx(m, tmp_path / "g.onnx")
+    ort = OnnxActuator(path)
+    assert ort.gate_hidden == 8
+    tr = episodes[0]
+    c = m.cfg
+    x = windows(tr, c.channels, 6, c.history, physics=c.physics, context_s=c.context_s)
+    with torch.no_grad():
+        want = m.recurrent_gate(x[:, -1])[0].numpy()
+        tau = m(x)[0].numpy()
+    # one stream, sample by sample, the state passed back each time
+    state, got = None, []
+    for k in range(len(x)):
+        out = ort(x[k:k + 1].numpy(), state)
+        state = out["gate_state"]
+        got.append(out["gate_logit"][0])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ort(x.numpy())["tau"], tau, rtol=1e-4, atol=1e-5)
+    # the bound runner carries the state itself; reset starts a new stream
+    run = ort.runner(1)
+    for _ in range(2):
+        run.reset()
+        got = [float(run(x[k:k + 1].numpy())[2][0]) for k in range(20)]
+        np.testing.assert_allclose(got, want[:20], rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="gate_state has shape"):
+        ort(x[:2].numpy(), np.zeros((1, 8), np.float32))
+    # AOT packages do not carry the state: refused before any work
+    from neuract.neuralactuator.compiled import compile_aot
+
+    with pytest.raises(ConfigError, match="recurrent contact gate"):
+        compile_aot(m, (1,), tmp_path / "aot")
+    assert not (tmp_path / "aot").exists()
+
+
+def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    from neuract.cli import main
+
+    m = make_model()
+    m.gate_threshold = 0.4
+    save_checkpoint(m, tmp_path / "ck")
+    out = tmp_path / "g.onnx"
+    assert main(["export", "--checkpoint", str(tmp_path / "ck"), "--out", str(out),
+                 "--check-windows", "16"]) == 0
+    text = capsys.readouterr().out
+    assert "gate_state_out" in text and out.is_file()  # the state is checked too
+    assert main(["export", "--checkpoint", str(tmp_path / "ck"), "--format", "aot", "--out",
+                 str(tmp_path / "aot")]) != 0
+    assert "recurrent contact gate" in capsys.readouterr().err
+    assert not (tmp_path / "aot").exists()
