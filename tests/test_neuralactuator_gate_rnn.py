@@ -269,3 +269,83 @@ def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys):
                  str(tmp_path / "aot")]) != 0
     assert "recurrent contact gate" in capsys.readouterr().err
     assert not (tmp_path / "aot").exists()
+
+
+def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
+    """The twin experiment trains the estimator's recurrent gate after the estimator, on its
+    training episodes and extra episodes of other units (two worker processes), keeps the
+    best calibration iteration, calibrates the gate on it and saves it with the checkpoint;
+    the test episodes are the same as without the extra ones."""
+    import dataclasses
+
+    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+    from neuract.pipeline.twin_experiment import (
+        TwinDataConfig,
+        TwinExperimentConfig,
+        gate_chunks,
+        run_twin_experiment,
+    )
+
+    size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
+    exp = ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
+                           baseline_iters=0, parametric_friction=(), neural_baselines=(),
+                           horizons=(10,), full=False, figure_samples=60,
+                           calibration_fraction=0.3, gate_rnn=8, gate_rnn_iters=20)
+    data = TwinDataConfig(minutes=2.4, units=2, tasks=("push", "free"), episode_s=6.0,
+                          contact_min_force_n=0.5, gate_train_minutes=0.4, workers=2)
+    chunks = gate_chunks(data)
+    assert [c.seed for c in chunks] == [1000] and chunks[0].tasks == ("push", "degraded",
+                                                                        "pick")
+    res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
+    g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]
+    assert g["trained"] and g["hidden"] == 8 and g["extra_episodes"] == 4
+    assert 0.3 < g["extra_minutes"] < 0.5
+    assert g["kept_iteration"] in [h["iteration"] for h in g["calib_history"]]
+    m = res["_neuralactuator"]["estimator"]
+    ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
+    for k, v in m.gate_rnn.state_dict().items():
+        assert torch.equal(ck.gate_rnn.state_dict()[k], v), k
+    assert not (tmp_path / "run" / "checkpoints" / "train_neuralactuator_gate_rnn.safetensors"
+                ).exists()
+    # the same test episodes as a run without the extra gate episodes
+    plain = dataclasses.replace(data, gate_train_minutes=0.0)
+    assert res["data"]["test_episodes"] == run_twin_split_names(plain)
+    with pytest.raises(ConfigError, match="gate_rnn"):
+        run_twin_experiment(TwinExperimentConfig(
+            tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn=0)))
+    with pytest.raises(ConfigError, match="gate_train_minutes"):
+        gate_chunks(dataclasses.replace(data, gate_train_minutes=-1.0))
+    with pytest.raises(ConfigError, match="workers"):
+        gate_chunks(dataclasses.replace(data, workers=0))
+    with pytest.raises(ConfigError, match="gate_rnn_iters"):
+        run_twin_experiment(TwinExperimentConfig(
+            tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn_iters=0)))
+    assert not (tmp_path / "bad").exists()
+
+
+def run_twin_split_names(data) -> list:
+    from neuract.pipeline.twin_experiment import twin_split
+
+    return [tr.meta.name for tr in twin_split(data)[1]]
+
+
+def test_without_contact_labels_the_gate_head_decides(tmp_path):
+    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+    from neuract.pipeline.twin_experiment import (
+        TwinDataConfig,
+        TwinExperimentConfig,
+        run_twin_experiment,
+    )
+
+    size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
+    exp = ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
+                           baseline_iters=0, parametric_friction=(), neural_baselines=(),
+                           horizons=(10,), full=False, figure_samples=60, gate_rnn=8,
+                           gate_rnn_iters=5)
+    data = TwinDataConfig(minutes=0.6, units=1, tasks=("free",), episode_s=6.0)
+    res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
+    g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]
+    assert not g["trained"] and "gate head" in g["why"]
+    assert res["_neuralactuator"]["estimator"].gate_rnn is None
+    ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
+    assert ck.cfg.gate_rnn == 0 and ck.gate_rnn is None

@@ -125,6 +125,17 @@ class ExperimentConfig:
     samples (the measured position against the best parametric servo of this run driven open
     loop by the commands; :mod:`neuract.neuralactuator.reference`; needs ``physics`` and the
     parametric fit, ``baseline_iters > 0``); 0: none"""
+    gate_rnn: int = 0
+    """NeuralActuator estimator's recurrent contact gate: hidden units of a GRU over each
+    sample's feature row, carried over the episode (``NeuralActuatorConfig.gate_rnn``),
+    trained after the estimator on its training episodes (and on extra gate episodes where
+    the experiment has them: ``TwinDataConfig.gate_train_minutes``), keeping the iteration
+    with the best F1 on the calibration episodes
+    (:func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); 0: the gate head"""
+    gate_rnn_iters: int = 3000
+    """recurrent gate: optimiser steps (``GateTrainConfig.iters``)"""
+    gate_rnn_lr: float = 1e-3
+    """recurrent gate: learning rate (``GateTrainConfig.lr``)"""
     horizons: tuple[int, ...] = (10, 50, 100, 300, 600)
     """open-loop rollout horizons scored [telemetry steps], each >= 1"""
     full: bool = True
@@ -171,7 +182,7 @@ def so101_setup() -> RobotSetup:
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
               reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk",
-              ident_memory: int = 0):
+              ident_memory: int = 0, gate_rnn: int = 0):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -193,7 +204,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 ident_memory=ident_memory if ident and mode == "estimator"
                                 else 0,
                                 condition_head=condition_head if mode == "estimator"
-                                else "trunk")
+                                else "trunk",
+                                gate_rnn=gate_rnn if mode == "estimator" else 0)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -314,13 +326,34 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
-                      cfg.condition_head, cfg.ident_memory).validate()
+                      cfg.condition_head, cfg.ident_memory, cfg.gate_rnn).validate()
+    gate_train_config(cfg).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
                           "best parametric servo fit: set parametric_friction and "
                           f"baseline_iters > 0 (got {cfg.parametric_friction}, "
                           f"{cfg.baseline_iters}), or sim_prior='pd' and reference_steps=0")
+
+
+def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
+    """The recurrent gate's training schedule of an experiment (its options named as
+    ``ExperimentConfig`` fields when refused)."""
+    from neuract.neuralactuator.gate_rnn import GateTrainConfig
+
+    if not _is_int(cfg.gate_rnn, 0):
+        raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
+                          ">= 0 hidden units (0: no recurrent gate)")
+    if not _is_int(cfg.gate_rnn_iters, 1):
+        raise ConfigError(f"ExperimentConfig.gate_rnn_iters = {cfg.gate_rnn_iters!r}; expected "
+                          "an integer >= 1")
+    lr = cfg.gate_rnn_lr
+    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr)
+                                    and lr > 0):
+        raise ConfigError(f"ExperimentConfig.gate_rnn_lr = {lr!r}; expected a finite learning "
+                          "rate > 0, e.g. 1e-3")
+    return GateTrainConfig(iters=int(cfg.gate_rnn_iters), lr=float(lr), seed=int(cfg.seed),
+                           checkpoint=checkpoint)
 
 
 def _is_int(v: Any, lo: int) -> bool:
@@ -383,7 +416,8 @@ def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None 
 
 
 def _train_state(out_dir: str | Path, mode: str) -> Path:
-    """NeuralActuator training-state file of a run writing into ``out_dir``."""
+    """NeuralActuator training-state file of a run writing into ``out_dir`` (mode:
+    ``simulator``, ``estimator`` or ``gate_rnn``, the estimator's recurrent gate)."""
     return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
 
 
@@ -448,14 +482,57 @@ def _noop(stage: str, done: int, total: int) -> None:
     pass
 
 
+def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[Any] | None,
+                          cfg: ExperimentConfig, out_dir: str | Path | None,
+                          progress: ProgressFn, gate_extra: GateExtraFn | None
+                          ) -> dict[str, Any]:
+    """Train the estimator's recurrent gate (``cfg.gate_rnn``) on the training episodes'
+    rows and ``gate_extra``'s, keeping the best iteration on ``g_eps`` (the gate's
+    calibration episodes); without labelled calibration episodes the recurrent gate is
+    removed from the model (the gate head decides) and the report says so."""
+    from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
+
+    if g_eps is None or not any(has_contact(tr) for tr in fit_eps):
+        model.gate_rnn = None
+        model.cfg = model.cfg.replace(gate_rnn=0)
+        return {"trained": False, "why": "no calibration episodes (fewer than two with and "
+                "two without contact, held out or in training), or no training episode with "
+                "contact: the gate head decides"}
+    stage = "recurrent contact gate"
+    progress(f"{stage}: feature rows", 0, 1)
+    fit_rows, calib_rows = gate_rows(model, fit_eps), gate_rows(model, g_eps)
+    extra = gate_extra(model, progress) if gate_extra is not None else []
+    state = str(_train_state(out_dir, "gate_rnn")) if out_dir else ""
+    rep = train_gate_rnn(model, fit_rows + extra, calib_rows, gate_train_config(cfg, state),
+                         progress=lambda i, n, info: progress(stage, i, n))
+    return {"trained": True, "hidden": model.cfg.gate_rnn,
+            "extra_episodes": len(extra),
+            "extra_minutes": round(sum(len(e) for e in extra) * _sample_s(fit_eps) / 60, 1),
+            **{k: v for k, v in rep.items() if k != "history"},
+            "calib_history": rep["history"]}
+
+
+def _sample_s(eps: Sequence[Any]) -> float:
+    """The median sample spacing [s] of the episodes."""
+    return float(np.median(np.concatenate([np.diff(np.asarray(tr["t"], float))
+                                           for tr in eps[:8]])))
+
+
+GateExtraFn = Callable[[Any, ProgressFn], list]
+"""``gate_extra(model, progress)``: extra :class:`~neuract.neuralactuator.gate_rnn.GateRows`
+the recurrent gate trains on, computed with the trained estimator (its normalisation)"""
+
+
 def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                    cfg: ExperimentConfig, out_dir: str | Path | None = None,
                    progress: ProgressFn | None = None,
-                   pretrained: dict[str, Any] | None = None) -> dict[str, Any]:
+                   pretrained: dict[str, Any] | None = None,
+                   gate_extra: GateExtraFn | None = None) -> dict[str, Any]:
     """Fit everything on ``train``, score on ``test``; returns the results dict (JSON-able
     apart from ``_figures``, raw arrays for the report, and ``_neuralactuator``, the models).
     Checkpoints go to ``out_dir``.
-    pretrained: mode -> NeuralActuator to evaluate instead of training that mode."""
+    pretrained: mode -> NeuralActuator to evaluate instead of training that mode.
+    gate_extra: extra rows for the estimator's recurrent gate (``cfg.gate_rnn``), if any."""
     from neuract.estimate import force_estimator
     from neuract.eval import evaluate_estimator, evaluate_rollouts
     from neuract.neuralactuator import (
@@ -522,7 +599,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
-                         cfg.ident_memory)
+                         cfg.ident_memory, cfg.gate_rnn)
         tc = train_config(cfg, mode, steps,
                           checkpoint=str(_train_state(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"
@@ -547,6 +624,10 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             c_eps = _calibration_set(calib, train, lambda tr: bool(
                 per_joint_condition(tr, n).any()))
             g_eps = _calibration_set(calib, train, has_contact)
+            if model.gate_rnn is not None:
+                res["models"][name]["gate_rnn"] = timed(
+                    "train_gate_rnn", _train_recurrent_gate, model, fit_eps, g_eps, cfg,
+                    out_dir, progress, gate_extra)
             # without a grid: the default smoothing, one threshold, nothing chosen to record
             grid = cfg.condition_tau_grid if c_eps is not None else ()
             keys = []
@@ -667,7 +748,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         res["gate_plain"] = plain_gate(na["estimator"], test, plain)
     res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
     if out_dir is not None:  # done: nothing left to resume
-        for mode in ("simulator", "estimator"):
+        for mode in ("simulator", "estimator", "gate_rnn"):
             _train_state(out_dir, mode).unlink(missing_ok=True)
     res["_figures"] = {"full_q": full_q, "fig_traj": fig_traj, "est": cache, "test": test}
     res["_neuralactuator"] = na  # mode -> trained (or given) model, for callers' extra scores

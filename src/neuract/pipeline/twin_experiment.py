@@ -62,6 +62,18 @@ class TwinDataConfig:
     split after it is drawn, so the test episodes are the same as without (they join the
     training split whole: the estimator's calibration episodes, the last of each task's and
     worn-motor group, then come from them too)"""
+    gate_train_minutes: float = 0.0
+    """extra minutes of twin episodes of other units (``gate_train_tasks``; data seeds
+    ``seed + 1000``, ``seed + 1001``, ..., :data:`GATE_CHUNK_MINUTES` each, ``units`` units
+    per seed) on which only the estimator's recurrent contact gate trains
+    (``ExperimentConfig.gate_rnn``); generated after the estimator is trained, chunk by chunk,
+    keeping only the gate's feature rows (about 2.3 MB per minute for the SO-101 estimator
+    with every channel); the test split is unchanged. 0: none"""
+    gate_train_tasks: tuple[str, ...] = ("push", "degraded", "pick")
+    """the tasks of the extra gate episodes (``gate_train_minutes``)"""
+    workers: int = 1
+    """processes that compute the extra gate episodes (``gate_train_minutes``), one chunk
+    each at a time (the result does not depend on it)"""
     worn_train_tasks: tuple[str, ...] = ("degraded",)
     """the tasks of the extra worn-motor training episodes (``worn_train_minutes``), in turn:
     'degraded' (pick-and-place or teleoperation, as the main data's worn episodes), 'push' (a
@@ -236,6 +248,10 @@ def check_twin_experiment(cfg: TwinExperimentConfig):
     setup = setup_for(cfg.data.robot)
     worn_config(cfg.data)
     check_experiment(cfg.experiment)
+    if gate_chunks(cfg.data) and not cfg.experiment.gate_rnn:
+        raise ConfigError(f"TwinDataConfig.gate_train_minutes = {cfg.data.gate_train_minutes:g} "
+                          "trains the recurrent contact gate only: set ExperimentConfig.gate_rnn "
+                          "(hidden units), or gate_train_minutes = 0")
     per_task: dict[str, int] = {}
     for _, _, _, task in _episode_table(gen):
         per_task[task] = per_task.get(task, 0) + 1
@@ -266,8 +282,12 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     thr = cfg.data.contact_min_force_n
+    extra = None
+    if cfg.data.gate_train_minutes and cfg.experiment.gate_rnn:
+        def extra(model, prog):
+            return gate_extra_rows(cfg.data, model, prog)
     res = run_experiment(setup, contact_labelled(train, thr), contact_labelled(test, thr),
-                         cfg.experiment, out_dir=out, progress=progress)
+                         cfg.experiment, out_dir=out, progress=progress, gate_extra=extra)
     if thr > 0 and "estimator" in res["_neuralactuator"]:
         res["gate_raw_label"] = _gate_on_raw_label(res["_neuralactuator"]["estimator"], test)
     res["data"] = {**dataclasses.asdict(cfg.data), "n_train_episodes": len(train),
@@ -286,6 +306,97 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
     return res
 
 
+GATE_CHUNK_MINUTES = 216.0
+"""twin minutes per data seed of the extra gate episodes (``gate_train_minutes``)"""
+GATE_SEED_OFFSET = 1000
+"""the extra gate episodes' first data seed, past the main data's ``seed``"""
+
+
+def gate_chunks(cfg: TwinDataConfig) -> list:
+    """The :class:`~neuract.twin.generate.GenerateConfig` of each chunk of ``cfg``'s extra
+    gate episodes (``gate_train_minutes``): other units (data seeds from ``seed +``
+    :data:`GATE_SEED_OFFSET`), :data:`GATE_CHUNK_MINUTES` each (the last one the rest);
+    empty without any. Validates the options."""
+    m = cfg.gate_train_minutes
+    if isinstance(m, bool) or not isinstance(m, numbers.Real) or not (math.isfinite(m)
+                                                                       and m >= 0):
+        raise ConfigError(f"TwinDataConfig.gate_train_minutes = {m!r}; expected minutes >= 0")
+    w = cfg.workers
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise ConfigError(f"TwinDataConfig.workers = {w!r}; expected an integer >= 1")
+    from neuract.twin.tasks import TASKS
+
+    tasks = cfg.gate_train_tasks
+    if isinstance(tasks, str) or not tasks or any(t not in TASKS for t in tasks):
+        raise ConfigError(f"TwinDataConfig.gate_train_tasks = {tasks!r}; expected one or more "
+                          f"of {list(TASKS)}")
+    if m == 0:
+        return []
+    base = generate_config(cfg)
+    out, left, k = [], float(m), 0
+    while left > 1e-9:
+        chunk = min(left, GATE_CHUNK_MINUTES)
+        out.append(dataclasses.replace(base, tasks=tuple(tasks), minutes=chunk,
+                                       seed=cfg.seed + GATE_SEED_OFFSET + k, workers=1))
+        left -= chunk
+        k += 1
+    from neuract.twin.generate import check_minutes
+
+    check_minutes(min(float(m), GATE_CHUNK_MINUTES * w), base.sim.episode_s, base.robot,
+                  "TwinDataConfig.gate_train_minutes (per worker chunk)",
+                  "TwinDataConfig.episode_s")
+    return out
+
+
+_GATE_JOB: dict[str, Any] = {}
+"""what a worker process computes the extra gate rows with (set before the pool forks)"""
+
+
+def _gate_chunk_rows(k: int) -> list:
+    from neuract.neuralactuator.gate_rnn import gate_rows
+    from neuract.twin import generate
+
+    job = _GATE_JOB
+    eps = contact_labelled(generate(job["chunks"][k]), job["thr"])
+    return gate_rows(job["model"], eps)
+
+
+def gate_extra_rows(cfg: TwinDataConfig, model: Any, progress: ProgressFn | None = None
+                    ) -> list:
+    """The recurrent gate's :class:`~neuract.neuralactuator.gate_rnn.GateRows` of ``cfg``'s
+    extra gate episodes (:func:`gate_chunks`), computed with the trained estimator ``model``
+    by ``cfg.workers`` processes, chunk by chunk (only the rows are kept)."""
+    import multiprocessing as mp
+
+    import torch
+
+    chunks = gate_chunks(cfg)
+    what = "recurrent contact gate: extra twin episodes of other units"
+    if not chunks:
+        return []
+    _GATE_JOB.update(model=model, chunks=chunks, thr=cfg.contact_min_force_n)
+    rows: list = []
+    if progress:
+        progress(what, 0, len(chunks))
+    try:
+        if cfg.workers <= 1 or len(chunks) == 1:
+            for k in range(len(chunks)):
+                rows += _gate_chunk_rows(k)
+                if progress:
+                    progress(what, k + 1, len(chunks))
+        else:
+            threads = torch.get_num_threads()
+            with mp.get_context("fork").Pool(min(cfg.workers, len(chunks))) as pool:
+                for k, r in enumerate(pool.imap(_gate_chunk_rows, range(len(chunks)))):
+                    rows += r
+                    if progress:
+                        progress(what, k + 1, len(chunks))
+            torch.set_num_threads(threads)
+    finally:
+        _GATE_JOB.clear()
+    return rows
+
+
 def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     """NeuralActuator's gate scored against the twin's raw contact label (any force) of the
     test episodes."""
@@ -296,6 +407,6 @@ def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
 
 
 __all__ = ["TwinDataConfig", "TwinExperimentConfig", "check_twin_experiment", "contact_labelled",
-           "generate_config",
+           "gate_chunks", "gate_extra_rows", "generate_config",
            "generate_twin", "relabel_contact", "run_twin_experiment", "split_by_task",
            "twin_split", "worn_config"]
