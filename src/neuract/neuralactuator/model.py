@@ -339,7 +339,10 @@ class NeuralActuator(nn.Module):
             h = cfg.d_motor
             self.cond_motor = nn.Sequential(nn.Linear(C + J, h), act(), nn.Linear(h, h), act(),
                                             nn.Linear(h, cfg.n_conditions))
-        self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn) if cfg.gate_rnn else None
+        self.gate_rnn = None
+        if cfg.gate_rnn:  # initialised off the global generator: the rest trains as without
+            with torch.random.fork_rng():
+                self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn)
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model

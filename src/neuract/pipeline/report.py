@@ -138,7 +138,14 @@ def targets(res: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "met": v <= 0.3, "mode": "estimator"})
     g = na.get("gate") or {}
     if g.get("f1") is not None:
-        out.append({"target": "gate F1 >= 0.95", "value": f"{g['f1']:.3f}",
+        gr = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get(
+            "gate_rnn") or {}
+        how = ""
+        if gr.get("trained"):
+            how = f" (recurrent gate, {gr['hidden']} GRU units" + (
+                f"; also trained on {gr['extra_minutes']:g} min of other units' episodes)"
+                if gr.get("extra_episodes") else ")")
+        out.append({"target": "gate F1 >= 0.95", "value": f"{g['f1']:.3f}{how}",
                     "met": g["f1"] >= 0.95, "mode": "estimator"})
     elif g:  # scored, but the test data hold no contact: say so rather than drop the row
         out.append({"target": "gate F1 >= 0.95", "value": "not measurable (no contact sample "

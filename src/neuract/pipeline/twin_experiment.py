@@ -64,11 +64,10 @@ class TwinDataConfig:
     worn-motor group, then come from them too)"""
     gate_train_minutes: float = 0.0
     """extra minutes of twin episodes of other units (``gate_train_tasks``; data seeds
-    ``seed + 1000``, ``seed + 1001``, ..., :data:`GATE_CHUNK_MINUTES` each, ``units`` units
-    per seed) on which only the estimator's recurrent contact gate trains
-    (``ExperimentConfig.gate_rnn``); generated after the estimator is trained, chunk by chunk,
-    keeping only the gate's feature rows (about 2.3 MB per minute for the SO-101 estimator
-    with every channel); the test split is unchanged. 0: none"""
+    seed + 1000, seed + 1001, ..., 216 minutes and ``units`` units each) on which only the
+    estimator's recurrent contact gate trains (``gate_rnn``); generated after the estimator is
+    trained, chunk by chunk, keeping only the gate's feature rows (about 2.2 MB per minute for
+    the SO-101 estimator with every channel); the test split is unchanged. 0: none"""
     gate_train_tasks: tuple[str, ...] = ("push", "degraded", "pick")
     """the tasks of the extra gate episodes (``gate_train_minutes``)"""
     workers: int = 1
