@@ -232,6 +232,13 @@ def test_check_joints_warns_on_other_names_and_refuses_other_counts_or_orders():
         check_joints("so101", so101, so101[::-1], "--data 'd'")
     with pytest.raises(ConfigError, match="has 4"):
         check_joints("so101", so101, 4)
+    # the OpenManipulator-X model's two finger joints against a log's one gripper: the
+    # message names the shared arm joints and what differs (not "another arm")
+    logged = omx[:4] + ["gripper"]
+    with pytest.raises(ConfigError, match=r"they share \['joint1', 'joint2', 'joint3', "
+                       r"'joint4'\], the rest differs") as e:
+        check_joints("omx", omx, logged, "--data 'd'")
+    assert "not the same arm" not in str(e.value)
 
 
 def test_fit_warns_when_the_robot_names_its_joints_otherwise(tmp_path, capsys):

@@ -28,9 +28,15 @@ def check_joints(robot: str, robot_joints: Sequence[str], data_joints: Sequence[
         names, n = [str(x) for x in data_joints], len(data_joints)
     if len(ours) != n:
         theirs = f"{n} {names}" if names is not None else str(n)
+        k = 0
+        while names is not None and k < min(n, len(ours)) and ours[k] == names[k]:
+            k += 1
+        why = (f"they share {ours[:k]}, the rest differs ({ours[k:]} in the model, "
+               f"{names[k:]} in the data; e.g. a gripper modelled as two finger joints where "
+               "the data log one)" if k else "not the same arm")
         raise ConfigError(f"{option} {robot!r} has {len(ours)} joint(s) {ours}; {data} has "
-                          f"{theirs}: not the same arm (accepted: the robot the data were "
-                          "logged on)")
+                          f"{theirs}: {why}. Accepted: a model whose joints are the data's, "
+                          "one for one")
     if names is None or ours == names:
         return
     if set(ours) == set(names):
