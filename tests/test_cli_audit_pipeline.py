@@ -200,7 +200,13 @@ def test_check_rerun_names_another_kind_of_run_without_listing_options(tmp_path)
     with pytest.raises(ConfigError) as e:
         check_rerun(TwinExperimentConfig(out), out)
     msg = str(e.value)
-    assert "another kind of run" in msg and "--experiment" not in msg
+    assert "--experiment" not in msg
+    # both runs are named as the commands that write them
+    assert ("holds the output of neuract evaluate --source nad or --source dataset" in msg
+            and "not a run of a twin experiment (neuract evaluate --source twin" in msg), msg
+    (out / "config.json").write_text(json.dumps({"type": "SomethingElse", "config": {}}))
+    with pytest.raises(ConfigError, match="holds the output of another kind of run"):
+        check_rerun(TwinExperimentConfig(out), out)
 
 
 # ------------------------------------------------------------------ 5. amounts of data

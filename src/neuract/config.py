@@ -60,6 +60,21 @@ progress display, whether an earlier output may be replaced, CPU threads, how of
 training state is saved"""
 
 
+RUN_KINDS = {
+    "TwinExperimentConfig": "a twin experiment (neuract evaluate --source twin, neuract demo)",
+    "EvaluateConfig": "neuract evaluate --source nad or --source dataset",
+    "NADExperimentConfig": "the NAD experiment (benchmarks)",
+    "FitConfig": "neuract fit",
+    "IdentifyConfig": "neuract identify",
+    "ControlConfig": "neuract control",
+}
+"""what writes a run directory whose resolved config is of each type"""
+
+
+def _kind(type_name: Any) -> str:
+    return RUN_KINDS.get(str(type_name), "another kind of run")
+
+
 def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
                 restart: str = "Choose another --out, or delete that directory to start "
                                "afresh", options: dict[str, str] | None = None) -> None:
@@ -108,10 +123,10 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
     if old == new:
         return
     if isinstance(old, dict) and old.get("type") != new["type"]:  # another command's output
+        then, now = old.get("type"), new["type"]
         raise ConfigError(
-            f"--out {str(out)!r} holds the output of another kind of run (its {name} is of "
-            f"type: {json.dumps(old.get('type'))} then, {json.dumps(new['type'])} now), not a "
-            f"run of this command to resume. {restart}")
+            f"--out {str(out)!r} holds the output of {_kind(then)} (its {name} is of type "
+            f"{json.dumps(then)}), not a run of {_kind(now)} ({now}) to resume. {restart}")
     from neuract.fit.checkpoint import key_differences
 
     def option(key: str) -> str:
