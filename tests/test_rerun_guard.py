@@ -57,7 +57,8 @@ def test_check_rerun_refuses_other_options_naming_them(tmp_path):
     with pytest.raises(ConfigError, match="unreadable config.json"):
         check_rerun(_cfg(out), out)
     (out / "config.json").write_text(json.dumps({"type": "IdentifyConfig", "config": {}}))
-    with pytest.raises(ConfigError, match="type: \"IdentifyConfig\" then"):
+    with pytest.raises(ConfigError, match="holds the output of neuract identify \\(its "
+                       "config.json is of type \"IdentifyConfig\"\\)"):
         check_rerun(_cfg(out), out)
 
 
