@@ -318,7 +318,7 @@ def test_fit_verb_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
 
     rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01")
     assert rc == 1 and "resumed" not in cap.out
-    assert "train.lr: 0.03 (checkpoint) -> 0.01 (this run)" in cap.err
+    assert "--train.lr: 0.03 (checkpoint) -> 0.01 (this run)" in cap.err
     assert "--overwrite" in cap.err and "config.json" in cap.err and "--out" in cap.err
     assert "actuator" not in cap.err and "data." not in cap.err  # only what differs
     # nothing was touched: the checkpoint and the recorded options are the first run's
@@ -326,19 +326,20 @@ def test_fit_verb_refuses_a_checkpoint_of_another_run(tmp_path, capsys):
     assert load_resolved(FitConfig, out / "config.json").train.lr == 0.03
 
     rc, cap = _fit_cli(capsys, ds, out, "--train.stage-iters", "3", "3", "4")
-    assert rc == 1 and "train.stage_iters: [3, 3, 3] (checkpoint) -> [3, 3, 4]" in cap.err
+    assert rc == 1 and "--train.stage-iters: [3, 3, 3] (checkpoint) -> [3, 3, 4]" in cap.err
 
     rc, cap = _fit_cli(capsys, ds, out, "--limit", "3")
-    assert rc == 1 and "limit: 0 (checkpoint) -> 3 (this run)" in cap.err
-    assert "data.episodes: 4 (checkpoint) -> 3 (this run)" in cap.err and "train." not in cap.err
+    assert rc == 1 and "--limit: 0 (checkpoint) -> 3 (this run)" in cap.err
+    assert "the data (data.episodes): 4 (checkpoint) -> 3 (this run)" in cap.err
+    assert "train." not in cap.err
 
     rc, cap = _fit_cli(capsys, ds, out, "--duration", "0.4")
-    assert rc == 1 and "duration: 0.0 (checkpoint) -> 0.4 (this run)" in cap.err
+    assert rc == 1 and "--duration: 0.0 (checkpoint) -> 0.4 (this run)" in cap.err
     assert "data.samples" in cap.err
 
     rc, cap = _fit_cli(capsys, ds, out, "--actuator.friction", "stribeck")
     assert rc == 1 and "missing" not in cap.err
-    assert 'actuator.friction: "m1" (checkpoint) -> "stribeck" (this run)' in cap.err
+    assert '--actuator.friction: "m1" (checkpoint) -> "stribeck" (this run)' in cap.err
     assert "--overwrite" in cap.err
 
     rc, cap = _fit_cli(capsys, ds, out, "--train.lr", "0.01", "--overwrite")

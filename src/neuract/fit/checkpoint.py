@@ -159,9 +159,11 @@ def key_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str,
 
 def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str, Any],
                   resume_hint: str = "rerun with the original options and data",
-                  restart_hint: str = "delete it or use another checkpoint directory") -> None:
+                  restart_hint: str = "delete it or use another checkpoint directory",
+                  option: Any = None) -> None:
     """Refuse to resume from ``state`` (read from ``path``) unless it was written by a run with
-    the same ``key``; the error names each differing field with its old and new value.
+    the same ``key``; the error names each differing field with its old and new value
+    (``option(field)``, if given, names a field as the user's option, e.g. ``--train.lr``).
 
     A state without a key (written before keys were stored) is refused too: nothing shows it
     comes from this run, and silently continuing another run's weights is the failure this
@@ -181,7 +183,8 @@ def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str,
             f"lacks {', '.join(only_new)}, so it cannot be shown to come from this run; not "
             f"resumed. To start afresh, {restart_hint}")
     if diffs:
-        what = "; ".join(f"{name}: {old} (checkpoint) -> {new} (this run)"
+        name_of = option or (lambda k: k)
+        what = "; ".join(f"{name_of(name)}: {old} (checkpoint) -> {new} (this run)"
                          for name, old, new in diffs)
         raise CheckpointError(
             f"training checkpoint {str(path)!r} was written by a run with other options or "

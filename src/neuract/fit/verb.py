@@ -115,6 +115,15 @@ def _cli_names(message: str) -> str:
     return message
 
 
+def _option(field: str) -> str:
+    """A fit run key's field as the user's option (``train.lr`` -> ``--train.lr``,
+    ``val_fraction`` -> ``--val-fraction``); the data fingerprint's fields as what they are."""
+    if field == "data" or field.startswith("data."):
+        return f"the data ({field})"
+    named = _cli_names(field)
+    return named if named != field else "--" + field.replace("_", "-")
+
+
 def check_options(cfg: FitConfig) -> None:
     """Refuse (ConfigError naming the option, the value and what is accepted) every option
     fit cannot run with; reads no data and writes nothing."""
@@ -256,7 +265,7 @@ def _run(cfg: FitConfig) -> dict:
         for f in [*ckpt.glob("*.safetensors"), *old]:
             f.unlink()
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
-        check_run_key(last, read_training_state(last), key, **hints)
+        check_run_key(last, read_training_state(last), key, option=_option, **hints)
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
