@@ -94,6 +94,22 @@ def test_export_interrupted_leaves_no_folder_it_created(kit, tmp_path, capsys, m
     assert (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
 
 
+def test_a_failed_export_leaves_no_folder_it_created(kit, tmp_path, capsys, monkeypatch):
+    import neuract.neuralactuator.export as ex
+
+    def off(ref, got):  # every output far from torch's: the check fails
+        return {k: {"max_abs_diff": 9.0, "mean_abs_over_std": 9.0, "max_abs_over_std": 9.0}
+                for k in ex.OUTPUTS}
+
+    monkeypatch.setattr(ex, "output_deviation", off)
+    _, ck, _, _ = kit
+    out = tmp_path / "new" / "deep" / "a.onnx"
+    assert main(["export", "--checkpoint", str(ck["estimator"]), "--out", str(out),
+                 "--check-windows", "4", "--quiet"]) == 1
+    assert "does not compute what the checkpoint computes" in _err(capsys)
+    assert not (tmp_path / "new").exists()
+
+
 # --------------------------------------------------------------------------- 2. estimate/simulate
 def test_estimate_and_simulate_overwrite_only_their_own_outputs(kit, capsys):
     root, ck, ds, _ = kit

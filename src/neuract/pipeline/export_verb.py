@@ -106,7 +106,7 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     staged = dest.with_name(f".{dest.stem}.unchecked.onnx")
     try:
         return _export(cfg, model, extra, dest, staged)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the folders this run made are removed
+    except BaseException:  # a failed check, Ctrl-C, SIGTERM: the folders this run made go
         staged.unlink(missing_ok=True)
         for d in made:  # deepest first; only while empty (nothing else was put there)
             try:
