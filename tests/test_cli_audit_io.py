@@ -290,6 +290,32 @@ def test_ingest_refuses_one_sample_episodes(tmp_path, capsys):
                  "--resample-hz", "1"]) == 0
 
 
+def test_ingest_skip_bad_leaves_out_bad_episodes_with_a_warning(tmp_path, capsys):
+    from neuract.data.dataset import load_dataset
+
+    src = tmp_path / "src"
+    src.mkdir()
+    _nad_so101(src / "a.csv", 5)
+    _nad_so101(src / "b.csv", 1)  # one sample: too short
+    (src / "c.csv").write_bytes(bytes([0xB0, 0xFF, 0x80, 0x41, 0x2C, 0x0A]) * 50)  # unreadable
+    out = tmp_path / "o"
+    assert main(["ingest", str(src), "--format", "nad", "--out", str(out), "--quiet"]) == 1
+    assert not out.exists()  # by default the first bad episode stops it, nothing written
+    with pytest.warns(UserWarning, match="left out \\(--skip-bad\\)") as rec:
+        assert main(["ingest", str(src), "--format", "nad", "--out", str(out), "--quiet",
+                     "--skip-bad"]) == 0
+    msgs = " ".join(str(w.message) for w in rec)
+    assert "b.csv" in msgs and "c.csv" in msgs and "a.csv" not in msgs
+    assert len(load_dataset(out)) == 1
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    _nad_so101(only_bad / "b.csv", 1)
+    with pytest.warns(UserWarning):
+        assert main(["ingest", str(only_bad), "--format", "nad", "--out",
+                     str(tmp_path / "o2"), "--quiet", "--skip-bad"]) == 1
+    assert "every one left out by --skip-bad" in _err(capsys)
+
+
 # --------------------------------------------------------------------------- 7. messages
 def test_missing_calibration_file_is_named(tmp_path, capsys):
     src = tmp_path / "ds"

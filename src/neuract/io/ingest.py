@@ -58,6 +58,9 @@ class IngestConfig:
     """compute qd and qdd with a Savitzky-Golay filter (needs a uniform rate)"""
     derivative_window_s: float = 0.05
     """Savitzky-Golay window length [s]"""
+    skip_bad: bool = False
+    """leave out an episode that cannot be read or is too short (a warning names each one)
+    and ingest the rest; default: the first such episode stops the ingest, nothing written"""
     overwrite: bool = False
     """replace an existing output directory"""
     quiet: bool = False
@@ -248,15 +251,40 @@ def read_all(cfg: IngestConfig) -> list[Trajectory]:
         raise ConfigError(f"--derivative-window-s {cfg.derivative_window_s}; expected a finite "
                           "window > 0 s")
     items, read = make(cfg)
+    if cfg.skip_bad:
+        read = _skipping(read)
     trajs: list[Trajectory] = []
     for tr in _progress(items, read, cfg):
-        tr = _check_length(cfg, tr, tr)  # before resampling / derivatives need 2 samples
-        trajs.append(_check_length(cfg, tr, _postprocess(cfg, tr)))
+        try:
+            tr = _check_length(cfg, tr, tr)  # before resampling / derivatives need 2 samples
+            trajs.append(_check_length(cfg, tr, _postprocess(cfg, tr)))
+        except SchemaError as exc:
+            if not cfg.skip_bad:
+                raise
+            warnings.warn(f"left out (--skip-bad): {exc}", LeftOutEpisode, stacklevel=2)
         if cfg.limit is not None and len(trajs) >= cfg.limit:
             break
     if not trajs:
-        raise SchemaError(f"{cfg.source}: no episodes read")
+        raise SchemaError(f"{cfg.source}: no episodes read"
+                          + (" (every one left out by --skip-bad)" if cfg.skip_bad else ""))
     return trajs
+
+
+class LeftOutEpisode(UserWarning):
+    """An episode (or file) that ``--skip-bad`` left out, and why."""
+
+
+def _skipping(read: Callable[[Any], list[Trajectory]]) -> Callable[[Any], list[Trajectory]]:
+    """``read`` that warns about an item it cannot read and returns no episode for it."""
+
+    def safe(item: Any) -> list[Trajectory]:
+        try:
+            return list(read(item))
+        except SchemaError as exc:
+            warnings.warn(f"left out (--skip-bad): {exc}", LeftOutEpisode, stacklevel=2)
+            return []
+
+    return safe
 
 
 def _progress(items: list[Any], read: Callable[[Any], list[Trajectory]], cfg: IngestConfig):
@@ -357,8 +385,9 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     check_dest(cfg.out, cfg.overwrite, inputs=(cfg.source, cfg.mapping, cfg.calibration),
                **DATASET_DEST)  # before reading anything
     with warnings.catch_warnings():
-        if cfg.quiet:
+        if cfg.quiet:  # the readers' notes; what --skip-bad leaves out is always said
             warnings.simplefilter("ignore")
+            warnings.simplefilter("always", LeftOutEpisode)
         trajs = read_all(cfg)
     robots = {(t.meta.robot, t.meta.joint_names) for t in trajs}
     if len(robots) > 1:
@@ -375,4 +404,4 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     return summary
 
 
-__all__ = ["FORMATS", "IngestConfig", "read_all", "run", "summarize"]
+__all__ = ["FORMATS", "IngestConfig", "LeftOutEpisode", "read_all", "run", "summarize"]
