@@ -349,3 +349,21 @@ def test_without_contact_labels_the_gate_head_decides(tmp_path):
     assert res["_neuralactuator"]["estimator"].gate_rnn is None
     ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
     assert ck.cfg.gate_rnn == 0 and ck.gate_rnn is None
+
+
+def test_memory_bounds_count_what_is_held_together(monkeypatch):
+    import importlib
+
+    from neuract.pipeline.twin_experiment import TwinDataConfig, gate_chunks, worn_config
+
+    gen = importlib.import_module("neuract.twin.generate")
+
+    per_min = gen.estimated_bytes(1.0, 30.0, "so101")
+    # room for 100 min of episodes: 80 main + 30 worn minutes do not fit together
+    monkeypatch.setattr(gen, "available_memory", lambda: int(100 * per_min))
+    with pytest.raises(ConfigError, match="minutes \\+ TwinDataConfig.worn_train_minutes"):
+        worn_config(TwinDataConfig(minutes=80.0, worn_train_minutes=30.0))
+    worn_config(TwinDataConfig(minutes=60.0, worn_train_minutes=30.0))
+    # the gate's rows of every extra minute are held too
+    with pytest.raises(ConfigError, match="gate_train_minutes = 5000 with workers = 2"):
+        gate_chunks(TwinDataConfig(minutes=12.0, gate_train_minutes=5000.0, workers=2))

@@ -128,6 +128,10 @@ def worn_config(cfg: TwinDataConfig):
 
     check_minutes(m, gen.sim.episode_s, gen.robot, "TwinDataConfig.worn_train_minutes",
                   "TwinDataConfig.episode_s")
+    # the worn episodes join the main data in memory: the two together must fit
+    check_minutes(cfg.minutes + m, gen.sim.episode_s, gen.robot,
+                  "TwinDataConfig.minutes + TwinDataConfig.worn_train_minutes",
+                  "TwinDataConfig.episode_s")
     per_unit = -(-gen.n_episodes() // gen.units)
     return dataclasses.replace(gen, tasks=tuple(tasks), minutes=float(m),
                                episode_offset=per_unit,
@@ -307,6 +311,9 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
 
 GATE_CHUNK_MINUTES = 216.0
 """twin minutes per data seed of the extra gate episodes (``gate_train_minutes``)"""
+GATE_ROW_BYTES_PER_MINUTE = 2.4e6
+"""memory of the recurrent gate's feature rows per extra minute (measured: 2.24 MB per minute
+of SO-101 twin telemetry at the twin estimator's 144 channels, float32), with a margin"""
 GATE_SEED_OFFSET = 1000
 """the extra gate episodes' first data seed, past the main data's ``seed``"""
 
@@ -339,11 +346,21 @@ def gate_chunks(cfg: TwinDataConfig) -> list:
                                        seed=cfg.seed + GATE_SEED_OFFSET + k, workers=1))
         left -= chunk
         k += 1
-    from neuract.twin.generate import check_minutes
+    from neuract.twin.generate import available_memory, estimated_bytes
 
-    check_minutes(min(float(m), GATE_CHUNK_MINUTES * w), base.sim.episode_s, base.robot,
-                  "TwinDataConfig.gate_train_minutes (per worker chunk)",
-                  "TwinDataConfig.episode_s")
+    # held at once: the main (and worn) episodes, one chunk per worker, every chunk's rows
+    held = cfg.minutes + (cfg.worn_train_minutes or 0.0)
+    need = (estimated_bytes(held, base.sim.episode_s, base.robot)
+            + estimated_bytes(min(float(m), GATE_CHUNK_MINUTES * w), base.sim.episode_s,
+                              base.robot) + float(m) * GATE_ROW_BYTES_PER_MINUTE)
+    have = available_memory()
+    if have is not None and need > have:
+        raise ConfigError(f"TwinDataConfig.gate_train_minutes = {m:g} with workers = {w} needs "
+                          f"about {need / 1e9:.3g} GB of memory (the main episodes, one "
+                          f"{GATE_CHUNK_MINUTES:g}-min chunk per worker and about "
+                          f"{GATE_ROW_BYTES_PER_MINUTE / 1e6:.2g} MB of feature rows per extra "
+                          f"minute); this machine has {have / 1e9:.3g} GB available: expected "
+                          "fewer minutes or workers")
     return out
 
 
