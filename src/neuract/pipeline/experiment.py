@@ -415,7 +415,7 @@ def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None 
                        checkpoint=checkpoint, checkpoint_every=cfg.checkpoint_every)
 
 
-def _train_state(out_dir: str | Path, mode: str) -> Path:
+def train_state_path(out_dir: str | Path, mode: str) -> Path:
     """NeuralActuator training-state file of a run writing into ``out_dir`` (mode:
     ``simulator``, ``estimator`` or ``gate_rnn``, the estimator's recurrent gate)."""
     return Path(out_dir) / "checkpoints" / f"train_neuralactuator_{mode}.safetensors"
@@ -502,7 +502,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
     progress(f"{stage}: feature rows", 0, 1)
     fit_rows, calib_rows = gate_rows(model, fit_eps), gate_rows(model, g_eps)
     extra = gate_extra(model, progress) if gate_extra is not None else []
-    state = str(_train_state(out_dir, "gate_rnn")) if out_dir else ""
+    state = str(train_state_path(out_dir, "gate_rnn")) if out_dir else ""
     rep = train_gate_rnn(model, fit_rows + extra, calib_rows, gate_train_config(cfg, state),
                          progress=lambda i, n, info: progress(stage, i, n))
     return {"trained": True, "hidden": model.cfg.gate_rnn,
@@ -601,7 +601,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
                          cfg.ident_memory, cfg.gate_rnn)
         tc = train_config(cfg, mode, steps,
-                          checkpoint=str(_train_state(out_dir, mode)) if out_dir else "")
+                          checkpoint=str(train_state_path(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"
         fit_eps, calib = (calibration_split(train, cfg.calibration_fraction)
                           if mode == "estimator" else (train, train))
@@ -749,7 +749,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     res["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
     if out_dir is not None:  # done: nothing left to resume
         for mode in ("simulator", "estimator", "gate_rnn"):
-            _train_state(out_dir, mode).unlink(missing_ok=True)
+            train_state_path(out_dir, mode).unlink(missing_ok=True)
     res["_figures"] = {"full_q": full_q, "fig_traj": fig_traj, "est": cache, "test": test}
     res["_neuralactuator"] = na  # mode -> trained (or given) model, for callers' extra scores
     return res
@@ -773,7 +773,7 @@ def _per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str
             "n_motors": int(p.shape[1]), "degraded_share": float(t.mean())}
 
 
-__all__ = ["ExperimentConfig", "ModelSize", "RobotSetup", "calibration_split", "check_split",
-           "has_contact",
-           "na_config", "plain_gate", "run_experiment", "so101_setup", "split_by_task",
-           "train_config"]
+__all__ = ["ExperimentConfig", "GateExtraFn", "ModelSize", "RobotSetup", "calibration_split",
+           "check_split", "gate_train_config", "has_contact", "na_config", "plain_gate",
+           "run_experiment", "so101_setup", "split_by_task", "train_config",
+           "train_state_path"]

@@ -262,7 +262,7 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     import copy
 
     from neuract.neuralactuator import fine_tune, save_checkpoint
-    from neuract.pipeline.experiment import _train_state, run_experiment, train_config
+    from neuract.pipeline.experiment import run_experiment, train_config, train_state_path
     from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, twin_split
     from neuract.pipeline.verbs import calibrated
 
@@ -301,7 +301,7 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         tuned = copy.deepcopy(model)
         # the experiment's estimator schedule (horizon, substeps, losses), fewer steps; its
         # training state beside the fine-tuned checkpoint, as the other stages keep theirs
-        state = _train_state(out / "fine_tuned", "estimator")
+        state = train_state_path(out / "fine_tuned", "estimator")
         tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr,
                           checkpoint=str(state))
         stage = "twin-pretrained estimator: fine-tune on the train files"
