@@ -44,6 +44,7 @@ def make_model(hidden: int = 8, **kw) -> NeuralActuator:
     with torch.no_grad():  # a recurrent gate whose output moves with the telemetry
         m.gate_rnn.inp.weight.mul_(5.0)
         m.gate_rnn.out.weight.mul_(20.0)
+    m.gate_rnn.trained.fill_(True)  # as if trained: these tests check how it is used
     return m
 
 
@@ -95,11 +96,28 @@ def test_estimate_and_stream_use_the_recurrent_gate(episodes):
                                    want["contact_prob"][ok], rtol=1e-4, atol=1e-5)
 
 
+def test_an_untrained_recurrent_gate_is_refused(episodes, tmp_path):
+    from neuract.neuralactuator.export import export_onnx
+    from neuract.neuralactuator.stream import StreamingEstimator
+
+    m = make_model()
+    m.gate_rnn.trained.fill_(False)
+    for use in (lambda: estimate(m, episodes[0]), lambda: StreamingEstimator(m),
+                lambda: export_onnx(m, tmp_path / "u.onnx")):
+        with pytest.raises(ConfigError, match="recurrent contact gate .* was never trained"):
+            use()
+    assert not (tmp_path / "u.onnx").exists()
+    # the flag travels with the checkpoint
+    save_checkpoint(m, tmp_path / "u")
+    with pytest.raises(ConfigError, match="never trained"):
+        estimate(load_checkpoint(tmp_path / "u"), episodes[0])
+
+
 def test_checkpoint_keeps_the_recurrent_gate(episodes, tmp_path):
     m = make_model()
     save_checkpoint(m, tmp_path / "ck")
     m2 = load_checkpoint(tmp_path / "ck")
-    assert m2.cfg.gate_rnn == 8
+    assert m2.cfg.gate_rnn == 8 and bool(m2.gate_rnn.trained)
     a = estimate(m, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     b = estimate(m2, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     np.testing.assert_array_equal(a["contact_prob"], b["contact_prob"])
@@ -243,13 +261,26 @@ def test_onnx_export_carries_the_gate_state(episodes, tmp_path):
         run.reset()
         got = [float(run(x[k:k + 1].numpy())[2][0]) for k in range(20)]
         np.testing.assert_allclose(got, want[:20], rtol=1e-4, atol=1e-4)
+    # two streams in a batch: resetting one leaves the other's state
+    run2 = ort.runner(2)
+    for k in range(10):
+        out = run2(np.stack([x[k].numpy(), x[k].numpy()]))
+    run2.reset([1])
+    out = run2(np.stack([x[10].numpy(), x[0].numpy()]))
+    np.testing.assert_allclose(out[2], [want[10], want[0]], rtol=1e-4, atol=1e-4)
+    # int8: the head trunk quantized in the recurrent graph too
+    q = OnnxActuator(export_onnx(m, tmp_path / "g8.onnx", quantize="int8"))
+    assert q.quantize == "int8" and q.gate_hidden == 8
+    np.testing.assert_allclose(q(x[:1].numpy())["gate_logit"], want[:1], rtol=1e-4, atol=1e-4)
     with pytest.raises(Exception, match="gate_state has shape"):
         ort(x[:2].numpy(), np.zeros((1, 8), np.float32))
     # AOT packages do not carry the state: refused before any work
     from neuract.neuralactuator.compiled import compile_aot
+    from neuract.neuralactuator.fused import FusedNeuralActuator
 
-    with pytest.raises(ConfigError, match="recurrent contact gate"):
-        compile_aot(m, (1,), tmp_path / "aot")
+    for what in (m, FusedNeuralActuator(m)):  # the folded copy too (it has no GRU)
+        with pytest.raises(ConfigError, match="recurrent contact gate"):
+            compile_aot(what, (1,), tmp_path / "aot")
     assert not (tmp_path / "aot").exists()
 
 
@@ -313,8 +344,17 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     with pytest.raises(ConfigError, match="gate_rnn"):
         run_twin_experiment(TwinExperimentConfig(
             tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn=0)))
-    with pytest.raises(ConfigError, match="gate_train_minutes"):
-        gate_chunks(dataclasses.replace(data, gate_train_minutes=-1.0))
+    for bad in (-1.0, 0.05):  # negative; less than one 6-s episode
+        with pytest.raises(ConfigError, match="gate_train_minutes"):
+            gate_chunks(dataclasses.replace(data, gate_train_minutes=bad))
+    # a remainder under one episode joins the last chunk
+    chunks = gate_chunks(dataclasses.replace(data, gate_train_minutes=216.05))
+    assert [c.minutes for c in chunks] == [216.05]
+    chunks = gate_chunks(dataclasses.replace(data, gate_train_minutes=300.0))
+    assert [c.minutes for c in chunks] == [216.0, 84.0] and chunks[1].seed == 1001
+    with pytest.raises(ConfigError, match="ExperimentConfig.gate_rnn = -1"):
+        run_twin_experiment(TwinExperimentConfig(
+            tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn=-1)))
     with pytest.raises(ConfigError, match="workers"):
         gate_chunks(dataclasses.replace(data, workers=0))
     with pytest.raises(ConfigError, match="gate_rnn_iters"):
@@ -367,3 +407,23 @@ def test_memory_bounds_count_what_is_held_together(monkeypatch):
     # the gate's rows of every extra minute are held too
     with pytest.raises(ConfigError, match="gate_train_minutes = 5000 with workers = 2"):
         gate_chunks(TwinDataConfig(minutes=12.0, gate_train_minutes=5000.0, workers=2))
+
+
+def test_extra_gate_rows_do_not_depend_on_the_workers(monkeypatch):
+    """Two chunks computed by two spawned worker processes give the rows one process gives,
+    in chunk order."""
+    import neuract.pipeline.twin_experiment as te
+
+    monkeypatch.setattr(te, "GATE_CHUNK_MINUTES", 0.2)
+    m = make_model()
+    data = te.TwinDataConfig(minutes=0.6, units=1, tasks=("push",), episode_s=6.0,
+                             gate_train_minutes=0.4, gate_train_tasks=("push",), workers=2)
+    assert len(te.gate_chunks(data)) == 2
+    seen = []
+    two = te.gate_extra_rows(data, m, lambda s, d, t: seen.append((d, t)))
+    one = te.gate_extra_rows(te.TwinDataConfig(**{**data.__dict__, "workers": 1}), m)
+    assert seen[-1] == (2, 2) and len(two) == len(one) == 4
+    for a, b in zip(two, one):
+        assert a.name == b.name
+        np.testing.assert_array_equal(a.rows, b.rows)
+        np.testing.assert_array_equal(a.contact, b.contact)

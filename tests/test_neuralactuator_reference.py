@@ -234,3 +234,27 @@ def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted
     for key in ("tau", "ee_force", "contact_prob", "condition_prob_joint"):
         np.testing.assert_allclose(got[key][ok], off[key][ok], rtol=1e-4, atol=1e-5,
                                    err_msg=key)
+
+
+def test_gate_rows_of_a_batch_equal_each_episodes_windows(fitted):
+    """The recurrent gate's rows simulate the reference channels of many episodes in one
+    batch; each episode's rows are its own windows' last steps, normalised."""
+    from neuract.neuralactuator import NeuralActuator
+    from neuract.neuralactuator.features import windows
+    from neuract.neuralactuator.gate_rnn import gate_rows
+
+    trajs, setup, sm = fitted
+    cfg = NeuralActuatorConfig(n_joints=6, effort="load", reference_steps=STEPS,
+                               servo=servo_json(ACT, JOINTS), physics_robot="so101",
+                               physics_site="gripperframe", gate_rnn=4, history=4, **TINY)
+    model = NeuralActuator(cfg)
+    model.set_servo(sm)
+    eps = [tr.slice(0, 200 + 40 * k) for k, tr in enumerate(trajs[:3])]
+    for tr in eps:
+        assert "contact" in tr
+    rows = gate_rows(model, eps, group=3)
+    assert [len(r) for r in rows] == [len(tr) - 3 for tr in eps]
+    for r, tr in zip(rows, eps):
+        x = windows(tr, cfg.channels, 6, 4, physics=cfg.physics, reference=model.reference)
+        np.testing.assert_allclose(r.rows, model.gate_rows(x[:, -1]).detach().numpy(),
+                                   rtol=1e-5, atol=1e-5)

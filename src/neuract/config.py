@@ -54,10 +54,10 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
 
 
 RERUN_IGNORED = ("out", "quiet", "overwrite", "threads", "experiment.checkpoint_every",
-                 "train.checkpoint_every")
+                 "train.checkpoint_every", "data.workers", "twin.workers")
 """config fields (dotted paths) that do not change a run's results: where it is written,
-progress display, whether an earlier output may be replaced, CPU threads, how often a
-training state is saved"""
+progress display, whether an earlier output may be replaced, CPU threads and processes, how
+often a training state is saved"""
 
 
 RUN_KINDS = {

@@ -173,7 +173,7 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
         json.dumps(extra or {})
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"compile_aot: extra must be JSON-serialisable ({exc})") from None
-    if getattr(model, "gate_rnn", None) is not None:
+    if getattr(getattr(model, "cfg", None), "gate_rnn", 0):  # a model or its folded copy
         raise ConfigError("compile_aot: this model has a recurrent contact gate (gate_rnn="
                           f"{model.cfg.gate_rnn}), whose state the AOT packages do not carry; "
                           "export it to ONNX (neuract export --format onnx), whose graph "

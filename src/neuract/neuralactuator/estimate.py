@@ -22,7 +22,7 @@ from neuract.errors import ConfigError
 from neuract.eval.metrics import decision_f1, true_runs
 from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 
 DEFAULT_CONDITION_TAU_S = 5.0
 """condition smoothing time constant [s] of a model without a selected one"""
@@ -66,6 +66,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
                                      gate_threshold, gate_tau_s, gate_release)
     if model.cfg.mode != "estimator":
         raise ConfigError(f"estimate() needs an estimator-mode model; got {model.cfg.mode!r}")
+    check_gate_trained(model)
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
     x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s,

@@ -42,7 +42,7 @@ import torch
 from neuract.atomic import atomic_path
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 STATE_IN, STATE_OUT = "gate_state", "gate_state_out"
@@ -103,6 +103,7 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"export_onnx: extra is not JSON-serialisable ({exc})") from None
     path = Path(path)
+    check_gate_trained(model)
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
     x = torch.zeros(2, cfg.history, cfg.n_features)
@@ -169,9 +170,10 @@ def _int8_trunk(proto, d_trunk: int, d_in: int):
         dims = tuple(weights[n.input[1]].dims)
         return dims[::-1] if attrs(n).get("transB", 0) else dims
 
-    # the folded model's trunk weight is the initializer ``w_trunk``; its shape is checked too
+    # the folded model's trunk weight is the initializer ``w_trunk`` (``fused.w_trunk`` in
+    # the graph of a model with a recurrent gate); its shape is checked too
     hits = [n for n in proto.graph.node if n.op_type == "Gemm" and len(n.input) == 3
-            and n.input[1] == "w_trunk" and shape(n) == (d_in, d_trunk)]
+            and n.input[1] in ("w_trunk", "fused.w_trunk") and shape(n) == (d_in, d_trunk)]
     if len(hits) != 1 or not hits[0].name:
         raise SchemaError(f"int8 export: expected one named head-trunk Gemm with the {d_in} x "
                           f"{d_trunk} weight 'w_trunk' in the folded graph; found {len(hits)}")
@@ -271,7 +273,8 @@ class OnnxActuator:
         call overwrites them: copy what you keep. Like :meth:`run` it does not check the
         input for non-finite values (the control-loop path); the input is cast to float32.
         With a recurrent gate the callable carries its state from call to call (each row of
-        the batch its own stream); ``f.reset()`` zeroes it (an episode's start)."""
+        the batch its own stream); ``f.reset()`` zeroes it (an episode's start),
+        ``f.reset(rows)`` only those rows' streams."""
         if isinstance(batch, bool) or not (isinstance(batch, int) and batch >= 1):
             raise SchemaError(f"OnnxActuator.runner: batch={batch!r}; expected an integer >= 1")
         xin = np.zeros((batch, *self._shape), np.float32)
@@ -296,8 +299,14 @@ class OnnxActuator:
                 np.copyto(sin, outs[n_out])  # the next call continues each stream
             return list(outs[:n_out])
 
+        def reset(rows=None) -> None:  # every stream, or the batch rows given
+            if rows is None:
+                sin.fill(0.0)
+            else:
+                sin[rows] = 0.0
+
         call.buffers = (xin, sin, outs)  # keeps the bound memory alive with the callable
-        call.reset = lambda: sin.fill(0.0)
+        call.reset = reset
         return call
 
     def __call__(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> dict:

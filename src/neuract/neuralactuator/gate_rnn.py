@@ -72,7 +72,8 @@ class GateTrainConfig:
     exists when training starts, training resumes from it. Empty: none."""
     max_seconds: float = 0.0
     """stop after this much wall time of this call (0: no limit); the best weights so far
-    are kept"""
+    are kept (a run stopped this way scores and saves an extra calibration pass there, so
+    resuming it does not reproduce an uninterrupted run exactly)"""
 
     def validate(self) -> GateTrainConfig:
         for k in ("iters", "batch", "crop", "eval_every"):
@@ -83,11 +84,14 @@ class GateTrainConfig:
             raise ConfigError(f"GateTrainConfig.crop = {self.crop}; expected >= 2 samples")
         for k in ("lr", "grad_clip"):
             v = getattr(self, k)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v)
+                                           and v > 0):
                 raise ConfigError(f"GateTrainConfig.{k} = {v!r}; expected a finite value > 0")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"GateTrainConfig.seed = {self.seed!r}; expected an integer >= 0")
-        if not (math.isfinite(self.max_seconds) and self.max_seconds >= 0):
+        ms = self.max_seconds
+        if isinstance(ms, bool) or not (isinstance(ms, (int, float)) and math.isfinite(ms)
+                                        and ms >= 0):
             raise ConfigError(f"GateTrainConfig.max_seconds = {self.max_seconds!r}; expected "
                               ">= 0 (0: no limit)")
         return self
@@ -226,7 +230,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     _check_rows(train, n_in, "training")
     _check_rows(calib, n_in, "calibration")
     key = _run_key(model, cfg, train, calib) if cfg.checkpoint else {}
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         gate = RecurrentGate(n_in, model.cfg.gate_rnn)
     best_gate = copy.deepcopy(gate)
@@ -299,6 +303,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
         best = {"f1": f1, "iteration": it, "threshold": thr}
         best_gate.load_state_dict(gate.state_dict())
     model.gate_rnn.load_state_dict(best_gate.state_dict())
+    model.gate_rnn.trained.fill_(True)
     return {"iterations": it, "seconds": round(before + time.perf_counter() - t_start, 1),
             "kept_iteration": best["iteration"], "calib_f1": round(best["f1"], 5),
             "calib_threshold": best["threshold"], "n_train_episodes": len(train),

@@ -284,6 +284,8 @@ class RecurrentGate(nn.Module):
     def __init__(self, n_in: int, hidden: int):
         super().__init__()
         self.hidden = hidden
+        # set by train_gate_rnn (kept in checkpoints): an untrained gate decides nothing
+        self.register_buffer("trained", torch.zeros((), dtype=torch.bool))
         self.inp = nn.Linear(n_in, hidden)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
         self.out = nn.Linear(hidden, 1)
@@ -341,7 +343,7 @@ class NeuralActuator(nn.Module):
                                             nn.Linear(h, cfg.n_conditions))
         self.gate_rnn = None
         if cfg.gate_rnn:  # initialised off the global generator: the rest trains as without
-            with torch.random.fork_rng():
+            with torch.random.fork_rng(devices=[]):
                 self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn)
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
@@ -434,6 +436,9 @@ class NeuralActuator(nn.Module):
         return logit[0], state
 
     def forward(self, x: torch.Tensor):
+        """Windowed and stateless: the gate logit is the gate head's, also for a model with a
+        recurrent gate (whose logit needs the episode so far: :meth:`recurrent_gate`,
+        ``estimate``, ``StreamingEstimator``, the ONNX export)."""
         res, force, gate, cond = self.heads(x)
         tau = self.saturate(self.servo_prior(x) + res)
         return tau, force, gate, cond
@@ -442,7 +447,9 @@ class NeuralActuator(nn.Module):
     def predict(self, x: torch.Tensor) -> dict:
         """Inference helper: a dict with ``tau``, ``force``, ``gate`` (probability),
         ``force_gated`` (force where gate > 0.5, else 0), ``condition`` (class index) and
-        ``condition_prob``. x: (..., T, F) raw features."""
+        ``condition_prob``. x: (..., T, F) raw features. Windowed and stateless, like
+        :meth:`forward`: ``gate`` is the gate head's, uncalibrated (use ``estimate`` or
+        ``StreamingEstimator`` for the calibrated decision and a recurrent gate)."""
         lead = x.shape[:-2]
         tau, force, gate, cond = self(x.reshape(-1, *x.shape[-2:]))
         p = torch.sigmoid(gate)
@@ -450,6 +457,17 @@ class NeuralActuator(nn.Module):
                "force_gated": force * (p > 0.5).unsqueeze(-1),
                "condition_prob": torch.softmax(cond, -1), "condition": cond.argmax(-1)}
         return {k: v.reshape(*lead, *v.shape[1:]) for k, v in out.items()}
+
+
+def check_gate_trained(model: NeuralActuator) -> None:
+    """Refuse a model whose recurrent gate (``cfg.gate_rnn``) was never trained: its logit
+    would replace the trained gate head's with a random network's."""
+    g = getattr(model, "gate_rnn", None)
+    if g is not None and not bool(g.trained):
+        raise ConfigError(f"the model's recurrent contact gate (gate_rnn={model.cfg.gate_rnn}) "
+                          "was never trained: train it with neuract.neuralactuator.gate_rnn."
+                          "train_gate_rnn (experiments do, with --experiment.gate-rnn), or "
+                          "build the model with gate_rnn=0 to use the gate head")
 
 
 def count_params(model: nn.Module) -> int:
@@ -478,5 +496,5 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     return 2 * macs
 
 
-__all__ = ["NeuralActuatorConfig", "NeuralActuator", "RecurrentGate", "count_params",
-           "count_flops"]
+__all__ = ["NeuralActuatorConfig", "NeuralActuator", "RecurrentGate", "check_gate_trained",
+           "count_params", "count_flops"]

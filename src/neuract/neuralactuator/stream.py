@@ -50,7 +50,7 @@ from neuract.neuralactuator.features import (
     ident_regressors,
     source_channels,
 )
-from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
     chain_offsets,
@@ -164,6 +164,7 @@ class StreamingEstimator:
         if cfg.mode != "estimator":
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
+        check_gate_trained(model)
         self._ref = None
         if cfg.reference_steps:
             if reference_dt is None:

@@ -322,12 +322,12 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
                           "expected an integer >= 2 samples (0: no reference channels)")
     # the rest of the NeuralActuator config of each mode trained (a stand-in arm: the robot
     # is checked by the verbs; the servo prior and reference channels above)
+    gate_train_config(cfg).validate()  # first: its fields named as the experiment's
     stand_in = RobotSetup("so101", None, None, "gripperframe", None)
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
-                      cfg.condition_head, cfg.ident_memory, cfg.gate_rnn).validate()
-    gate_train_config(cfg).validate()
+                      cfg.condition_head, cfg.ident_memory, int(cfg.gate_rnn)).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
@@ -599,7 +599,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
-                         cfg.ident_memory, cfg.gate_rnn)
+                         cfg.ident_memory, int(cfg.gate_rnn))
         tc = train_config(cfg, mode, steps,
                           checkpoint=str(train_state_path(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"
@@ -628,6 +628,12 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                 res["models"][name]["gate_rnn"] = timed(
                     "train_gate_rnn", _train_recurrent_gate, model, fit_eps, g_eps, cfg,
                     out_dir, progress, gate_extra)
+                res["models"][name]["gate_rnn"]["selected_on"] = (
+                    None if g_eps is None else "training episodes" if g_eps is train
+                    else "held-out calibration episodes")
+                # the counts of the model as it is kept (the gate removed if untrainable)
+                res["models"][name].update(params=count_params(model),
+                                           flops=count_flops(model.cfg))
             # without a grid: the default smoothing, one threshold, nothing chosen to record
             grid = cfg.condition_tau_grid if c_eps is not None else ()
             keys = []

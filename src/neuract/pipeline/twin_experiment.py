@@ -339,9 +339,16 @@ def gate_chunks(cfg: TwinDataConfig) -> list:
     if m == 0:
         return []
     base = generate_config(cfg)
+    episode_min = base.sim.episode_s / 60.0
+    if m < episode_min * (1 - 1e-9):
+        raise ConfigError(f"TwinDataConfig.gate_train_minutes = {m:g} is less than one episode "
+                          f"(TwinDataConfig.episode_s = {base.sim.episode_s:g} s); expected 0 "
+                          f"or at least {episode_min:g} minutes")
     out, left, k = [], float(m), 0
     while left > 1e-9:
         chunk = min(left, GATE_CHUNK_MINUTES)
+        if left - chunk < episode_min:  # a remainder under one episode joins this chunk
+            chunk = left
         out.append(dataclasses.replace(base, tasks=tuple(tasks), minutes=chunk,
                                        seed=cfg.seed + GATE_SEED_OFFSET + k, workers=1))
         left -= chunk
@@ -365,7 +372,14 @@ def gate_chunks(cfg: TwinDataConfig) -> list:
 
 
 _GATE_JOB: dict[str, Any] = {}
-"""what a worker process computes the extra gate rows with (set before the pool forks)"""
+"""what a process computes the extra gate rows with (this one's, or a worker's)"""
+
+
+def _gate_worker_init(model: Any, chunks: list, thr: float) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # one core per worker
+    _GATE_JOB.update(model=model, chunks=chunks, thr=thr)
 
 
 def _gate_chunk_rows(k: int) -> list:
@@ -384,32 +398,32 @@ def gate_extra_rows(cfg: TwinDataConfig, model: Any, progress: ProgressFn | None
     by ``cfg.workers`` processes, chunk by chunk (only the rows are kept)."""
     import multiprocessing as mp
 
-    import torch
-
     chunks = gate_chunks(cfg)
     what = "recurrent contact gate: extra twin episodes of other units"
     if not chunks:
         return []
-    _GATE_JOB.update(model=model, chunks=chunks, thr=cfg.contact_min_force_n)
+    thr = cfg.contact_min_force_n
     rows: list = []
     if progress:
         progress(what, 0, len(chunks))
-    try:
-        if cfg.workers <= 1 or len(chunks) == 1:
+    if cfg.workers <= 1 or len(chunks) == 1:
+        _GATE_JOB.update(model=model, chunks=chunks, thr=thr)
+        try:
             for k in range(len(chunks)):
                 rows += _gate_chunk_rows(k)
                 if progress:
                     progress(what, k + 1, len(chunks))
-        else:
-            threads = torch.get_num_threads()
-            with mp.get_context("fork").Pool(min(cfg.workers, len(chunks))) as pool:
-                for k, r in enumerate(pool.imap(_gate_chunk_rows, range(len(chunks)))):
-                    rows += r
-                    if progress:
-                        progress(what, k + 1, len(chunks))
-            torch.set_num_threads(threads)
-    finally:
-        _GATE_JOB.clear()
+        finally:
+            _GATE_JOB.clear()
+        return rows
+    # spawned (not forked) workers: nothing of this process's threads is inherited
+    with mp.get_context("spawn").Pool(min(cfg.workers, len(chunks)),
+                                      initializer=_gate_worker_init,
+                                      initargs=(model, chunks, thr)) as pool:
+        for k, r in enumerate(pool.imap(_gate_chunk_rows, range(len(chunks)))):
+            rows += r  # in chunk order, whatever the order the workers finish in
+            if progress:
+                progress(what, k + 1, len(chunks))
     return rows
 
 
