@@ -92,7 +92,9 @@ def twin_estimator_config() -> NeuralActuatorConfig:
     """The twin benchmark's estimator (``bench_neuralactuator_twin.config()``): physics,
     context, servo-reference and identification channels, both condition heads. The servo
     JSON only feeds the reference channels (computed before the network), so an unfitted
-    STS3215 servo stands in for the fitted one: the network is the same."""
+    STS3215 servo stands in for the fitted one: the network is the same. Its recurrent
+    contact gate (``gate_rnn``) is left out: the AOT packages carry no gate state, and one
+    step of the 128-unit gate adds 0.23 M FLOPs (``count_flops``) to the network's."""
     from bench_neuralactuator_twin import config as twin_config
     from neuract.actuators import ActuatorConfig
     from neuract.fit.simulate import JointParamsConfig
