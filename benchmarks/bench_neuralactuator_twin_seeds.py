@@ -10,8 +10,11 @@ not depend on them). Seed 0 is the twin benchmark itself: its figures are read f
 ``neuralactuator_twin.json``, not recomputed.
 
 Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_seeds.py [--seeds 7 11 13]``
-(the default seeds; about 15 min per seed on one core, so seeds can run in separate
-processes, each followed by the summary), or ``--summarize`` alone.
+(the default seeds; about 15 min per seed on one core without the recurrent gate, over an
+hour with it and its 2160 extra minutes, so seeds can run in separate processes, each
+followed by the summary), or ``--summarize`` alone. The summary refuses to pool seeds whose
+estimators decide contact with different gates (the gate head before session 20, the
+recurrent gate since).
 Writes ``benchmarks/results/twin_seeds/seed_<s>.json`` and
 ``benchmarks/results/neuralactuator_twin_seeds.{json,md}``.
 """
@@ -42,7 +45,8 @@ def figures(res: dict) -> dict:
     best = res["best_parametric"]["name"]
     par = est[best]["torque_rmse_mean"]
     cond = na.get("condition") or {}
-    return {"torque_rmse": na["torque_rmse_mean"], "best_parametric": best,
+    return {"gate_kind": gate_kind(res), "torque_rmse": na["torque_rmse_mean"],
+            "best_parametric": best,
             "parametric_torque_rmse": par, "torque_ratio": par / na["torque_rmse_mean"],
             "force_mae": (na.get("force") or {}).get("all"),
             "gate_f1": (na.get("gate") or {}).get("f1"),
@@ -53,6 +57,15 @@ def figures(res: dict) -> dict:
             "condition_rf": (est.get("condition random_forest", {}).get("condition")
                              or {}).get("accuracy"),
             "n_test_episodes": res["data"].get("n_test_episodes")}
+
+
+def gate_kind(res: dict) -> str:
+    """Which contact gate a run's estimator decides with: ``head`` (the Transformer's gate
+    head) or ``recurrent <H> units, <M> extra min``."""
+    g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
+    if not g.get("trained"):
+        return "head"
+    return f"recurrent {g['hidden']} units, {g.get('extra_minutes', 0):g} extra min"
 
 
 def run_seed(seed: int) -> dict:
@@ -79,6 +92,12 @@ def summarize() -> int:
     rows = [{"seed": 0, **figures(main)}]
     rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
                                                        key=lambda p: int(p.stem[5:]))]
+    kinds = {r["seed"]: r.get("gate_kind", "head") for r in rows}  # older files: the head
+    if len(set(kinds.values())) > 1:
+        print(f"the seeds' estimators decide contact with different gates ({kinds}): rerun "
+              "the seeds whose gate differs from seed 0's (the twin benchmark's) with the "
+              "current configuration before summarizing")
+        return 2
     seeds = [r["seed"] for r in rows]
     table = []
     stats = {}
