@@ -1,0 +1,88 @@
+"""The twin benchmark's recurrent contact gate on fresh twin data: a check of the gate target
+on data no choice was made on.
+
+The twin benchmark's recurrent gate (``GATE_RNN`` units, ``GATE_TRAIN_MINUTES`` extra minutes
+of other units) was sized with an exploratory probe (``probe_gate_recurrent.py``) that
+printed, beside the calibration F1 it selected on, the F1 on the benchmark's own test
+episodes. This script trains the benchmark's estimator configuration, recurrent gate
+included, on other twin data seeds (their own 144 min, split and extra-gate units: data seeds
+``seed + 1000`` on) and scores it the same way (estimator mode for every figure here; the
+simulator-mode models, neural baselines and long rollouts are left out).
+
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_gate_seeds.py [--seeds 7]``
+(about 50 min per seed on this 2-core machine), or ``--summarize`` alone. Writes
+``benchmarks/results/twin_gate_seeds/seed_<s>.json`` and
+``benchmarks/results/neuralactuator_twin_gate_seeds.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import bench_neuralactuator_twin as twin  # noqa: E402
+from bench_neuralactuator_twin_seeds import KEYS, figures  # noqa: E402
+from neuract.atomic import write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SEEDS_DIR = RESULTS / "twin_gate_seeds"
+
+
+def run_seed(seed: int) -> dict:
+    res = twin.estimator_run(f"bench_twin_gate_seed{seed}", f"twin seed {seed} (recurrent gate)",
+                             {"seed": seed})
+    g = res["models"]["NeuralActuator[estimator]"].get("gate_rnn") or {}
+    out = {"seed": seed, **figures(res),
+           "gate_rnn": {k: g.get(k) for k in ("hidden", "extra_minutes", "kept_iteration",
+                                              "calib_f1", "selected_on")}}
+    write_json(SEEDS_DIR / f"seed_{seed}.json", out)
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def summarize() -> int:
+    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
+    rows = [{"seed": 0, **figures(main)}]
+    rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
+                                                       key=lambda p: int(p.stem[5:]))]
+    kinds = {r["seed"]: r["gate_kind"] for r in rows}
+    if len(set(kinds.values())) > 1:
+        print(f"the runs decide contact with different gates ({kinds}): rerun them with the "
+              "current configuration before summarizing")
+        return 2
+    table, stats = [], {}
+    for k, name, fmt in KEYS:
+        v = np.array([np.nan if r.get(k) is None else r[k] for r in rows], dtype=float)
+        mean = float(np.nanmean(v))
+        sd = float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
+        stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
+        table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
+    out = {"seeds": [r["seed"] for r in rows], "rows": rows, "stats": stats,
+           "gate": rows[0]["gate_kind"],
+           "note": "seed 0 = the twin benchmark (neuralactuator_twin.json), on which the gate's "
+                   "size and extra minutes were looked at; other seeds: fresh data, the same "
+                   "configuration"}
+    return twin.write_seeds_summary(
+        "neuralactuator_twin_gate_seeds", out,
+        "NeuralActuator's recurrent gate on the SO-101 twin, fresh data seeds",
+        "Each seed: its own 144 min of twin data, 5 % of each task's episodes held out, and "
+        "its own extra units for the recurrent gate (data seeds seed + 1000 on); the twin "
+        f"benchmark's estimator configuration, gate {rows[0]['gate_kind']} (estimator mode for "
+        "every figure). Seed 0 is the twin benchmark itself, the data the gate's size and "
+        "extra minutes were looked at on; the other seeds are fresh. Reproduce: `.venv/bin/python "
+        "benchmarks/bench_neuralactuator_twin_gate_seeds.py --seeds ...`.", table)
+
+
+def main(argv: list[str]) -> int:
+    return twin.seeds_main(argv, [7], run_seed, summarize)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
