@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
-from bench_neuralactuator_twin_seeds import KEYS, figures  # noqa: E402
+from bench_neuralactuator_twin_seeds import KEYS, figures, same_gate  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def summarize() -> int:
     rows = [{"seed": 0, **figures(main)}]
     rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
                                                        key=lambda p: int(p.stem[5:]))]
-    kinds = {r["seed"]: r["gate_kind"] for r in rows}
+    kinds = {r["seed"]: same_gate(r["gate_kind"]) for r in rows}
     if len(set(kinds.values())) > 1:
         print(f"the runs decide contact with different gates ({kinds}): rerun them with the "
               "current configuration before summarizing")
@@ -65,7 +65,7 @@ def summarize() -> int:
         stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
         table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
     out = {"seeds": [r["seed"] for r in rows], "rows": rows, "stats": stats,
-           "gate": rows[0]["gate_kind"],
+           "gate": kinds[0],
            "note": "seed 0 = the twin benchmark (neuralactuator_twin.json), on which the gate's "
                    "size and extra minutes were looked at; other seeds: fresh data, the same "
                    "configuration"}
@@ -74,7 +74,7 @@ def summarize() -> int:
         "NeuralActuator's recurrent gate on the SO-101 twin, fresh data seeds",
         "Each seed: its own 144 min of twin data, 5 % of each task's episodes held out, and "
         "its own extra units for the recurrent gate (data seeds seed + 1000 on); the twin "
-        f"benchmark's estimator configuration, gate {rows[0]['gate_kind']} (estimator mode for "
+        f"benchmark's estimator configuration, gate {kinds[0]} (estimator mode for "
         "every figure). Seed 0 is the twin benchmark itself, the data the gate's size and "
         "extra minutes were looked at on; the other seeds are fresh. Reproduce: `.venv/bin/python "
         "benchmarks/bench_neuralactuator_twin_gate_seeds.py --seeds ...`.", table)

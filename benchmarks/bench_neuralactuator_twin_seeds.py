@@ -65,7 +65,16 @@ def gate_kind(res: dict) -> str:
     g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
     if not g.get("trained"):
         return "head"
-    return f"recurrent {g['hidden']} units, {g.get('extra_minutes', 0):g} extra min"
+    return f"recurrent {g['hidden']} units" + (" + extra units" if g.get("extra_episodes")
+                                                 else "")
+
+
+def same_gate(kind: str) -> str:
+    """A gate kind as compared between runs (records of session 20 named the extra minutes
+    measured, which differ by a fraction of a minute between seeds)."""
+    import re
+
+    return re.sub(r", [0-9.]+ extra min$", " + extra units", kind)
 
 
 def run_seed(seed: int) -> dict:
@@ -92,7 +101,7 @@ def summarize() -> int:
     rows = [{"seed": 0, **figures(main)}]
     rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
                                                        key=lambda p: int(p.stem[5:]))]
-    kinds = {r["seed"]: r.get("gate_kind", "head") for r in rows}  # older files: the head
+    kinds = {r["seed"]: same_gate(r.get("gate_kind", "head")) for r in rows}  # older: head
     if len(set(kinds.values())) > 1:
         print(f"the seeds' estimators decide contact with different gates ({kinds}): rerun "
               "the seeds whose gate differs from seed 0's (the twin benchmark's) with the "
