@@ -404,9 +404,19 @@ def test_memory_bounds_count_what_is_held_together(monkeypatch):
     with pytest.raises(ConfigError, match="minutes \\+ TwinDataConfig.worn_train_minutes"):
         worn_config(TwinDataConfig(minutes=80.0, worn_train_minutes=30.0))
     worn_config(TwinDataConfig(minutes=60.0, worn_train_minutes=30.0))
-    # the gate's rows of every extra minute are held too
-    with pytest.raises(ConfigError, match="gate_train_minutes = 5000 with workers = 2"):
-        gate_chunks(TwinDataConfig(minutes=12.0, gate_train_minutes=5000.0, workers=2))
+    # the gate's rows of every extra minute are held too: room for 12 main minutes, one
+    # 216-min chunk and 1000 minutes' rows, but not for 2000 minutes' rows
+    import neuract.pipeline.twin_experiment as te
+
+    eps = gen.estimated_bytes(12.0, 30.0, "so101") + gen.estimated_bytes(216.0, 30.0, "so101")
+    room = eps + 1500 * te.GATE_ROW_BYTES_PER_MINUTE
+    monkeypatch.setattr(gen, "available_memory", lambda: int(room))
+    gate_chunks(TwinDataConfig(minutes=12.0, gate_train_minutes=1000.0, workers=1))
+    with pytest.raises(ConfigError, match="gate_train_minutes = 2000 with workers = 1"):
+        gate_chunks(TwinDataConfig(minutes=12.0, gate_train_minutes=2000.0, workers=1))
+    # and the main episodes: 400 more main minutes do not fit beside 1000 minutes' rows
+    with pytest.raises(ConfigError, match="gate_train_minutes = 1000"):
+        gate_chunks(TwinDataConfig(minutes=412.0, gate_train_minutes=1000.0, workers=1))
 
 
 def test_extra_gate_rows_do_not_depend_on_the_workers(monkeypatch):

@@ -59,8 +59,10 @@ class IngestConfig:
     derivative_window_s: float = 0.05
     """Savitzky-Golay window length [s]"""
     skip_bad: bool = False
-    """leave out an episode that cannot be read or is too short (a warning names each one)
-    and ingest the rest; default: the first such episode stops the ingest, nothing written"""
+    """leave out each input file (or archive member) that cannot be read, and each episode
+    that is too short (a warning names each one), and ingest the rest; a LeRobot dataset is
+    read as one input, so it is left out whole; default: the first such input stops the
+    ingest, nothing written"""
     overwrite: bool = False
     """replace an existing output directory"""
     quiet: bool = False

@@ -31,9 +31,10 @@ def check_joints(robot: str, robot_joints: Sequence[str], data_joints: Sequence[
         k = 0
         while names is not None and k < min(n, len(ours)) and ours[k] == names[k]:
             k += 1
+        eg = ("; e.g. a gripper modelled as two finger joints where the data log one"
+              if len(ours) > n else "")
         why = (f"they share {ours[:k]}, the rest differs ({ours[k:]} in the model, "
-               f"{names[k:]} in the data; e.g. a gripper modelled as two finger joints where "
-               "the data log one)" if k else "not the same arm")
+               f"{names[k:]} in the data{eg})" if k else "not the same arm")
         raise ConfigError(f"{option} {robot!r} has {len(ours)} joint(s) {ours}; {data} has "
                           f"{theirs}: {why}. Accepted: a model whose joints are the data's, "
                           "one for one")
