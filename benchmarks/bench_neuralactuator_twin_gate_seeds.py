@@ -24,10 +24,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-
 import bench_neuralactuator_twin as twin  # noqa: E402
-from bench_neuralactuator_twin_seeds import KEYS, figures, same_gate  # noqa: E402
+from bench_neuralactuator_twin_seeds import figures, same_gate, seed_table  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,13 +55,7 @@ def summarize() -> int:
         print(f"the runs decide contact with different gates ({kinds}): rerun them with the "
               "current configuration before summarizing")
         return 2
-    table, stats = [], {}
-    for k, name, fmt in KEYS:
-        v = np.array([np.nan if r.get(k) is None else r[k] for r in rows], dtype=float)
-        mean = float(np.nanmean(v))
-        sd = float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
-        stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
-        table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
+    table, stats = seed_table(rows)
     out = {"seeds": [r["seed"] for r in rows], "rows": rows, "stats": stats,
            "gate": kinds[0],
            "note": "seed 0 = the twin benchmark (neuralactuator_twin.json), on which the gate's "

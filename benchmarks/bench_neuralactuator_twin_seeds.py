@@ -100,6 +100,18 @@ KEYS = (("torque_ratio", "torque ratio (parametric / ours, target >= 2)", "{:.2f
         ("condition_rf", "condition random forest", "{:.3f}"))
 
 
+def seed_table(rows: list[dict]) -> tuple[list, dict]:
+    """(Markdown rows, stats) of the seeds' figures: per :data:`KEYS` figure, every seed's
+    value, the mean and the sample sd (NaN-aware)."""
+    table, stats = [], {}
+    for k, name, fmt in KEYS:
+        v = np.array([np.nan if r.get(k) is None else r[k] for r in rows], dtype=float)
+        mean, sd = float(np.nanmean(v)), float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
+        stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
+        table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
+    return table, stats
+
+
 def summarize() -> int:
     main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
     rows = [{"seed": 0, **figures(main)}]
@@ -112,13 +124,7 @@ def summarize() -> int:
               "current configuration before summarizing")
         return 2
     seeds = [r["seed"] for r in rows]
-    table = []
-    stats = {}
-    for k, name, fmt in KEYS:
-        v = np.array([np.nan if r.get(k) is None else r[k] for r in rows], dtype=float)
-        mean, sd = float(np.nanmean(v)), float(np.nanstd(v, ddof=1)) if len(v) > 1 else 0.0
-        stats[k] = {"values": v.tolist(), "mean": mean, "sd": sd}
-        table.append([name] + [fmt.format(x) for x in v] + [fmt.format(mean), fmt.format(sd)])
+    table, stats = seed_table(rows)
     out = {"seeds": seeds, "rows": rows, "stats": stats,
            "note": "seed 0 = the twin benchmark (neuralactuator_twin.json); other seeds: the "
                    "same estimator configuration on their own twin data and split"}

@@ -302,6 +302,16 @@ def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys):
     assert not (tmp_path / "aot").exists()
 
 
+def tiny_gate_experiment(**kw):
+    """A tiny estimator-only experiment with an 8-unit recurrent gate (``kw``: changes)."""
+    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+
+    size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
+    return ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
+                            baseline_iters=0, parametric_friction=(), neural_baselines=(),
+                            horizons=(10,), full=False, figure_samples=60, gate_rnn=8, **kw)
+
+
 def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     """The twin experiment trains the estimator's recurrent gate after the estimator, on its
     training episodes and extra episodes of other units (two worker processes), keeps the
@@ -309,7 +319,6 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     the test episodes are the same as without the extra ones."""
     import dataclasses
 
-    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
     from neuract.pipeline.twin_experiment import (
         TwinDataConfig,
         TwinExperimentConfig,
@@ -317,11 +326,7 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
         run_twin_experiment,
     )
 
-    size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
-    exp = ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
-                           baseline_iters=0, parametric_friction=(), neural_baselines=(),
-                           horizons=(10,), full=False, figure_samples=60,
-                           calibration_fraction=0.3, gate_rnn=8, gate_rnn_iters=20)
+    exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=20)
     data = TwinDataConfig(minutes=2.4, units=2, tasks=("push", "free"), episode_s=6.0,
                           contact_min_force_n=0.5, gate_train_minutes=0.4, workers=2)
     chunks = gate_chunks(data)
@@ -370,18 +375,13 @@ def run_twin_split_names(data) -> list:
 
 
 def test_without_contact_labels_the_gate_head_decides(tmp_path):
-    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
     from neuract.pipeline.twin_experiment import (
         TwinDataConfig,
         TwinExperimentConfig,
         run_twin_experiment,
     )
 
-    size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
-    exp = ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
-                           baseline_iters=0, parametric_friction=(), neural_baselines=(),
-                           horizons=(10,), full=False, figure_samples=60, gate_rnn=8,
-                           gate_rnn_iters=5)
+    exp = tiny_gate_experiment(gate_rnn_iters=5)
     data = TwinDataConfig(minutes=0.6, units=1, tasks=("free",), episode_s=6.0)
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
     g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]

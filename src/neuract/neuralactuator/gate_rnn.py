@@ -44,10 +44,9 @@ import torch
 import torch.nn.functional as F
 
 from neuract.errors import ConfigError
+from neuract.eval.metrics import decision_f1
+from neuract.neuralactuator.estimate import _GRID
 from neuract.neuralactuator.model import NeuralActuator, RecurrentGate
-
-_GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
-"""candidate thresholds of the calibration F1 (as :mod:`~neuract.neuralactuator.estimate`)"""
 
 
 @dataclass
@@ -146,11 +145,6 @@ def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
     return out
 
 
-def _f1(pred: np.ndarray, y: np.ndarray) -> float:
-    tp = int((pred & y).sum())
-    return 2 * tp / max(2 * tp + int((pred & ~y).sum()) + int((~pred & y).sum()), 1)
-
-
 @torch.no_grad()
 def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows]) -> list[np.ndarray]:
     """The recurrent gate's contact probability over each episode, from its start."""
@@ -161,7 +155,7 @@ def best_f1(probs: Sequence[np.ndarray], eps: Sequence[GateRows]) -> tuple[float
     """(F1, threshold) of the grid threshold with the best pooled F1 (ties: the lowest)."""
     p = np.concatenate(probs)
     y = np.concatenate([e.contact for e in eps])
-    scores = [_f1(p >= g, y) for g in _GRID]
+    scores = [decision_f1(p >= g, y) for g in _GRID]
     i = int(np.argmax(scores))
     return float(scores[i]), float(_GRID[i])
 
