@@ -81,9 +81,11 @@ gave best calibration F1 0.8345 / 0.8218 (two training seeds; test F1 there 0.94
 GATE_RNN_ITERS = 4000
 """the recurrent gate's optimiser steps"""
 GATE_TRAIN_MINUTES = 2160.0
-"""extra twin minutes of other units (push, degraded, pick; ten data seeds) on which only
-the recurrent gate trains; the probe's test F1 rose 0.898 / 0.925 / 0.931 / 0.939 / 0.945 with
-0 / 216 / 432 / 864 / 1296 extra minutes (64 units)"""
+"""extra twin minutes of other units (TwinDataConfig.gate_train_tasks, every task of the mix
+that has contact; ten data seeds) on which only the recurrent gate trains (session 20's
+benchmark ran with push, degraded and pick only; seed 11's gate lost on lift-task
+contacts); the probe's test F1 rose 0.898 / 0.925 / 0.931 / 0.939 / 0.945 with 0 / 216 /
+432 / 864 / 1296 extra minutes (64 units, push, degraded and pick)"""
 WORKERS = 2
 """processes computing the extra gate episodes"""
 ESTIMATOR = dict(parametric_friction=("coulomb_viscous", "stribeck"), baseline_iters=40,

@@ -62,12 +62,16 @@ def figures(res: dict) -> dict:
 
 def gate_kind(res: dict) -> str:
     """Which contact gate a run's estimator decides with: ``head`` (the Transformer's gate
-    head) or ``recurrent <H> units, <M> extra min``."""
+    head) or ``recurrent <H> units`` (``+ extra units`` when it also trained on other units'
+    episodes, with their tasks)."""
     g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
     if not g.get("trained"):
         return "head"
-    return f"recurrent {g['hidden']} units" + (" + extra units" if g.get("extra_episodes")
-                                                 else "")
+    kind = f"recurrent {g['hidden']} units"
+    if not g.get("extra_episodes"):
+        return kind
+    tasks = (res.get("data") or {}).get("gate_train_tasks")
+    return kind + " + extra units" + (f" ({', '.join(tasks)})" if tasks else "")
 
 
 def same_gate(kind: str) -> str:
@@ -75,7 +79,9 @@ def same_gate(kind: str) -> str:
     measured, which differ by a fraction of a minute between seeds)."""
     import re
 
-    return re.sub(r", [0-9.]+ extra min$", " + extra units", kind)
+    kind = re.sub(r", [0-9.]+ extra min$", " + extra units", kind)
+    # session 20's records name no tasks: theirs were push, degraded, pick
+    return kind + " (push, degraded, pick)" if kind.endswith("+ extra units") else kind
 
 
 def run_seed(seed: int) -> dict:

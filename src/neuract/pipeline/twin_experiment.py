@@ -68,8 +68,9 @@ class TwinDataConfig:
     estimator's recurrent contact gate trains (``gate_rnn``); generated after the estimator is
     trained, chunk by chunk, keeping only the gate's feature rows (about 2.2 MB per minute for
     the SO-101 estimator with every channel); the test split is unchanged. 0: none"""
-    gate_train_tasks: tuple[str, ...] = ("push", "degraded", "pick")
-    """the tasks of the extra gate episodes (``gate_train_minutes``)"""
+    gate_train_tasks: tuple[str, ...] = ("lift", "pick", "push", "degraded")
+    """the tasks of the extra gate episodes (``gate_train_minutes``); default: every task of the
+    default mix that has contact"""
     workers: int = 1
     """processes that compute the extra gate episodes (``gate_train_minutes``), one chunk
     each at a time (the result does not depend on it)"""
