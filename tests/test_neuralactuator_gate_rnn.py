@@ -319,6 +319,7 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     the test episodes are the same as without the extra ones."""
     import dataclasses
 
+    from neuract.pipeline.experiment import check_experiment
     from neuract.pipeline.twin_experiment import (
         TwinDataConfig,
         TwinExperimentConfig,
@@ -330,8 +331,9 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     data = TwinDataConfig(minutes=2.4, units=2, tasks=("push", "free"), episode_s=6.0,
                           contact_min_force_n=0.5, gate_train_minutes=0.4, workers=2)
     chunks = gate_chunks(data)
-    assert [c.seed for c in chunks] == [1000] and chunks[0].tasks == ("push", "degraded",
-                                                                        "pick")
+    # by default the contact tasks of the default mix (not the run's own: push, free)
+    assert [c.seed for c in chunks] == [1000] and chunks[0].tasks == ("lift", "pick", "push",
+                                                                        "degraded")
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
     g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]
     assert g["trained"] and g["hidden"] == 8 and g["extra_episodes"] == 4
@@ -365,6 +367,13 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     with pytest.raises(ConfigError, match="gate_rnn_iters"):
         run_twin_experiment(TwinExperimentConfig(
             tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn_iters=0)))
+    # a gate with no estimator trained in the run to train it on is refused, not left unused
+    with pytest.raises(ConfigError, match="gate_rnn = 8 .* est_steps = 0 trains no estimator"):
+        run_twin_experiment(TwinExperimentConfig(
+            tmp_path / "bad", data, dataclasses.replace(exp, est_steps=0)))
+    with pytest.raises(ConfigError, match="gate_rnn = 8 .* given checkpoint"):
+        check_experiment(exp, ("estimator",))
+    check_experiment(dataclasses.replace(exp, gate_rnn=0), ("estimator",))
     assert not (tmp_path / "bad").exists()
 
 

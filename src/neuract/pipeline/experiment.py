@@ -323,6 +323,12 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     # the rest of the NeuralActuator config of each mode trained (a stand-in arm: the robot
     # is checked by the verbs; the servo prior and reference channels above)
     gate_train_config(cfg).validate()  # first: its fields named as the experiment's
+    if cfg.gate_rnn and (cfg.est_steps == 0 or "estimator" in pretrained_modes):
+        why = ("the estimator is a given checkpoint, whose own gate is kept"
+               if "estimator" in pretrained_modes else "est_steps = 0 trains no estimator")
+        raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn} trains a recurrent "
+                          f"contact gate on the estimator this run trains, but {why}: set "
+                          "gate_rnn = 0")
     stand_in = RobotSetup("so101", None, None, "gripperframe", None)
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if steps > 0 and mode not in pretrained_modes:
