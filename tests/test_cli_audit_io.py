@@ -137,11 +137,12 @@ def test_estimate_and_simulate_overwrite_only_their_own_outputs(kit, capsys):
 
 
 def test_check_out_default_is_simulates_own_outputs(tmp_path):
-    """pipeline/simulate.py calls check_out(out, overwrite, inputs) and atomic_dir(**OUT_DEST)
-    without a mode: both describe simulate's outputs only."""
+    """check_out's default mode and OUT_DEST (the former name of SIMULATE_DEST) describe
+    simulate's outputs only."""
     from neuract.atomic import atomic_dir
-    from neuract.pipeline.verbs import OUT_DEST, check_out
+    from neuract.pipeline.verbs import OUT_DEST, SIMULATE_DEST, check_out
 
+    assert OUT_DEST is SIMULATE_DEST
     old = tmp_path / "old_estimate"
     old.mkdir()
     (old / "summary.json").write_text(json.dumps({"mode": "estimator", "episodes": []}))

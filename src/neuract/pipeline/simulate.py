@@ -46,7 +46,7 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     from neuract.atomic import atomic_dir, write_json
     from neuract.neuralactuator import simulator
     from neuract.pipeline.verbs import (
-        OUT_DEST,
+        SIMULATE_DEST,
         check_out,
         checkpoint_and_episodes,
         resolve_robot,
@@ -56,7 +56,7 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     if cfg.substeps < 1:
         raise ConfigError(f"--substeps {cfg.substeps}; expected >= 1")
     out_dir = Path(cfg.out)
-    check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data, cfg.robot))
+    check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data, cfg.robot), mode="simulator")
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "simulator",
                                            "open-loop simulations")
     h = model.cfg.history
@@ -64,7 +64,7 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
                                "prior": model.cfg.prior, "episodes": []}
     robot, _ = resolve_robot(cfg.robot, model, trajs)
     sim = simulator(model, robot, cfg.substeps)
-    with atomic_dir(out_dir, overwrite=cfg.overwrite, **OUT_DEST) as tmp_dir:
+    with atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
         _simulate_all(sim, trajs, h, tmp_dir, summary)
         write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:

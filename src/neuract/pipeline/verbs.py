@@ -263,8 +263,8 @@ def out_dest(mode: str) -> dict[str, Any]:
 ESTIMATE_DEST = out_dest("estimator")
 SIMULATE_DEST = out_dest("simulator")
 OUT_DEST = SIMULATE_DEST
-"""``neuract simulate``'s outputs (the name pipeline/simulate.py imports; estimate uses
-:data:`ESTIMATE_DEST`)"""
+"""the former name of :data:`SIMULATE_DEST` (``neuract simulate``'s outputs), kept for code
+that imports it"""
 
 
 def check_out(out: Path, overwrite: bool, inputs: Sequence[Path | str | None] = (),
