@@ -326,6 +326,20 @@ def _stiction(d: dict) -> list[Row]:
              orc, f"the gate head of session 19: {_f(d['gate']['f1'])}; target >= 0.95")]
 
 
+def _long_gate(d: dict) -> list[Row]:
+    w = d["whole"]
+    carried = next(v for k, v in w.items() if "carried" in k)
+    cleared = next((v for k, v in w.items() if "cleared" in k), None)
+    blocks = [b for b in d["blocks"] if "carried" in b.get("gate_state", "carried")]
+    per = ", ".join(_f(b["f1"]) for b in blocks)
+    return [("SO-101 twin, gate on long episodes",
+             f"gate F1, {d['episodes']} push episodes of {d['episode_s']:g} s, state carried"
+             " [estimator]", _f(carried["f1"]),
+             (f"state cleared every 30 s {_f(cleared['f1'])}; " if cleared else "")
+             + f"per {d['block_s']:g}-s block {per}; the benchmark's 30-s push test episodes "
+             f"{_f(d['benchmark_push_test']['f1'])}")]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
@@ -346,6 +360,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "int8_accuracy.json": _int8,
     "gate_worn_motor.json": _worn,
     "gate_stiction.json": _stiction,
+    "gate_long_episodes.json": _long_gate,
 }
 
 
