@@ -14,8 +14,8 @@ Writes ``benchmarks/results/gate_long_episodes.json`` and ``.md``.
 
 Run: ``.venv/bin/python benchmarks/bench_gate_long_episodes.py`` (a few minutes, after
 ``bench_neuralactuator_twin.py``); ``--run DIR`` scores another run of the benchmark's
-configuration (its ``checkpoints/`` and ``results.json``), ``--out FILE.json`` writes
-elsewhere.
+configuration (its ``checkpoints/`` and ``results.json``; e.g. a seeds benchmark's run, on its
+own data seed), ``--out FILE.json`` writes elsewhere.
 """
 
 from __future__ import annotations
@@ -101,10 +101,12 @@ def main(argv: list[str]) -> int:
     model = load_estimator(checkpoint)
     if model is None:
         return 2
-    cfg = config()
+    res = json.loads((run_dir / "results.json").read_text())
+    cfg = config()  # the run's data seed (a seeds benchmark's run has its own)
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, seed=res["data"]["seed"]))
     gen = generate_config(cfg.data)
     rows = episode_table(gen)
-    test_names = set(json.loads((run_dir / "results.json").read_text())["data"]["test_episodes"])
+    test_names = set(res["data"]["test_episodes"])
     thr = cfg.data.contact_min_force_n
     long_gen = dataclasses.replace(
         gen, tasks=("push",), minutes=EPISODE_S / 60 * EPISODES_PER_UNIT * gen.units,
