@@ -138,7 +138,7 @@ def _na_twin(d: dict) -> list[Row]:
         g = st["stats"]["gate_f1"]["values"]
         other = [f"seed {s} {_f(v)}" for s, v in zip(st["seeds"], g) if s != 0]
         if other:
-            rows = [(a, f, m, n + " on this split; fresh data seeds: " + ", ".join(other)
+            rows = [(a, f, m, n + " on this split; other data seeds: " + ", ".join(other)
                      + " (see the recurrent-gate seeds row)") if "gate F1" in f else (a, f, m, n)
                     for a, f, m, n in rows]
     return rows + _rollout_rows("NeuralActuator twin", d)
