@@ -89,24 +89,15 @@ def row(label: str, c) -> list:
 
 
 def main(argv: list[str]) -> int:
-    import json
-
-    from bench_neuralactuator_twin import MAIN_RUN, config, load_estimator, machine
-    from neuract.pipeline.twin_experiment import generate_config
-    from neuract.twin.generate import episode_table
+    from bench_neuralactuator_twin import MAIN_RUN, machine, main_run_episodes
 
     torch.set_num_threads(1)
     run_dir = Path(argv[argv.index("--run") + 1]) if "--run" in argv else MAIN_RUN
     checkpoint = run_dir / "checkpoints" / "neuralactuator_estimator"
-    model = load_estimator(checkpoint)
-    if model is None:
+    run = main_run_episodes(run_dir)
+    if run is None:
         return 2
-    res = json.loads((run_dir / "results.json").read_text())
-    cfg = config()  # the run's data seed (a seeds benchmark's run has its own)
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, seed=res["data"]["seed"]))
-    gen = generate_config(cfg.data)
-    rows = episode_table(gen)
-    test_names = set(res["data"]["test_episodes"])
+    model, cfg, gen, rows, test_names = run
     thr = cfg.data.contact_min_force_n
     long_gen = dataclasses.replace(
         gen, tasks=("push",), minutes=EPISODE_S / 60 * EPISODES_PER_UNIT * gen.units,

@@ -179,26 +179,31 @@ MAIN_RUN = ROOT / "runs" / "bench_neuralactuator_twin"
 ESTIMATOR_CHECKPOINT = MAIN_RUN / "checkpoints" / "neuralactuator_estimator"
 
 
-def main_test_episodes() -> set[str]:
-    """Names of the main run's test episodes (from its results.json)."""
+def main_test_episodes(run_dir: Path = MAIN_RUN) -> set[str]:
+    """Names of a run's test episodes (from its results.json; default: the main run's)."""
     import json
 
-    return set(json.loads((MAIN_RUN / "results.json").read_text())["data"]["test_episodes"])
+    return set(json.loads((run_dir / "results.json").read_text())["data"]["test_episodes"])
 
 
-def main_run_episodes():
+def main_run_episodes(run_dir: Path = MAIN_RUN):
     """(trained estimator, benchmark config, its generator config, every episode row of its
-    main data (``episode_table``), the names of its test episodes) of the main run, or None,
-    after saying so, where the main run has not been run yet."""
+    main data (``episode_table``), the names of its test episodes) of the main run, or of
+    another run of the benchmark's configuration (``run_dir``: e.g. a seeds benchmark's, on
+    its own data seed), or None, after saying so, where the run has not been run yet."""
+    import json
+
     from neuract.pipeline.twin_experiment import generate_config
     from neuract.twin.generate import episode_table
 
-    model = load_estimator()
+    model = load_estimator(run_dir / "checkpoints" / "neuralactuator_estimator")
     if model is None:
         return None
     cfg = config()
+    seed = json.loads((run_dir / "results.json").read_text())["data"]["seed"]
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, seed=seed))
     gen = generate_config(cfg.data)
-    return model, cfg, gen, episode_table(gen), main_test_episodes()
+    return model, cfg, gen, episode_table(gen), main_test_episodes(run_dir)
 
 
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):

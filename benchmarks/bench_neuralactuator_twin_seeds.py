@@ -74,16 +74,6 @@ def gate_kind(res: dict) -> str:
     return kind + " + extra units" + (f" ({', '.join(tasks)})" if tasks else "")
 
 
-def same_gate(kind: str) -> str:
-    """A gate kind as compared between runs (records of session 20 named the extra minutes
-    measured, which differ by a fraction of a minute between seeds)."""
-    import re
-
-    kind = re.sub(r", [0-9.]+ extra min$", " + extra units", kind)
-    # session 20's records name no tasks: theirs were push, degraded, pick
-    return kind + " (push, degraded, pick)" if kind.endswith("+ extra units") else kind
-
-
 def run_seed(seed: int) -> dict:
     # the gate head, as this file's committed seeds (the recurrent gate's seeds:
     # bench_neuralactuator_twin_gate_seeds.py)
@@ -123,7 +113,7 @@ def summarize() -> int:
     rows = [{"seed": 0, **figures(main)}]
     rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
                                                        key=lambda p: int(p.stem[5:]))]
-    kinds = {r["seed"]: same_gate(r.get("gate_kind", "head")) for r in rows}  # older: head
+    kinds = {r["seed"]: r.get("gate_kind", "head") for r in rows}  # older files: the head
     if len(set(kinds.values())) > 1:
         print(f"the seeds' estimators decide contact with different gates ({kinds}): rerun "
               "the seeds whose gate differs from seed 0's (the twin benchmark's) with the "
