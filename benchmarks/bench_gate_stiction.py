@@ -99,7 +99,12 @@ def miss_timing(y: np.ndarray, fired: np.ndarray) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, machine, main_run_episodes
+    from bench_neuralactuator_twin import (
+        ESTIMATOR_CHECKPOINT,
+        gate_kind,
+        machine,
+        main_run_episodes,
+    )
 
     torch.set_num_threads(1)
     run = main_run_episodes()
@@ -143,7 +148,8 @@ def main() -> int:
         f1s = [decision_f1(mag >= t, y) for t in NOISE_THRESHOLDS_N]
         k = int(np.argmax(f1s))
         noisy.append({"sigma_n": s, "f1": f1s[k], "threshold_n": float(NOISE_THRESHOLDS_N[k])})
-    out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+    out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
+           "gate_kind": gate_kind(model), "machine": machine(),
            "contact_label_n": thr, "test_episodes": len(trajs), "samples": int(y.size),
            "contact_samples": int(y.sum()),
            "gate": {"f1": decision_f1(fired, y), "false_alarms": int((fired & ~y).sum()),
@@ -154,8 +160,9 @@ def main() -> int:
     write_json(RESULTS / "gate_stiction.json", out)
     g = out["gate"]
     md = ("# Which contacts the gate misses: external torque against breakaway friction\n\n"
-          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`) with its "
-          f"calibrated gate, on the benchmark's {len(trajs)} test episodes generated again; "
+          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "
+          f"{out['gate_kind']}) with its calibrated gate, on the benchmark's {len(trajs)} test "
+          "episodes generated again; "
           f"contact = external force >= {thr:g} N ({out['contact_samples']} of "
           f"{out['samples']} samples). *r* = max over joints of |J^T F| / breakaway friction "
           "(Coulomb + Stribeck, the twin's hidden parameters, worn motors included; J at the "

@@ -73,7 +73,12 @@ def score(model, tr, threshold_n: float) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, machine, main_run_episodes
+    from bench_neuralactuator_twin import (
+        ESTIMATOR_CHECKPOINT,
+        gate_kind,
+        machine,
+        main_run_episodes,
+    )
 
     torch.set_num_threads(1)
     run = main_run_episodes()
@@ -89,7 +94,8 @@ def main() -> int:
         worn_train += list(plans.values())
     coverage = {j: int(sum(w[i] for w in worn_train)) for i, j in enumerate(joints)}
     n_worn_train = int(sum(w.any() for w in worn_train))
-    out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)), "machine": machine(),
+    out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
+           "gate_kind": gate_kind(model), "machine": machine(),
            "contact_label_n": cfg.data.contact_min_force_n,
            "train_episodes": len(worn_train), "train_episodes_with_worn_motors": n_worn_train,
            "train_episodes_worn_per_motor": coverage, "episodes": []}
@@ -119,8 +125,9 @@ def main() -> int:
     write_json(RESULTS / "gate_worn_motor.json", out)
     cov = ", ".join(f"{j} {c}" for j, c in coverage.items())
     md = ("# What a worn motor does to the contact gate (estimator mode)\n\n"
-          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`), its calibrated "
-          f"gate, contact = external force >= {cfg.data.contact_min_force_n:g} N. Each test "
+          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "
+          f"{out['gate_kind']}), its calibrated gate, contact = external force >= "
+          f"{cfg.data.contact_min_force_n:g} N. Each test "
           "episode with worn motors is generated again with the same plan, payload, timing "
           "and noise: as in the benchmark, with every motor healthy, and with one worn motor "
           "at a time (`SimConfig.healthy_motors`: the degradation drawn, not applied). "

@@ -109,7 +109,13 @@ def figures(rec: dict) -> dict:
 
 def main() -> int:
     from _machine import cpu_flags
-    from bench_neuralactuator_twin import ESTIMATOR_CHECKPOINT, config, load_estimator, machine
+    from bench_neuralactuator_twin import (
+        ESTIMATOR_CHECKPOINT,
+        config,
+        gate_kind,
+        load_estimator,
+        machine,
+    )
 
     torch.set_num_threads(1)
     model = load_estimator()
@@ -119,7 +125,7 @@ def main() -> int:
     print("generating the twin benchmark's test episodes ...", flush=True)
     test = test_episodes(cfg)
     rows, out = [], {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
-                     "machine": machine(),
+                     "gate_kind": gate_kind(model), "machine": machine(),
                      "cpu_flags": cpu_flags(),
                      "n_test_episodes": len(test), "models": {}}
     with tempfile.TemporaryDirectory() as td:
@@ -170,7 +176,8 @@ def main() -> int:
     write_json(RESULTS / "int8_accuracy.json", out)
     md = ("# int8 trunk (ONNX export; torch, compile_aot int8): accuracy of a trained "
           "NeuralActuator (estimator mode)\n\n"
-          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`), scored on its "
+          f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "
+          f"{out['gate_kind']}), scored on its "
           f"{len(test)} test episodes ({x.shape[0]} windows) with the estimator protocol and "
           "the checkpoint's calibrated gate and condition decisions. The int8 export stores "
           "the head trunk's weights in int8 per output channel (ONNX Runtime dynamic "

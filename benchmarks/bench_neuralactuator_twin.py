@@ -206,6 +206,12 @@ def main_run_episodes(run_dir: Path = MAIN_RUN):
     return model, cfg, gen, episode_table(gen), main_test_episodes(run_dir)
 
 
+def gate_kind(model) -> str:
+    """Which contact gate a trained estimator decides with, in words."""
+    rnn = getattr(model, "gate_rnn", None)
+    return f"recurrent gate, {model.cfg.gate_rnn} units" if rnn is not None else "gate head"
+
+
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
     """The main run's trained estimator with its calibrated decisions (what the benchmark
     scored), or None, after saying so, where the main run has not been run yet."""
