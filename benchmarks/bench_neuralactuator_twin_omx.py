@@ -9,8 +9,8 @@ was tuned for this robot.
 
 Writes ``benchmarks/results/neuralactuator_twin_omx.{json,md}``; the run (report.html,
 checkpoints) under ``runs/bench_neuralactuator_twin_omx``.
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_omx.py`` (about 15 min on a
-shared 2-core machine).
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_omx.py`` (about 45 min on a
+shared 2-core machine, most of it the recurrent gate: its extra episodes and training).
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 MINUTES = 72.0
 EST_STEPS = 1500
 REFERENCE_STEPS = 0
-"""servo-reference channels: none. This run with 400-sample segments (as the SO-101 twin
-benchmark) gave torque 2.02x, force 0.163 N, gate F1 0.911 and condition 91.3 % (balanced
-52.2 %), against 2.13x / 0.159 N / 0.932 / 90.8 % (62.8 %) without them"""
+"""servo-reference channels: none. An earlier run of this benchmark (gate head) with
+400-sample segments (as the SO-101 twin benchmark) gave torque 2.02x, force 0.163 N, gate F1
+0.911 and condition 91.3 % (balanced 52.2 %), against 2.13x / 0.159 N / 0.932 / 90.8 %
+(62.8 %) without them"""
 
 
 def main() -> int:
