@@ -168,11 +168,16 @@ def _na_twin_gate_seeds(d: dict) -> list[Row]:
     """The recurrent gate on the benchmark's seed and fresh seeds."""
     v, seeds = d["stats"]["gate_f1"], d["seeds"]
     per = ", ".join(f"seed {s} {_f(x)}" for s, x in zip(seeds, v["values"]))
+    roles = {0: "the benchmark, looked at while sizing the gate",
+             11: "the lift task added to the gate's extra episodes after its misses",
+             7: "earlier non-gate choices"}
+    fresh = [str(s) for s in seeds if s not in roles]
+    said = [f"seed {s}: {r}" for s, r in roles.items() if s in seeds]
+    if fresh:
+        said.append(f"seed{'s' if len(fresh) > 1 else ''} {', '.join(fresh)}: fresh")
     return [(f"NeuralActuator twin, recurrent gate, {len(seeds)} data seeds",
              "gate F1, mean +- sd [estimator]", f"{_f(v['mean'])} +- {_f(v['sd'], 2)}",
-             f">= 0.95; {per} (seed 0: the benchmark, looked at while sizing the gate; seed "
-             "11: the lift task added to the gate's extra episodes after its misses; seed 7: "
-             "earlier non-gate choices; seed 23: fresh)")]
+             f">= 0.95; {per} ({'; '.join(said)})")]
 
 
 def _na_twin_condition_seeds(d: dict) -> list[Row]:
