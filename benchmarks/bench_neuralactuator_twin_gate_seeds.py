@@ -37,9 +37,8 @@ PROVENANCE = ("What was chosen on which seed: seed 0 is the twin benchmark itsel
               "test episodes the gate's size and extra minutes were looked at; the lift task "
               "joined the extra episodes' tasks after seed 11's test episodes showed its gate "
               "missing lift contacts; seed 7 was a development seed of earlier, non-gate "
-              "choices (gate filter, reference segments, condition heads); seeds 23 and 31 are "
-              "fresh: nothing was chosen on them (seed 31 was added after the gate-training "
-              "variants probed on seed 7 were left out, so it checks the gate as it was).")
+              "choices (gate filter, reference segments, condition heads); seeds 23 (session 21) "
+              "and 31 (session 22) are fresh: nothing was chosen on them.")
 """which seeds were looked at while choosing what (the summary says it)"""
 
 
