@@ -34,6 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
+from bench_neuralactuator_twin_seeds import gate_kind  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
@@ -51,7 +52,7 @@ def figures(res: dict) -> dict:
     na = est["NeuralActuator"]
     force = na.get("force") or {}
     gate = na.get("gate") or {}
-    return {"torque_rmse": na["torque_rmse_mean"],
+    return {"gate_kind": gate_kind(res), "torque_rmse": na["torque_rmse_mean"],
             "force_mae": force.get("all"), "force_mae_contact": force.get("contact"),
             "force_mae_no_contact": force.get("no_contact"),
             "gate_f1": gate.get("f1"), "gate_precision": gate.get("precision"),
@@ -120,6 +121,11 @@ def summarize() -> int:
     if not seeds:
         print(f"no seed with both arms {list(ARMS)} in {ARMS_DIR}; run --arm first")
         return 2
+    kinds = {r.get("gate_kind", "head") for sd in seeds for r in rows[sd].values()}
+    if len(kinds) > 1:  # (older files: the gate head)
+        print(f"the arms decide contact with different gates ({sorted(kinds)}): rerun them "
+              "with the current configuration before summarizing")
+        return 2
     head, table = ["figure"], []
     for sd in seeds:
         head += [f"seed {sd}, friction on (full twin)", f"seed {sd}, friction off"]
@@ -137,7 +143,8 @@ def summarize() -> int:
                 for k in ("force_mae", "gate_f1")} for a in ARMS}
     write_json(RESULTS / "neuralactuator_twin_friction.json",
                {"seeds": seeds, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
-                "runs": {str(sd): rows[sd] for sd in seeds}, "mean": mean})
+                "runs": {str(sd): rows[sd] for sd in seeds}, "mean": mean,
+                "gate": kinds.pop()})
     md = ("# Twin gear friction and the force / gate estimates (ablation)\n\n"
           f"Per data seed, the same twin data plan ({MINUTES:g} min, 25 % of each task's "
           "episodes held out) generated with the full twin and with its gearbox friction "

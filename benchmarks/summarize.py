@@ -195,7 +195,9 @@ def _na_twin_condition_seeds(d: dict) -> list[Row]:
 
 def _na_twin_friction(d: dict) -> list[Row]:
     seeds, runs = d["seeds"], d["runs"]
-    area = "NeuralActuator twin, gear friction ablation"
+    # (files written before the runs named their gate: the gate head, before session 20)
+    gate = d.get("gate", "head, before session 20")
+    area = f"NeuralActuator twin, gear friction ablation (gate {gate})"
     note = f"seeds {', '.join(map(str, seeds))}, {_f(d['minutes'])} min each"
     rows = []
     for k, name, target in (("force_mae", "force MAE [N]", "target <= 0.3"),
