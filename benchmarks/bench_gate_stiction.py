@@ -101,7 +101,7 @@ def miss_timing(y: np.ndarray, fired: np.ndarray) -> dict:
 def main() -> int:
     from bench_neuralactuator_twin import (
         ESTIMATOR_CHECKPOINT,
-        gate_kind,
+        checkpoint_gate,
         machine,
         main_run_episodes,
     )
@@ -149,7 +149,7 @@ def main() -> int:
         k = int(np.argmax(f1s))
         noisy.append({"sigma_n": s, "f1": f1s[k], "threshold_n": float(NOISE_THRESHOLDS_N[k])})
     out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
-           "gate_kind": gate_kind(model), "machine": machine(),
+           "gate_kind": checkpoint_gate(model), "machine": machine(),
            "contact_label_n": thr, "test_episodes": len(trajs), "samples": int(y.size),
            "contact_samples": int(y.sum()),
            "gate": {"f1": decision_f1(fired, y), "false_alarms": int((fired & ~y).sum()),

@@ -75,7 +75,7 @@ def score(model, tr, threshold_n: float) -> dict:
 def main() -> int:
     from bench_neuralactuator_twin import (
         ESTIMATOR_CHECKPOINT,
-        gate_kind,
+        checkpoint_gate,
         machine,
         main_run_episodes,
     )
@@ -95,7 +95,7 @@ def main() -> int:
     coverage = {j: int(sum(w[i] for w in worn_train)) for i, j in enumerate(joints)}
     n_worn_train = int(sum(w.any() for w in worn_train))
     out = {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
-           "gate_kind": gate_kind(model), "machine": machine(),
+           "gate_kind": checkpoint_gate(model), "machine": machine(),
            "contact_label_n": cfg.data.contact_min_force_n,
            "train_episodes": len(worn_train), "train_episodes_with_worn_motors": n_worn_train,
            "train_episodes_worn_per_motor": coverage, "episodes": []}

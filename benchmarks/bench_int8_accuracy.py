@@ -111,8 +111,8 @@ def main() -> int:
     from _machine import cpu_flags
     from bench_neuralactuator_twin import (
         ESTIMATOR_CHECKPOINT,
+        checkpoint_gate,
         config,
-        gate_kind,
         load_estimator,
         machine,
     )
@@ -125,7 +125,7 @@ def main() -> int:
     print("generating the twin benchmark's test episodes ...", flush=True)
     test = test_episodes(cfg)
     rows, out = [], {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),
-                     "gate_kind": gate_kind(model), "machine": machine(),
+                     "gate_kind": checkpoint_gate(model), "machine": machine(),
                      "cpu_flags": cpu_flags(),
                      "n_test_episodes": len(test), "models": {}}
     with tempfile.TemporaryDirectory() as td:

@@ -206,8 +206,10 @@ def main_run_episodes(run_dir: Path = MAIN_RUN):
     return model, cfg, gen, episode_table(gen), main_test_episodes(run_dir)
 
 
-def gate_kind(model) -> str:
-    """Which contact gate a trained estimator decides with, in words."""
+def checkpoint_gate(model) -> str:
+    """Which contact gate a loaded estimator checkpoint decides with, in words (what the
+    checkpoint benchmarks record; ``bench_neuralactuator_twin_seeds.gate_kind`` names it from
+    a run's results instead)."""
     rnn = getattr(model, "gate_rnn", None)
     return f"recurrent gate, {model.cfg.gate_rnn} units" if rnn is not None else "gate head"
 

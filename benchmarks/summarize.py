@@ -195,9 +195,7 @@ def _na_twin_condition_seeds(d: dict) -> list[Row]:
 
 def _na_twin_friction(d: dict) -> list[Row]:
     seeds, runs = d["seeds"], d["runs"]
-    # (files written before the runs named their gate: the gate head, before session 20)
-    gate = d.get("gate", "head, before session 20")
-    area = f"NeuralActuator twin, gear friction ablation (gate {gate})"
+    area = f"NeuralActuator twin, gear friction ablation (gate {d['gate']})"
     note = f"seeds {', '.join(map(str, seeds))}, {_f(d['minutes'])} min each"
     rows = []
     for k, name, target in (("force_mae", "force MAE [N]", "target <= 0.3"),
@@ -290,18 +288,12 @@ INT8_VARIANTS = {"ONNX Runtime (int8 trunk)": "NeuralActuator int8 ONNX export",
                      "NeuralActuator int8 trunk in torch (compile_aot's arithmetic, run eager)"}
 
 
-def _gate_kind(d: dict) -> str:
-    """The contact gate a checkpoint benchmark's results were scored with (files written
-    before the field existed: session 19's gate head)."""
-    return d.get("gate_kind", "gate head, session 19")
-
-
 def _int8(d: dict) -> list[Row]:
     m = d.get("models", {})
     f32 = m.get("torch (float32)", {})
     return [(area, f"{name}, float32 -> int8 trunk [estimator]",
              f"{_f(f32.get(k), 4)} -> {_f(m[variant].get(k), 4)}",
-             f"the twin benchmark's estimator ({_gate_kind(d)}) on its test episodes")
+             f"the twin benchmark's estimator ({d['gate_kind']}) on its test episodes")
             for variant, area in INT8_VARIANTS.items() if variant in m
             for k, name in (("torque_rmse", "torque RMSE [N m]"), ("force_mae", "force MAE [N]"),
                             ("gate_f1", "gate F1"), ("condition_accuracy", "condition accuracy"))]
@@ -322,7 +314,7 @@ def _worn(d: dict) -> list[Row]:
                      + (f"; {singles}" if singles else "")
                      + f"; training episodes with worn motors "
                      f"{d['train_episodes_with_worn_motors']} of {d['train_episodes']}; "
-                     f"{_gate_kind(d)}"))
+                     f"{d['gate_kind']}"))
     return rows
 
 
@@ -337,7 +329,7 @@ def _stiction(d: dict) -> list[Row]:
              "breakaway friction): " + "; ".join(
                  f"{b['r'][0]:g}-{b['r'][1]:g}: {b['recall']:.2f}" for b in low)),
             (area, "stiction oracle F1 (contact reported where r >= c; true force known)",
-             orc, f"the benchmark's estimator ({_gate_kind(d)}): {_f(d['gate']['f1'])}; "
+             orc, f"the benchmark's estimator ({d['gate_kind']}): {_f(d['gate']['f1'])}; "
              "target >= 0.95")]
 
 
