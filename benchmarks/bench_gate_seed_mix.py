@@ -22,7 +22,7 @@ Across seeds it reports the correlation of the pooled F1 with the push share.
 
 Writes ``benchmarks/results/gate_seed_mix.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_seed_mix.py`` (about two minutes per seed, after
+Run: ``.venv/bin/python benchmarks/bench_gate_seed_mix.py`` (about 30 s per seed here, after
 ``bench_neuralactuator_twin.py`` and ``bench_neuralactuator_twin_gate_seeds.py``; seeds whose
 run is missing are left out, and at least two are needed).
 """
