@@ -1,0 +1,62 @@
+"""The pure helpers of benchmark scripts: run order of ``make bench`` and the seed-mix gate
+benchmark's counting."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """Import a benchmark script as a module (its OMP_NUM_THREADS default kept to the test)."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+    return importlib.import_module
+
+
+def test_run_all_runs_checkpoint_readers_after_the_benchmarks_they_read(bench):
+    run_all = bench("run_all")
+    scripts = list(BENCH.glob("bench_*.py"))
+    names = [p.stem for p in run_all.order(scripts)]
+    assert sorted(names) == sorted(p.stem for p in scripts)
+    for reader in run_all.READS_RUNS:
+        assert (BENCH / f"{reader}.py").is_file(), reader
+        assert names.index(reader) > names.index("bench_neuralactuator_twin")
+    assert names.index("bench_gate_seed_mix") > names.index(
+        "bench_neuralactuator_twin_gate_seeds")
+
+
+def test_edge_misses_counts_misses_near_an_events_start_then_its_end(bench):
+    mix = bench("bench_gate_seed_mix")
+    y = np.zeros(80, bool)
+    y[10:60] = True  # one event of 50 samples
+    fired = y.copy()
+    fired[10:15] = False  # its first five samples
+    fired[30] = False  # one in the middle (20 samples in)
+    fired[57:60] = False  # its last three
+    fired[70] = True  # a false alarm: not a miss
+    assert mix.edge_misses(y, fired, 10) == (5, 3)
+    assert mix.edge_misses(y, fired, 30) == (6, 3)  # the middle one is near the start first
+    assert mix.edge_misses(y, ~y, 10) == (10, 10)  # all missed: 10 near each end, 30 neither
+
+
+def test_same_mix_f1_on_the_rows_own_mix_is_its_pooled_f1(bench):
+    mix = bench("bench_gate_seed_mix")
+    tasks = {"lift": {"contact": 900, "no_contact": 300, "tp": 890, "fp": 12},
+             "push": {"contact": 300, "no_contact": 900, "tp": 200, "fp": 20},
+             "free": {"contact": 0, "no_contact": 500, "tp": 0, "fp": 5}}
+    tp = sum(t["tp"] for t in tasks.values())
+    fp = sum(t["fp"] for t in tasks.values())
+    fn = sum(t["contact"] - t["tp"] for t in tasks.values())
+    own = {k: {"contact": v["contact"], "no_contact": v["no_contact"]} for k, v in tasks.items()}
+    assert mix.same_mix_f1({"tasks": tasks}, own) == pytest.approx(2 * tp / (2 * tp + fp + fn))
+    # more push in the mix, same per-task rates: lower F1
+    heavy = {**own, "push": {"contact": 900, "no_contact": 900}}
+    assert mix.same_mix_f1({"tasks": tasks}, heavy) < mix.same_mix_f1({"tasks": tasks}, own)
