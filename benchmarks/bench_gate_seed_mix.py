@@ -29,7 +29,6 @@ run is missing are left out, and at least two are needed).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -48,27 +47,10 @@ from neuract.twin.generate import episode_name, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-SEEDS = (0, 7, 11, 23, 31)
-"""the twin benchmark (seed 0) and the gate-seeds benchmark's seeds"""
 EDGE = (10, 20)
 """samples from an event's first or last contact sample counted as its edge"""
 TASKS = ("lift", "pick", "push", "degraded")
 """the tasks with contact (``free`` has none)"""
-
-
-def run_dir(seed: int) -> Path:
-    return ROOT / "runs" / ("bench_neuralactuator_twin" if seed == 0
-                            else f"bench_twin_gate_seed{seed}")
-
-
-def recorded_f1(seed: int) -> float | None:
-    """The gate F1 the seed's benchmark recorded (its committed results)."""
-    if seed == 0:
-        from bench_neuralactuator_twin_seeds import figures
-
-        return figures(json.loads((RESULTS / "neuralactuator_twin.json").read_text()))["gate_f1"]
-    p = RESULTS / "twin_gate_seeds" / f"seed_{seed}.json"
-    return json.loads(p.read_text()).get("gate_f1") if p.is_file() else None
 
 
 def edge_misses(y: np.ndarray, fired: np.ndarray, k: int) -> tuple[int, int]:
@@ -85,6 +67,7 @@ def edge_misses(y: np.ndarray, fired: np.ndarray, k: int) -> tuple[int, int]:
 
 def score_seed(seed: int) -> dict | None:
     from bench_neuralactuator_twin import checkpoint_gate, main_run_episodes
+    from bench_neuralactuator_twin_gate_seeds import recorded, run_dir
 
     d = run_dir(seed)
     if not (d / "results.json").is_file():
@@ -120,7 +103,7 @@ def score_seed(seed: int) -> dict | None:
                 edges[k][1] += e
     y, fired = np.concatenate(ys), np.concatenate(fs)
     f1 = decision_f1(fired, y)
-    rec = recorded_f1(seed)
+    rec = (recorded(seed) or {}).get("gate_f1")
     if rec is not None and abs(rec - f1) > 1e-6:
         raise SystemExit(f"seed {seed}: the gate scores F1 {f1:.6f} on its test split here but "
                          f"its benchmark recorded {rec:.6f}; the checkpoint or the data "
@@ -151,9 +134,10 @@ def same_mix_f1(row: dict, mix: dict) -> float:
 
 def main(argv: list[str]) -> int:
     from bench_neuralactuator_twin import machine
+    from bench_neuralactuator_twin_gate_seeds import SEEDS
 
     torch.set_num_threads(1)
-    seeds = [int(s) for s in argv] or list(SEEDS)
+    seeds = [int(s) for s in argv] or [0, *SEEDS]
     rows = [r for r in (score_seed(s) for s in seeds) if r is not None]
     if len(rows) < 2:
         print("need the runs of at least two seeds (see the docstring)")

@@ -1,6 +1,6 @@
 """The twin benchmark's recurrent contact gate on other twin data seeds: a check of the gate
 target beyond the benchmark's own split (``PROVENANCE`` says which seeds were looked at while
-choosing what; seed 23 is fresh).
+choosing what; seeds 23 and 31 are fresh).
 
 The twin benchmark's recurrent gate (``GATE_RNN`` units, ``GATE_TRAIN_MINUTES`` extra minutes
 of other units) was sized with an exploratory probe (``probe_gate_recurrent.py``) that
@@ -10,8 +10,8 @@ included, on other twin data seeds (their own 144 min, split and extra-gate unit
 ``seed + 1000`` on) and scores it the same way (estimator mode for every figure here; the
 simulator-mode models, neural baselines and long rollouts are left out).
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_gate_seeds.py [--seeds 7 11 23]``
-(about 50 min per seed on this 2-core machine; seeds 7, 11 and 23 by default), or
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_gate_seeds.py [--seeds 7 11]``
+(about 40-75 min per seed on this 2-core machine; :data:`SEEDS` by default), or
 ``--summarize`` alone. Writes
 ``benchmarks/results/twin_gate_seeds/seed_<s>.json`` and
 ``benchmarks/results/neuralactuator_twin_gate_seeds.{json,md}``.
@@ -33,6 +33,8 @@ from neuract.atomic import write_json  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 SEEDS_DIR = RESULTS / "twin_gate_seeds"
+SEEDS = [7, 11, 23, 31]
+"""the seeds run by default (seed 0 is the twin benchmark itself)"""
 PROVENANCE = ("What was chosen on which seed: seed 0 is the twin benchmark itself, on whose "
               "test episodes the gate's size and extra minutes were looked at; the lift task "
               "joined the extra episodes' tasks after seed 11's test episodes showed its gate "
@@ -42,8 +44,21 @@ PROVENANCE = ("What was chosen on which seed: seed 0 is the twin benchmark itsel
 """which seeds were looked at while choosing what (the summary says it)"""
 
 
+def run_dir(seed: int) -> Path:
+    """The run directory of a seed (seed 0: the twin benchmark's main run)."""
+    return twin.MAIN_RUN if seed == 0 else ROOT / "runs" / f"bench_twin_gate_seed{seed}"
+
+
+def recorded(seed: int) -> dict | None:
+    """The target figures a seed's run recorded (seed 0: the twin benchmark's), or None."""
+    if seed == 0:
+        return figures(json.loads((RESULTS / "neuralactuator_twin.json").read_text()))
+    p = SEEDS_DIR / f"seed_{seed}.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
 def run_seed(seed: int) -> dict:
-    res = twin.estimator_run(f"bench_twin_gate_seed{seed}", f"twin seed {seed} (recurrent gate)",
+    res = twin.estimator_run(run_dir(seed).name, f"twin seed {seed} (recurrent gate)",
                              {"seed": seed})
     g = res["models"]["NeuralActuator[estimator]"].get("gate_rnn") or {}
     out = {"seed": seed, **figures(res),
@@ -55,8 +70,7 @@ def run_seed(seed: int) -> dict:
 
 
 def summarize() -> int:
-    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
-    rows = [{"seed": 0, **figures(main)}]
+    rows = [{"seed": 0, **recorded(0)}]
     rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
                                                        key=lambda p: int(p.stem[5:]))]
     kinds = {r["seed"]: r["gate_kind"] for r in rows}
@@ -79,7 +93,7 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    return twin.seeds_main(argv, [7, 11, 23, 31], run_seed, summarize)
+    return twin.seeds_main(argv, SEEDS, run_seed, summarize)
 
 
 if __name__ == "__main__":
