@@ -60,3 +60,22 @@ def test_same_mix_f1_on_the_rows_own_mix_is_its_pooled_f1(bench):
     # more push in the mix, same per-task rates: lower F1
     heavy = {**own, "push": {"contact": 900, "no_contact": 900}}
     assert mix.same_mix_f1({"tasks": tasks}, heavy) < mix.same_mix_f1({"tasks": tasks}, own)
+
+
+def test_gate_ambiguity_figures(bench):
+    amb = bench("bench_gate_ambiguity")
+    # 10 contact samples: 6 push samples shown (lag < 6), 2 push samples with lag >= 6, 2 lift
+    # samples (no lag); 4 no-contact samples, one false alarm
+    y = np.array([1] * 10 + [0] * 4, bool)
+    lag = np.array([0, 1, 2, 5, 5, 0, 6, 40, -1, -1, -1, -1, -1, -1])
+    push = np.array([1] * 8 + [0] * 6, bool)
+    fired = np.array([1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 0, 0, 0, 1], bool)
+    r = amb.gate_figures(y, fired, lag, push)
+    assert r["contact_samples"] == 10 and r["push_contact_samples"] == 8
+    assert r["lag_share"] == {"1": 0.6, "3": 0.4, "6": 0.2, "15": 0.1, "30": 0.1}
+    assert r["missed"] == 3 and r["missed_ambiguous"] == 1 and r["false_alarms"] == 1
+    assert r["recall_ambiguous"] == 0.5 and r["recall_push_shown"] == pytest.approx(4 / 6)
+    # found where shown: 9 of 10 found (the lag-40 sample still missed), 1 false alarm
+    assert r["f1_if_found_where_shown"] == pytest.approx(2 * 9 / (2 * 9 + 1 + 1))
+    assert r["f1"] == pytest.approx(2 * 7 / (2 * 7 + 3 + 1))
+    assert r["evidence_only_f1"] == pytest.approx(2 * 0.8 / 1.8)

@@ -8,14 +8,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from neuract.errors import SchemaError
+from neuract.errors import ConfigError, SchemaError
 from neuract.twin.config import SimConfig
-from neuract.twin.generate import GenerateConfig, generate
+from neuract.twin.generate import GenerateConfig, episode_table, generate, run_chunk
 from neuract.twin.observability import (
+    TELEMETRY,
     contact_visibility,
     counterfactual_config,
     first_difference,
     force_starts,
+    hidden_lag,
 )
 
 
@@ -78,3 +80,83 @@ def test_small_pushes_stay_hidden_longer_than_strong_ones():
     with pytest.raises(SchemaError, match="seed"):
         contact_visibility(dataclasses.replace(_pushes((5.0, 6.0)), seed=9),
                            generate(_pushes((5.0, 6.0))))
+
+
+def _same_telemetry(a, b):
+    for c in TELEMETRY:
+        if c in a:
+            np.testing.assert_array_equal(a[c], b[c])
+
+
+def test_push_end_cuts_the_pushes_from_that_time_on():
+    cfg = _pushes((5.0, 6.0))
+    fact = generate(cfg)
+    rows = episode_table(cfg)
+    # no cut: the same episodes; a cut at 0 s: the episodes without their pushes
+    for a, b in zip(fact, run_chunk(cfg, rows, push_end_s=[np.inf] * len(rows))):
+        _same_telemetry(a, b)
+    for a, b in zip(generate(counterfactual_config(cfg, 0.0)),
+                    run_chunk(cfg, rows, push_end_s=[0.0] * len(rows))):
+        _same_telemetry(a, b)
+    # a cut in the middle of the first push: the force as before up to it, zero from it on;
+    # the telemetry differs, but not before the cut
+    tr = fact[0]
+    p0 = tr.meta.labels["pushes"][0]
+    cut = p0["t0_s"] + 0.5 * p0["duration_s"]
+    (w,) = run_chunk(cfg, rows[:1], push_end_s=[cut])
+    t = np.asarray(tr["t"])
+    f, fw = np.asarray(tr["ee_force"]), np.asarray(w["ee_force"])
+    np.testing.assert_array_equal(fw[t < cut - 0.02], f[t < cut - 0.02])
+    assert np.abs(fw[t >= cut]).max() == 0.0 and np.abs(f[t >= cut]).max() > 1.0
+    k = first_difference(tr, w)
+    assert t[k] >= cut and k < len(tr)
+    for bad in ([1.0], [-1.0, 1.0], [float("nan"), 1.0], [True, 1.0], ["1", 1.0]):
+        with pytest.raises(ConfigError, match="push_end_s"):
+            run_chunk(cfg, rows, push_end_s=bad)
+
+
+def test_hidden_lag_weak_pushes_end_unseen_for_longer():
+    """Known physics: a push of under 1 N that the servo's gear friction holds the arm
+    against often ends without changing any register for several samples; a 5-6 N push
+    deflects the arm far enough that it springs back within a sample or two."""
+    out = {}
+    for name, rng in (("weak", (0.6, 1.0)), ("strong", (5.0, 6.0))):
+        cfg = _pushes(rng)
+        eps = generate(cfg)
+        lags = hidden_lag(cfg, eps, min_force_n=0.5)
+        for tr, lag in zip(eps, lags):
+            c = np.asarray(tr["contact"], bool) & (np.linalg.norm(tr["ee_force"], axis=1)
+                                                  >= 0.5)
+            # every push contact sample is ambiguous at its own instant (lag >= 0), and only
+            # contact samples get a lag
+            assert (lag[c] >= 0).all() and (lag[~c] == -1).all()
+        lag = np.concatenate(lags)
+        lag = lag[lag >= 0]
+        out[name] = {L: float((lag >= L).mean()) for L in (1, 3)}
+        out[name + "_eps"] = (cfg, eps, lags)
+    assert out["weak"][3] > 0.1 > 0.05 > out["strong"][3]
+    assert out["weak"][1] > 2 * out["strong"][1]
+    # the definition: at the weak episodes' most lagged sample k (lag L), the episode with its
+    # pushes cut off L samples before reads the same through k, without force at k
+    cfg, eps, lags = out["weak_eps"]
+    e = int(np.argmax([lag.max() for lag in lags]))
+    k = int(np.argmax(lags[e]))
+    L = int(lags[e][k])
+    assert L >= 3
+    t = np.asarray(eps[e]["t"])
+    row = episode_table(cfg)[e]
+    (w,) = run_chunk(cfg, [row], push_end_s=[float(t[k - L])])
+    assert first_difference(eps[e], w) > k
+    assert np.abs(np.asarray(w["ee_force"])[k]).max() == 0.0
+    # fewer cut points: lower bounds of the same lags
+    for a, b in zip(hidden_lag(cfg, eps, min_force_n=0.5, stride=3), lags):
+        assert (a <= b).all()
+    # payload episodes are not examined
+    lift = dataclasses.replace(cfg, tasks=("lift",), minutes=6 / 60)
+    lifted = generate(lift)
+    assert lifted[0]["contact"].any()
+    assert all((lag == -1).all() for lag in hidden_lag(lift, lifted))
+    with pytest.raises(SchemaError, match="stride"):
+        hidden_lag(cfg, eps, stride=0)
+    with pytest.raises(SchemaError, match="seed"):
+        hidden_lag(dataclasses.replace(cfg, seed=9), eps)

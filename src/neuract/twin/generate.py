@@ -13,7 +13,7 @@ import math
 import multiprocessing as mp
 import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,17 +207,31 @@ def episode_plan(cfg: GenerateConfig, task: str, lo: np.ndarray, hi: np.ndarray,
                      cfg.sim.push_force_n, cfg.sim.degraded_fraction, cfg.sim.degraded_tasks)
 
 
-def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]]) -> list[Trajectory]:
-    """Simulate the episodes ``rows`` in lockstep and return their trajectories."""
+def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]],
+              push_end_s: Sequence[float] | None = None) -> list[Trajectory]:
+    """Simulate the episodes ``rows`` in lockstep and return their trajectories.
+
+    push_end_s: per row, the episode time [s] from which its pushes are cut off (force zero;
+    ``inf``: none cut); rows may repeat with different cut times. None: no push cut."""
+    if push_end_s is not None:
+        ends = list(push_end_s)
+        if len(ends) != len(rows) or not all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and float(v) >= 0
+                for v in ends):
+            raise ConfigError(f"push_end_s = {ends!r}; expected one time >= 0 s (or inf) per "
+                              f"row ({len(rows)} rows)")
+    else:
+        ends = [np.inf] * len(rows)
     spec = ROBOT_SPECS[cfg.robot]()
     tm = _model(cfg.robot, cfg.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     keep = _worn_allowed(cfg.sim.healthy_motors, tm)
     jobs = []
-    for _, unit, k, task in rows:
+    for (_, unit, k, task), end in zip(rows, ends):
         params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
         rng = episode_rng(cfg.seed, unit, k)
         plan = episode_plan(cfg, task, lo, hi, rng)
+        plan.push_end_t = float(end)
         if plan.degraded is not None and plan.degraded.any():
             plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
             params = degrade(params, plan.degraded, spec, rng)

@@ -54,6 +54,9 @@ class EpisodePlan:
     release_t: float = np.inf
     pushes: list = field(default_factory=list)  # [(t0, duration, force (3,))]
     degraded: np.ndarray | None = None  # (n,) bool
+    push_end_t: float = np.inf
+    """every push force is zero from this time on (a counterfactual: the push cut off there,
+    :func:`neuract.twin.observability.ambiguous_contact`; the drawn plan is unchanged)"""
 
     def goal(self, t: np.ndarray, home: np.ndarray, lo: np.ndarray, hi: np.ndarray
              ) -> np.ndarray:
@@ -84,6 +87,7 @@ class EpisodePlan:
             s = (t - t0) / dur
             w = np.where((s >= 0) & (s <= 1), 0.5 - 0.5 * np.cos(2 * np.pi * s), 0.0)
             f += w[:, None] * np.asarray(vec)[None, :]
+        f[np.asarray(t) >= self.push_end_t] = 0.0
         return f
 
 
