@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 READS_RUNS = ("bench_gate_long_episodes", "bench_gate_stiction", "bench_gate_worn_motor",
-              "bench_int8_accuracy", "bench_gate_seed_mix")
-"""scripts that read the checkpoints of ``bench_neuralactuator_twin.py`` (and, for the last,
-``bench_neuralactuator_twin_gate_seeds.py``)"""
+              "bench_int8_accuracy", "bench_gate_seed_mix", "bench_gate_ambiguity")
+"""scripts that read the checkpoints of ``bench_neuralactuator_twin.py`` (and, for the last
+two, ``bench_neuralactuator_twin_gate_seeds.py``)"""
 
 
 def order(scripts: list[Path]) -> list[Path]:

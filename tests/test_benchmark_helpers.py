@@ -29,8 +29,8 @@ def test_run_all_runs_checkpoint_readers_after_the_benchmarks_they_read(bench):
     for reader in run_all.READS_RUNS:
         assert (BENCH / f"{reader}.py").is_file(), reader
         assert names.index(reader) > names.index("bench_neuralactuator_twin")
-    assert names.index("bench_gate_seed_mix") > names.index(
-        "bench_neuralactuator_twin_gate_seeds")
+    for reader in ("bench_gate_seed_mix", "bench_gate_ambiguity"):
+        assert names.index(reader) > names.index("bench_neuralactuator_twin_gate_seeds")
 
 
 def test_edge_misses_counts_misses_near_an_events_start_then_its_end(bench):

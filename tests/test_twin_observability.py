@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.twin.config import SimConfig
+from neuract.twin.config import ROBOT_SPECS, SimConfig
 from neuract.twin.generate import GenerateConfig, episode_table, generate, run_chunk
 from neuract.twin.observability import (
     TELEMETRY,
@@ -18,6 +18,7 @@ from neuract.twin.observability import (
     first_difference,
     force_starts,
     hidden_lag,
+    register_lsb,
 )
 
 
@@ -110,6 +111,12 @@ def test_push_end_cuts_the_pushes_from_that_time_on():
     assert np.abs(fw[t >= cut]).max() == 0.0 and np.abs(f[t >= cut]).max() > 1.0
     k = first_difference(tr, w)
     assert t[k] >= cut and k < len(tr)
+    # within a register count, the first difference comes no earlier
+    lsb = register_lsb(ROBOT_SPECS["so101"]())
+    assert lsb["q"] == pytest.approx(2 * np.pi / 4096) and lsb["load"] == pytest.approx(0.004)
+    k1 = first_difference(tr, w, tolerance={c: v for c, v in lsb.items()})
+    assert k <= k1 <= len(tr)
+    assert first_difference(tr, w, tolerance={c: 1e9 for c in lsb}) == len(tr)
     for bad in ([1.0], [-1.0, 1.0], [float("nan"), 1.0], [True, 1.0], ["1", 1.0]):
         with pytest.raises(ConfigError, match="push_end_s"):
             run_chunk(cfg, rows, push_end_s=bad)
@@ -123,7 +130,10 @@ def test_hidden_lag_weak_pushes_end_unseen_for_longer():
     for name, rng in (("weak", (0.6, 1.0)), ("strong", (5.0, 6.0))):
         cfg = _pushes(rng)
         eps = generate(cfg)
-        lags = hidden_lag(cfg, eps, min_force_n=0.5)
+        both = hidden_lag(cfg, eps, min_force_n=0.5, tolerances_lsb=(0, 1))
+        lags = both[0]
+        # within one register count the telemetry reads the same for at least as long
+        assert all((b >= a).all() for a, b in zip(both[0], both[1]))
         for tr, lag in zip(eps, lags):
             c = np.asarray(tr["contact"], bool) & (np.linalg.norm(tr["ee_force"], axis=1)
                                                   >= 0.5)
@@ -149,14 +159,16 @@ def test_hidden_lag_weak_pushes_end_unseen_for_longer():
     assert first_difference(eps[e], w) > k
     assert np.abs(np.asarray(w["ee_force"])[k]).max() == 0.0
     # fewer cut points: lower bounds of the same lags
-    for a, b in zip(hidden_lag(cfg, eps, min_force_n=0.5, stride=3), lags):
+    for a, b in zip(hidden_lag(cfg, eps, min_force_n=0.5, stride=3)[0], lags):
         assert (a <= b).all()
     # payload episodes are not examined
     lift = dataclasses.replace(cfg, tasks=("lift",), minutes=6 / 60)
     lifted = generate(lift)
     assert lifted[0]["contact"].any()
-    assert all((lag == -1).all() for lag in hidden_lag(lift, lifted))
+    assert all((lag == -1).all() for lag in hidden_lag(lift, lifted)[0])
     with pytest.raises(SchemaError, match="stride"):
         hidden_lag(cfg, eps, stride=0)
+    with pytest.raises(SchemaError, match="tolerances_lsb"):
+        hidden_lag(cfg, eps, tolerances_lsb=(-1,))
     with pytest.raises(SchemaError, match="seed"):
         hidden_lag(dataclasses.replace(cfg, seed=9), eps)
