@@ -109,6 +109,8 @@ def test_push_end_cuts_the_pushes_from_that_time_on():
     f, fw = np.asarray(tr["ee_force"]), np.asarray(w["ee_force"])
     np.testing.assert_array_equal(fw[t < cut - 0.02], f[t < cut - 0.02])
     assert np.abs(fw[t >= cut]).max() == 0.0 and np.abs(f[t >= cut]).max() > 1.0
+    assert w.meta.labels["push_end_s"] == cut and "push_end_s" not in tr.meta.labels
+    assert not np.asarray(w["contact"], bool)[t >= cut].any()
     k = first_difference(tr, w)
     assert t[k] >= cut and k < len(tr)
     # within a register count, the first difference comes no earlier

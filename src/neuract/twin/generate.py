@@ -255,6 +255,7 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]],
             "payload_release_s": _jsonable(float(plan.release_t)),
             "pushes": [{"t0_s": float(t0), "duration_s": float(d),
                         "force_n": [float(v) for v in vec]} for t0, d, vec in plan.pushes],
+            **({"push_end_s": float(plan.push_end_t)} if np.isfinite(plan.push_end_t) else {}),
             "degraded_joints": [tm.joint_names[j] for j in np.flatnonzero(deg)]
             if deg is not None else [],
             "condition_per_joint": [int(x) for x in (deg if deg is not None

@@ -56,7 +56,7 @@ class EpisodePlan:
     degraded: np.ndarray | None = None  # (n,) bool
     push_end_t: float = np.inf
     """every push force is zero from this time on (a counterfactual: the push cut off there,
-    :func:`neuract.twin.observability.ambiguous_contact`; the drawn plan is unchanged)"""
+    :func:`neuract.twin.observability.hidden_lag`; the drawn plan is unchanged)"""
 
     def goal(self, t: np.ndarray, home: np.ndarray, lo: np.ndarray, hi: np.ndarray
              ) -> np.ndarray:
