@@ -47,8 +47,6 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import decision_f1  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled  # noqa: E402
-from neuract.twin.generate import episode_name, run_chunk  # noqa: E402
 from neuract.twin.observability import hidden_lag  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,22 +79,14 @@ def gate_figures(y: np.ndarray, fired: np.ndarray, lag: np.ndarray, push: np.nda
 
 
 def score_seed(seed: int) -> dict | None:
-    from bench_neuralactuator_twin import main_run_episodes
-    from bench_neuralactuator_twin_gate_seeds import recorded, run_dir
+    from bench_neuralactuator_twin_gate_seeds import check_recorded, test_split
 
     t0 = time.time()
-    d = run_dir(seed)
-    if not (d / "results.json").is_file():
-        print(f"seed {seed}: no run at {d.relative_to(ROOT)}; left out", flush=True)
+    split = test_split(seed)
+    if split is None:
         return None
-    run = main_run_episodes(d)
-    if run is None:
-        return None
-    model, cfg, gen, rows, test_names = run
-    rows = [r for r in rows if episode_name(r) in test_names]
+    model, cfg, gen, trajs = split
     thr = cfg.data.contact_min_force_n
-    print(f"seed {seed}: generating its {len(rows)} test episodes ...", flush=True)
-    trajs = contact_labelled(run_chunk(gen, rows), thr)
 
     def progress(done, total):
         print(f"  seed {seed}: counterfactuals of {done}/{total} episodes "
@@ -119,12 +109,7 @@ def score_seed(seed: int) -> dict | None:
            "missed": first["missed"], "contact_samples": first["contact_samples"],
            "push_contact_samples": first["push_contact_samples"], "tolerance_lsb": by_tol,
            "seconds": round(time.time() - t0, 1)}
-    rec = (recorded(seed) or {}).get("gate_f1")
-    if rec is not None and abs(rec - out["f1"]) > 1e-6:
-        raise SystemExit(f"seed {seed}: the gate scores F1 {out['f1']:.6f} on its test split "
-                         f"here but its benchmark recorded {rec:.6f}; the checkpoint or the "
-                         "data generation changed since (rerun that benchmark)")
-    out["recorded_f1"] = rec
+    out["recorded_f1"] = check_recorded(seed, out["f1"])
     return out
 
 

@@ -42,8 +42,6 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import decision_f1, true_runs  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled  # noqa: E402
-from neuract.twin.generate import episode_name, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -66,20 +64,13 @@ def edge_misses(y: np.ndarray, fired: np.ndarray, k: int) -> tuple[int, int]:
 
 
 def score_seed(seed: int) -> dict | None:
-    from bench_neuralactuator_twin import checkpoint_gate, main_run_episodes
-    from bench_neuralactuator_twin_gate_seeds import recorded, run_dir
+    from bench_neuralactuator_twin import checkpoint_gate
+    from bench_neuralactuator_twin_gate_seeds import check_recorded, test_split
 
-    d = run_dir(seed)
-    if not (d / "results.json").is_file():
-        print(f"seed {seed}: no run at {d.relative_to(ROOT)}; left out", flush=True)
+    split = test_split(seed)
+    if split is None:
         return None
-    run = main_run_episodes(d)
-    if run is None:
-        return None
-    model, cfg, gen, rows, test_names = run
-    rows = [r for r in rows if episode_name(r) in test_names]
-    print(f"seed {seed}: generating its {len(rows)} test episodes ...", flush=True)
-    trajs = contact_labelled(run_chunk(gen, rows), cfg.data.contact_min_force_n)
+    model, _, _, trajs = split
     per = {t: {"contact": 0, "no_contact": 0, "tp": 0, "fp": 0} for t in TASKS + ("free",)}
     edges = {k: [0, 0] for k in EDGE}
     ys, fs = [], []
@@ -103,11 +94,7 @@ def score_seed(seed: int) -> dict | None:
                 edges[k][1] += e
     y, fired = np.concatenate(ys), np.concatenate(fs)
     f1 = decision_f1(fired, y)
-    rec = (recorded(seed) or {}).get("gate_f1")
-    if rec is not None and abs(rec - f1) > 1e-6:
-        raise SystemExit(f"seed {seed}: the gate scores F1 {f1:.6f} on its test split here but "
-                         f"its benchmark recorded {rec:.6f}; the checkpoint or the data "
-                         "generation changed since (rerun that benchmark)")
+    rec = check_recorded(seed, f1)
     push = per["push"]
     return {"seed": seed, "gate_kind": checkpoint_gate(model), "f1": f1, "recorded_f1": rec,
             "contact_samples": int(y.sum()),

@@ -57,6 +57,37 @@ def recorded(seed: int) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 
+def test_split(seed: int):
+    """(trained estimator, benchmark config, generator config, the test split's episodes
+    generated again and labelled as the benchmark scores them) of a seed's run, or None,
+    after saying so, where the run is missing (what the checkpoint benchmarks read)."""
+    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.twin.generate import episode_name, run_chunk
+
+    d = run_dir(seed)
+    if not (d / "results.json").is_file():
+        print(f"seed {seed}: no run at {d.relative_to(ROOT)}; left out", flush=True)
+        return None
+    run = twin.main_run_episodes(d)
+    if run is None:
+        return None
+    model, cfg, gen, rows, test_names = run
+    rows = [r for r in rows if episode_name(r) in test_names]
+    print(f"seed {seed}: generating its {len(rows)} test episodes ...", flush=True)
+    return model, cfg, gen, contact_labelled(run_chunk(gen, rows), cfg.data.contact_min_force_n)
+
+
+def check_recorded(seed: int, f1: float) -> float | None:
+    """The gate F1 a seed's run recorded (None: none recorded); stops the calling benchmark
+    if ``f1``, scored again on the same split, differs from it."""
+    rec = (recorded(seed) or {}).get("gate_f1")
+    if rec is not None and abs(rec - f1) > 1e-6:
+        raise SystemExit(f"seed {seed}: the gate scores F1 {f1:.6f} on its test split here but "
+                         f"its benchmark recorded {rec:.6f}; the checkpoint or the data "
+                         "generation changed since (rerun that benchmark)")
+    return rec
+
+
 def run_seed(seed: int) -> dict:
     res = twin.estimator_run(run_dir(seed).name, f"twin seed {seed} (recurrent gate)",
                              {"seed": seed})
