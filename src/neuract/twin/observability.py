@@ -100,6 +100,15 @@ def force_starts(labels: dict) -> list[float]:
     return sorted(out)
 
 
+def _row(tr: Any, cfg: Any) -> tuple[int, int, int, str]:
+    """The :func:`~neuract.twin.generate.episode_table` row of a twin episode of ``cfg``."""
+    lab = tr.meta.labels
+    if lab.get("seed") != cfg.seed:
+        raise SchemaError(f"episode {tr.meta.name!r} has seed {lab.get('seed')}, the "
+                          f"config {cfg.seed}: pass the config that generated it")
+    return int(lab["index"]), int(lab["unit"]), int(lab["episode"]), str(lab["task"])
+
+
 def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
                        progress=None) -> dict[str, Any]:
     """Hidden and visible contact samples and events of twin episodes ``factual`` generated
@@ -128,10 +137,7 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
         if progress:
             progress(n_done, len(eps))
         lab = tr.meta.labels
-        if lab.get("seed") != cfg.seed:
-            raise SchemaError(f"episode {tr.meta.name!r} has seed {lab.get('seed')}, the "
-                              f"config {cfg.seed}: pass the config that generated it")
-        row = (int(lab["index"]), int(lab["unit"]), int(lab["episode"]), str(lab["task"]))
+        row = _row(tr, cfg)
         c = np.asarray(tr["contact"], bool)
         if min_force_n > 0:
             c = c & (np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
@@ -181,15 +187,6 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
                                          (deflection / max(deflection.sum(), 1)).tolist())),
             "per_task": {k: {**v, "visible_share": share(v)}
                          for k, v in sorted(per_task.items())}}
-
-
-def _row(tr: Any, cfg: Any) -> tuple[int, int, int, str]:
-    """The :func:`~neuract.twin.generate.episode_table` row of a twin episode of ``cfg``."""
-    lab = tr.meta.labels
-    if lab.get("seed") != cfg.seed:
-        raise SchemaError(f"episode {tr.meta.name!r} has seed {lab.get('seed')}, the "
-                          f"config {cfg.seed}: pass the config that generated it")
-    return int(lab["index"]), int(lab["unit"]), int(lab["episode"]), str(lab["task"])
 
 
 def _mark(lag: np.ndarray, j: int, end: int) -> None:
