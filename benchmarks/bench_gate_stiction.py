@@ -48,8 +48,6 @@ from neuract.eval.metrics import decision_f1, true_runs  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.neuralactuator.physics import physics_channels  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled  # noqa: E402
-from neuract.twin.generate import episode_name, run_chunk  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -103,18 +101,15 @@ def main() -> int:
         ESTIMATOR_CHECKPOINT,
         checkpoint_gate,
         machine,
-        main_run_episodes,
+        main_run_test_split,
     )
 
     torch.set_num_threads(1)
-    run = main_run_episodes()
-    if run is None:
+    split = main_run_test_split()
+    if split is None:
         return 2
-    model, cfg, gen, rows, test_names = run
+    model, cfg, _, trajs = split
     thr = cfg.data.contact_min_force_n
-    rows = [r for r in rows if episode_name(r) in test_names]
-    print(f"generating the {len(rows)} test episodes ...", flush=True)
-    trajs = contact_labelled(run_chunk(gen, rows), thr)
     y, fired, ratio, force, task, held, filled = [], [], [], [], [], [], []
     timing = {"whole": 0, "before_first": 0, "after_last": 0, "gaps": 0}
     for tr in trajs:

@@ -206,6 +206,22 @@ def main_run_episodes(run_dir: Path = MAIN_RUN):
     return model, cfg, gen, episode_table(gen), main_test_episodes(run_dir)
 
 
+def main_run_test_split(run_dir: Path = MAIN_RUN):
+    """(trained estimator, benchmark config, its generator config, its test episodes generated
+    again and labelled as the benchmark scores them) of the main run or of another run of the
+    benchmark's configuration (:func:`main_run_episodes`), or None where it has not been run."""
+    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.twin.generate import episode_name, run_chunk
+
+    run = main_run_episodes(run_dir)
+    if run is None:
+        return None
+    model, cfg, gen, rows, test_names = run
+    rows = [r for r in rows if episode_name(r) in test_names]
+    print(f"generating the {len(rows)} test episodes of {run_dir.name} ...", flush=True)
+    return model, cfg, gen, contact_labelled(run_chunk(gen, rows), cfg.data.contact_min_force_n)
+
+
 def checkpoint_gate(model) -> str:
     """Which contact gate a loaded estimator checkpoint decides with, in words (what the
     checkpoint benchmarks record; ``bench_neuralactuator_twin_seeds.gate_kind`` names it from

@@ -58,23 +58,13 @@ def recorded(seed: int) -> dict | None:
 
 
 def test_split(seed: int):
-    """(trained estimator, benchmark config, generator config, the test split's episodes
-    generated again and labelled as the benchmark scores them) of a seed's run, or None,
-    after saying so, where the run is missing (what the checkpoint benchmarks read)."""
-    from neuract.pipeline.twin_experiment import contact_labelled
-    from neuract.twin.generate import episode_name, run_chunk
-
+    """:func:`bench_neuralactuator_twin.main_run_test_split` of a seed's run, or None, after
+    saying so, where the run is missing (what the checkpoint benchmarks read)."""
     d = run_dir(seed)
     if not (d / "results.json").is_file():
         print(f"seed {seed}: no run at {d.relative_to(ROOT)}; left out", flush=True)
         return None
-    run = twin.main_run_episodes(d)
-    if run is None:
-        return None
-    model, cfg, gen, rows, test_names = run
-    rows = [r for r in rows if episode_name(r) in test_names]
-    print(f"seed {seed}: generating its {len(rows)} test episodes ...", flush=True)
-    return model, cfg, gen, contact_labelled(run_chunk(gen, rows), cfg.data.contact_min_force_n)
+    return twin.main_run_test_split(d)
 
 
 def check_recorded(seed: int, f1: float) -> float | None:

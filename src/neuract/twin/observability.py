@@ -109,6 +109,15 @@ def _row(tr: Any, cfg: Any) -> tuple[int, int, int, str]:
     return int(lab["index"]), int(lab["unit"]), int(lab["episode"]), str(lab["task"])
 
 
+def _contact(tr: Any, min_force_n: float) -> np.ndarray:
+    """(T,) contact samples of a twin episode: its label, with ``|ee_force| >= min_force_n``
+    [N] when > 0."""
+    c = np.asarray(tr["contact"], bool)
+    if min_force_n > 0:
+        c = c & (np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1) >= min_force_n)
+    return c
+
+
 def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
                        progress=None) -> dict[str, Any]:
     """Hidden and visible contact samples and events of twin episodes ``factual`` generated
@@ -138,10 +147,7 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
             progress(n_done, len(eps))
         lab = tr.meta.labels
         row = _row(tr, cfg)
-        c = np.asarray(tr["contact"], bool)
-        if min_force_n > 0:
-            c = c & (np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
-                     >= min_force_n)
+        c = _contact(tr, min_force_n)
         t = np.asarray(tr["t"], dtype=np.float64)
         starts = force_starts(lab)
         firsts: dict[float, tuple[int, np.ndarray]] = {}  # start -> (first diff, steps)
@@ -261,12 +267,9 @@ def hidden_lag(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
                 or float(lab.get("payload_mass_kg") or 0.0) > 0):
             continue
         row = _row(tr, cfg)
-        c = np.asarray(tr["contact"], bool)
-        if min_force_n > 0:
-            c = c & (np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
-                     >= min_force_n)
+        c = _contact(tr, min_force_n)
         t = np.asarray(tr["t"], dtype=np.float64)
-        starts = [float(p["t0_s"]) for p in lab["pushes"]]
+        starts = force_starts(lab)  # the pushes' (the episode has no payload)
         onset: dict[float, dict[float, int]] = {}
 
         for i0, i1 in true_runs(c):
