@@ -76,6 +76,35 @@ def test_realism_bands_reject_a_wrong_twin(shared_data):
     assert {"v_min", "v_mean"} & set(out) and {"err_move_med", "load_rest"} & set(out)
 
 
+def _held_arm(current: np.ndarray):
+    """5 s of a still 6-joint arm at 60 Hz with the given (T, 6) current register [A]."""
+    from neuract.data.trajectory import Trajectory, TrajectoryMeta
+
+    T = len(current)
+    ch = {"t": np.arange(T) / 60.0, "q": np.zeros((T, 6)), "qd": np.zeros((T, 6)),
+          "q_goal": np.zeros((T, 6)), "current": current, "voltage": np.full((T, 6), 12.0),
+          "temperature": np.full((T, 6), 30.0)}
+    return Trajectory(ch, TrajectoryMeta(robot="so101", joint_names=tuple("abcdef"),
+                                         rate_hz=60.0))
+
+
+def test_current_change_rest_counts_register_changes():
+    """The share of rest sample pairs whose current register changes, median over joints
+    1-4 (joints 5-6 do not count), and reported without a band."""
+    T = 300
+    cur = np.full((T, 6), 0.0195)  # 3 counts of 6.5 mA, constant
+    assert realism.stats(_held_arm(cur))["current_change_rest"] == 0.0
+    flicker = cur.copy()
+    flicker[::2, :3] += 0.0065  # joints 1-3 alternate every sample, joint 4 constant
+    flicker[:, 4:] += np.arange(T)[:, None] * 0.0065  # the gripper and 6th joint ramp
+    assert realism.stats(_held_arm(flicker))["current_change_rest"] == pytest.approx(1.0)
+    flicker[:, 1:3] = cur[:, 1:3]  # only joint 1 still changes: median of 1, 0, 0, 0
+    assert realism.stats(_held_arm(flicker))["current_change_rest"] == 0.0
+    assert "current_change_rest" in realism.UNCHECKED
+    r = realism.stats(_held_arm(cur)) | {"err_move_med": 1.0, "err_move_p90": 2.0}
+    assert "current_change_rest" not in realism.tolerance_bands(r)
+
+
 @pytest.mark.parametrize("minutes", [1.0, pytest.param(3.0, marks=pytest.mark.slow)])
 def test_twin_temperature_over_minutes(shared_data, minutes):
     """Minutes of holding 500 g: winding temperature stays in the real range and drifts no

@@ -9,7 +9,10 @@ own goal trajectory (and payload), for several randomly drawn units:
   arm joints 1-4;
 - ``v_min`` / ``v_mean`` / ``v_max``: supply voltage [V];
 - ``temp``: temperature [degC] and ``temp_drift_10s``: change of the per-joint median
-  temperature between the first and the last second of ~10 s [degC].
+  temperature between the first and the last second of ~10 s [degC];
+- ``current_change_rest``: share of consecutive rest samples in which the current register
+  reads differently, median over the arm joints 1-4. Reported, not checked
+  (:data:`UNCHECKED`): the twin's current register has no sensor noise of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from neuract.twin.telemetry import to_trajectory
 
 LSB = 2 * np.pi / 4096
 ARM = slice(0, 4)
+UNCHECKED = {
+    "current_change_rest": "the twin's current register has no sensor noise of its own: on "
+                           "the SO-101 it changes far less often at rest than the real one",
+}
+"""statistics that :func:`stats` reports but :func:`tolerance_bands` gives no band (why)"""
 
 
 def rest_mask(tr: Trajectory, hold: int = 30, settle: int = 15) -> np.ndarray:
@@ -64,6 +72,10 @@ def stats(tr: Trajectory) -> dict[str, float]:
         out["noise_steps"] = float(np.median(dq[:, :5].mean(axis=0)))
         if "load" in tr:
             out["load_rest"] = float(np.median(np.abs(tr["load"][rest][:, 1:3]) * 1000))
+        if "current" in tr:
+            cur = tr["current"]
+            changed = cur[pairs + 1][:, ARM] != cur[pairs][:, ARM]
+            out["current_change_rest"] = float(np.median(changed.mean(axis=0)))
     gd = np.abs(np.gradient(tr["q_goal"], tr["t"], axis=0))
     moving = np.any(gd[:, ARM] > 0.2, axis=1)
     if moving.sum() > 10:
