@@ -76,17 +76,17 @@ def realism_summary() -> list[dict]:
         r = realism.stats(real)
         twins = [realism.stats(tr) for tr in realism.replay(real, n_units=4, seed=0)]
         rows = {}
-        for key, (lo, hi) in realism.tolerance_bands(r).items():
+        bands = realism.tolerance_bands(r)
+        unchecked = [k for k in realism.UNCHECKED if k in r and any(k in t for t in twins)]
+        for key in [*bands, *unchecked]:  # the unchecked ones reported beside, without a band
             vals = [t[key] for t in twins if key in t]
             med = float(np.median(vals))
-            rows[key] = {"real": r[key], "twin_units": vals, "twin_median": med,
-                         "band": [lo, hi], "ok": bool(lo <= med <= hi)}
-        for key, why in realism.UNCHECKED.items():  # reported beside, without a band
-            vals = [t[key] for t in twins if key in t]
-            if key in r and vals:
-                rows[key] = {"real": r[key], "twin_units": vals,
-                             "twin_median": float(np.median(vals)), "band": None, "ok": None,
-                             "not_checked": why}
+            rows[key] = {"real": r[key], "twin_units": vals, "twin_median": med}
+            if key in bands:
+                lo, hi = bands[key]
+                rows[key].update(band=[lo, hi], ok=bool(lo <= med <= hi))
+            else:
+                rows[key].update(band=None, ok=None, not_checked=realism.UNCHECKED[key])
         out.append({"file": str(path.relative_to(NAD)), "robot": real.meta.robot,
                     "payload_kg": real.meta.labels.get("payload_mass_kg"), "stats": rows})
     return out
