@@ -227,7 +227,11 @@ def checkpoint_gate(model) -> str:
     checkpoint benchmarks record; ``bench_neuralactuator_twin_seeds.gate_kind`` names it from
     a run's results instead)."""
     rnn = getattr(model, "gate_rnn", None)
-    return f"recurrent gate, {model.cfg.gate_rnn} units" if rnn is not None else "gate head"
+    if rnn is None:
+        return "gate head"
+    conv = model.cfg.gate_conv
+    return f"recurrent gate, {model.cfg.gate_rnn} units" + (f", {conv} convolutions" if conv
+                                                             else "")
 
 
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
@@ -266,6 +270,8 @@ def describe(cfg: TwinExperimentConfig) -> dict[str, str]:
                     ", history 8; estimator-mode torque/force/gate/condition",
         "machine": machine(),
         **({"gate": f"a recurrent contact gate ({cfg.experiment.gate_rnn} GRU units, "
+                    + (f"{cfg.experiment.gate_conv} causal dilated convolutions before it, "
+                       if cfg.experiment.gate_conv else "") +
                     f"{cfg.experiment.gate_rnn_iters} steps) trained after the estimator on its "
                     f"training episodes and {cfg.data.gate_train_minutes:g} min of episodes of "
                     f"other units (tasks {list(cfg.data.gate_train_tasks)}, data seeds "

@@ -62,12 +62,14 @@ def figures(res: dict) -> dict:
 
 def gate_kind(res: dict) -> str:
     """Which contact gate a run's estimator decides with: ``head`` (the Transformer's gate
-    head) or ``recurrent <H> units`` (``+ extra units`` when it also trained on other units'
+    head) or ``recurrent <H> units`` (``, <n> convolutions`` with a convolution front;
+    ``+ extra units`` when it also trained on other units'
     episodes, with their tasks)."""
     g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
     if not g.get("trained"):
         return "head"
-    kind = f"recurrent {g['hidden']} units"
+    kind = f"recurrent {g['hidden']} units" + (f", {g['conv']} convolutions" if g.get("conv")
+                                                else "")
     if not g.get("extra_episodes"):
         return kind
     tasks = (res.get("data") or {}).get("gate_train_tasks")

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 READS_RUNS = ("bench_gate_long_episodes", "bench_gate_stiction", "bench_gate_worn_motor",
-              "bench_int8_accuracy", "bench_gate_seed_mix", "bench_gate_ambiguity")
+              "bench_int8_accuracy", "bench_gate_seed_mix", "bench_gate_ambiguity",
+              "bench_gate_conv")
 """scripts that read the checkpoints of ``bench_neuralactuator_twin.py`` (and, for the last
-two, ``bench_neuralactuator_twin_gate_seeds.py``)"""
+three, ``bench_neuralactuator_twin_gate_seeds.py``)"""
 
 
 def order(scripts: list[Path]) -> list[Path]:

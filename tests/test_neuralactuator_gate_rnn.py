@@ -64,14 +64,17 @@ def test_rows_are_the_windows_last_steps_normalised(episodes):
     assert gate_rows(m, [{k: tr[k] for k in tr if k != "contact"}]) == []
 
 
-def test_estimate_and_stream_use_the_recurrent_gate(episodes):
-    m = make_model()
+@pytest.mark.parametrize("conv", [0, 3])
+def test_estimate_and_stream_use_the_recurrent_gate(episodes, conv):
+    m = make_model(gate_conv=conv)
     tr = episodes[0]
+    x = windows(tr, m.cfg.channels, 6, m.cfg.history, physics=m.cfg.physics,
+                context_s=m.cfg.context_s)
+    with torch.no_grad():  # centred on the episode: the decision at 0.5 goes both ways
+        m.gate_rnn.out.bias -= m.recurrent_gate(x[:, -1])[0].median()
     ref = estimate(m, tr, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     v = ref["valid"]
     # the recurrent gate over the valid samples from the episode's first valid one
-    x = windows(tr, m.cfg.channels, 6, m.cfg.history, physics=m.cfg.physics,
-                context_s=m.cfg.context_s)
     with torch.no_grad():
         p = torch.sigmoid(m.recurrent_gate(x[:, -1])[0]).numpy()
     np.testing.assert_allclose(ref["contact_prob"][v], p, rtol=1e-5, atol=1e-6)
@@ -113,11 +116,13 @@ def test_an_untrained_recurrent_gate_is_refused(episodes, tmp_path):
         estimate(load_checkpoint(tmp_path / "u"), episodes[0])
 
 
-def test_checkpoint_keeps_the_recurrent_gate(episodes, tmp_path):
-    m = make_model()
+@pytest.mark.parametrize("conv", [0, 2])
+def test_checkpoint_keeps_the_recurrent_gate(episodes, tmp_path, conv):
+    m = make_model(gate_conv=conv)
     save_checkpoint(m, tmp_path / "ck")
     m2 = load_checkpoint(tmp_path / "ck")
-    assert m2.cfg.gate_rnn == 8 and bool(m2.gate_rnn.trained)
+    assert m2.cfg.gate_rnn == 8 and m2.cfg.gate_conv == conv and bool(m2.gate_rnn.trained)
+    assert len(m2.gate_rnn.convs) == conv
     a = estimate(m, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     b = estimate(m2, episodes[0], gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     np.testing.assert_array_equal(a["contact_prob"], b["contact_prob"])
@@ -130,6 +135,44 @@ def test_size_counts_include_the_gate():
     gru = F * 32 + 32 + 3 * (32 * 32 + 32 * 32 + 2 * 32) + 33
     assert count_params(NeuralActuator(with_gate)) - count_params(NeuralActuator(base)) == gru
     assert count_flops(with_gate) - count_flops(base) == 2 * (F * 32 + 6 * 32 * 32 + 32)
+    # each convolution: 3 taps of 32 x 32 and a bias
+    conv = with_gate.replace(gate_conv=2)
+    assert count_params(NeuralActuator(conv)) - count_params(NeuralActuator(with_gate)) == \
+        2 * (3 * 32 * 32 + 32)
+    assert count_flops(conv) - count_flops(with_gate) == 2 * 2 * 3 * 32 * 32
+
+
+def test_convolution_front_is_causal_and_streams_in_pieces():
+    """The convolution front's state carries each layer's last inputs: an episode fed in
+    pieces (one sample, a few, many) gives the logits of feeding it whole; a row changes no
+    logit before it; at an episode's start the layers see zero inputs before the first row."""
+    from neuract.neuralactuator.model import RecurrentGate, gate_state_size
+
+    torch.manual_seed(0)
+    g = RecurrentGate(12, 16, conv=3).double()
+    assert g.dilations == (1, 2, 4) and g.state_size == gate_state_size(16, 3) == 16 * 15
+    x = torch.randn(2, 60, 12, dtype=torch.double)
+    with torch.no_grad():
+        whole, s_whole = g(x)
+        got, state = [], None
+        for a, b in ((0, 1), (1, 2), (2, 9), (9, 10), (10, 41), (41, 60)):
+            out, state = g(x[:, a:b], state)
+            got.append(out)
+        torch.testing.assert_close(torch.cat(got, 1), whole, rtol=0, atol=1e-12)
+        torch.testing.assert_close(state, s_whole, rtol=0, atol=1e-12)
+        assert state.shape == (1, 2, g.state_size)
+        # causal: a change at sample 30 leaves samples 0-29 alone and reaches 30 on
+        y = x.clone()
+        y[:, 30] += 1.0
+        changed = (g(y)[0] - whole).abs()
+        assert changed[:, :30].max() == 0 and changed[:, 30].min() > 0
+        # the GRU's part of the state is the GRU's state
+        h = torch.relu(g.inp(x)).transpose(1, 2)
+        for d, conv in zip(g.dilations, g.convs):
+            h = h + torch.relu(conv(torch.nn.functional.pad(h, (2 * d, 0))))
+        ref, gru_state = g.gru(h.transpose(1, 2))
+        torch.testing.assert_close(g.out(ref).squeeze(-1), whole, rtol=0, atol=1e-12)
+        torch.testing.assert_close(state[:, :, :16], gru_state, rtol=0, atol=1e-12)
 
 
 def memory_task(n_in: int, n_eps: int, seed: int, T: int = 300) -> list[GateRows]:
@@ -171,11 +214,12 @@ def test_training_learns_what_one_sample_cannot_tell():
             assert torch.equal(v, before[k]), k
 
 
-def test_training_resumes_to_the_same_result(tmp_path):
+@pytest.mark.parametrize("conv", [0, 2])
+def test_training_resumes_to_the_same_result(tmp_path, conv):
     F = make_model().cfg.n_features
     train, calib = memory_task(F, 8, 0, T=120), memory_task(F, 3, 1, T=120)
     cfg = GateTrainConfig(iters=60, batch=4, crop=50, lr=1e-2, eval_every=20)
-    ref = make_model()
+    ref = make_model(gate_conv=conv)
     r_ref = train_gate_rnn(ref, train, calib, cfg)
 
     class Stop(Exception):
@@ -186,13 +230,13 @@ def test_training_resumes_to_the_same_result(tmp_path):
             raise Stop
 
     state = tmp_path / "gate_state.safetensors"
-    m = make_model()
+    m = make_model(gate_conv=conv)
     with pytest.raises(Stop):
         train_gate_rnn(m, train, calib, GateTrainConfig(**{**cfg.__dict__,
                                                            "checkpoint": str(state)}),
                        progress=interrupt)
     assert state.is_file()
-    m = make_model()
+    m = make_model(gate_conv=conv)
     r = train_gate_rnn(m, train, calib, GateTrainConfig(**{**cfg.__dict__,
                                                            "checkpoint": str(state)}))
     for k, v in ref.gate_rnn.state_dict().items():
@@ -200,9 +244,13 @@ def test_training_resumes_to_the_same_result(tmp_path):
     assert r["history"] == r_ref["history"] and r["kept_iteration"] == r_ref["kept_iteration"]
     # a state of another run is refused, not resumed
     with pytest.raises(CheckpointError, match="lr"):
-        train_gate_rnn(make_model(), train, calib,
+        train_gate_rnn(make_model(gate_conv=conv), train, calib,
                        GateTrainConfig(**{**cfg.__dict__, "lr": 5e-3,
                                           "checkpoint": str(state)}))
+    # ... and so is one of a gate with another convolution front
+    with pytest.raises(CheckpointError, match="conv"):
+        train_gate_rnn(make_model(gate_conv=1 - conv // 2), train, calib,
+                       GateTrainConfig(**{**cfg.__dict__, "checkpoint": str(state)}))
 
 
 def test_bad_settings_are_refused():
@@ -211,6 +259,17 @@ def test_bad_settings_are_refused():
             NeuralActuatorConfig(gate_rnn=bad).validate()
     with pytest.raises(ConfigError, match="estimator-mode"):
         NeuralActuatorConfig(mode="simulator", gate_rnn=8).validate()
+    for bad in (-1, True, 1.0, 11):
+        with pytest.raises(ConfigError, match="gate_conv=.*expected an integer from 0 to 10"):
+            NeuralActuatorConfig(gate_rnn=8, gate_conv=bad).validate()
+    with pytest.raises(ConfigError, match="gate_conv=2 builds on the recurrent gate"):
+        NeuralActuatorConfig(gate_conv=2).validate()
+    from neuract.pipeline.experiment import check_experiment
+
+    with pytest.raises(ConfigError, match="ExperimentConfig.gate_conv = 3 adds convolutions"):
+        check_experiment(tiny_gate_experiment(gate_rnn=0, gate_conv=3))
+    with pytest.raises(ConfigError, match="ExperimentConfig.gate_conv = -1"):
+        check_experiment(tiny_gate_experiment(gate_conv=-1))
     for field, v in (("iters", 0), ("crop", 1), ("lr", float("nan")), ("batch", True),
                      ("seed", -1), ("max_seconds", -1.0)):
         with pytest.raises(ConfigError, match=field):
@@ -233,14 +292,16 @@ def test_bad_settings_are_refused():
             torch.zeros(3, F))
 
 
-def test_onnx_export_carries_the_gate_state(episodes, tmp_path):
+@pytest.mark.parametrize("conv", [0, 3])
+def test_onnx_export_carries_the_gate_state(episodes, tmp_path, conv):
     pytest.importorskip("onnxruntime")
     from neuract.neuralactuator.export import OnnxActuator, export_onnx
 
-    m = make_model()
+    m = make_model(gate_conv=conv)
     path = export_onnx(m, tmp_path / "g.onnx")
     ort = OnnxActuator(path)
-    assert ort.gate_hidden == 8
+    S = 8 * (1 + 2 * (1 + 2 + 4)) if conv else 8  # the GRU state, then the layers' inputs
+    assert ort.gate_hidden == m.gate_rnn.state_size == S
     tr = episodes[0]
     c = m.cfg
     x = windows(tr, c.channels, 6, c.history, physics=c.physics, context_s=c.context_s)
@@ -270,10 +331,10 @@ def test_onnx_export_carries_the_gate_state(episodes, tmp_path):
     np.testing.assert_allclose(out[2], [want[10], want[0]], rtol=1e-4, atol=1e-4)
     # int8: the head trunk quantized in the recurrent graph too
     q = OnnxActuator(export_onnx(m, tmp_path / "g8.onnx", quantize="int8"))
-    assert q.quantize == "int8" and q.gate_hidden == 8
+    assert q.quantize == "int8" and q.gate_hidden == S
     np.testing.assert_allclose(q(x[:1].numpy())["gate_logit"], want[:1], rtol=1e-4, atol=1e-4)
     with pytest.raises(Exception, match="gate_state has shape"):
-        ort(x[:2].numpy(), np.zeros((1, 8), np.float32))
+        ort(x[:2].numpy(), np.zeros((1, S), np.float32))
     # AOT packages do not carry the state: refused before any work
     from neuract.neuralactuator.compiled import compile_aot
     from neuract.neuralactuator.fused import FusedNeuralActuator
@@ -284,11 +345,12 @@ def test_onnx_export_carries_the_gate_state(episodes, tmp_path):
     assert not (tmp_path / "aot").exists()
 
 
-def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys):
+@pytest.mark.parametrize("conv", [0, 2])
+def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys, conv):
     pytest.importorskip("onnxruntime")
     from neuract.cli import main
 
-    m = make_model()
+    m = make_model(gate_conv=conv)
     m.gate_threshold = 0.4
     save_checkpoint(m, tmp_path / "ck")
     out = tmp_path / "g.onnx"
@@ -309,7 +371,8 @@ def tiny_gate_experiment(**kw):
     size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
     return ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
                             baseline_iters=0, parametric_friction=(), neural_baselines=(),
-                            horizons=(10,), full=False, figure_samples=60, gate_rnn=8, **kw)
+                            horizons=(10,), full=False, figure_samples=60,
+                            **{"gate_rnn": 8, **kw})
 
 
 def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
@@ -327,7 +390,7 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
         run_twin_experiment,
     )
 
-    exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=20)
+    exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=20, gate_conv=2)
     data = TwinDataConfig(minutes=2.4, units=2, tasks=("push", "free"), episode_s=6.0,
                           contact_min_force_n=0.5, gate_train_minutes=0.4, workers=2)
     chunks = gate_chunks(data)
@@ -336,11 +399,12 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
                                                                         "degraded")
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
     g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]
-    assert g["trained"] and g["hidden"] == 8 and g["extra_episodes"] == 4
+    assert g["trained"] and g["hidden"] == 8 and g["conv"] == 2 and g["extra_episodes"] == 4
     assert 0.3 < g["extra_minutes"] < 0.5
     assert g["kept_iteration"] in [h["iteration"] for h in g["calib_history"]]
     m = res["_neuralactuator"]["estimator"]
     ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
+    assert ck.cfg.gate_conv == 2 and len(ck.gate_rnn.convs) == 2
     for k, v in m.gate_rnn.state_dict().items():
         assert torch.equal(ck.gate_rnn.state_dict()[k], v), k
     assert not (tmp_path / "run" / "checkpoints" / "train_neuralactuator_gate_rnn.safetensors"
@@ -350,7 +414,7 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     assert res["data"]["test_episodes"] == run_twin_split_names(plain)
     with pytest.raises(ConfigError, match="gate_rnn"):
         run_twin_experiment(TwinExperimentConfig(
-            tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn=0)))
+            tmp_path / "bad", data, dataclasses.replace(exp, gate_rnn=0, gate_conv=0)))
     for bad in (-1.0, 0.05):  # negative; less than one 6-s episode
         with pytest.raises(ConfigError, match="gate_train_minutes"):
             gate_chunks(dataclasses.replace(data, gate_train_minutes=bad))
@@ -373,7 +437,7 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
             tmp_path / "bad", data, dataclasses.replace(exp, est_steps=0)))
     with pytest.raises(ConfigError, match="gate_rnn = 8 .* given checkpoint"):
         check_experiment(exp, ("estimator",))
-    check_experiment(dataclasses.replace(exp, gate_rnn=0), ("estimator",))
+    check_experiment(dataclasses.replace(exp, gate_rnn=0, gate_conv=0), ("estimator",))
     assert not (tmp_path / "bad").exists()
 
 
@@ -390,14 +454,14 @@ def test_without_contact_labels_the_gate_head_decides(tmp_path):
         run_twin_experiment,
     )
 
-    exp = tiny_gate_experiment(gate_rnn_iters=5)
+    exp = tiny_gate_experiment(gate_rnn_iters=5, gate_conv=2)
     data = TwinDataConfig(minutes=0.6, units=1, tasks=("free",), episode_s=6.0)
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
     g = res["models"]["NeuralActuator[estimator]"]["gate_rnn"]
     assert not g["trained"] and "gate head" in g["why"]
     assert res["_neuralactuator"]["estimator"].gate_rnn is None
     ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
-    assert ck.cfg.gate_rnn == 0 and ck.gate_rnn is None
+    assert ck.cfg.gate_rnn == 0 and ck.cfg.gate_conv == 0 and ck.gate_rnn is None
 
 
 def test_memory_bounds_count_what_is_held_together(monkeypatch):

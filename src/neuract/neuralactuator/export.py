@@ -6,10 +6,12 @@ into the matrices; the feature mean is subtracted first, in the graph), with one
 ``x: (B, T, F)`` raw features (float32, dynamic batch) and
 outputs ``tau (B, J) [N m]``, ``force (B, 3) [N]``, ``gate_logit (B,)``,
 ``condition_logits (B, J, K)``. A model with a recurrent contact gate
-(``NeuralActuatorConfig.gate_rnn``) has a second input, ``gate_state (B, H)`` (the gate's GRU
-state after the previous sample; zeros at an episode's start), ``gate_logit`` is the recurrent
-gate's logit for the window's last sample, and a fifth output ``gate_state_out (B, H)`` is the
-state to pass with the next sample (:class:`OnnxActuator` and its ``runner`` carry it). The
+(``NeuralActuatorConfig.gate_rnn``) has a second input, ``gate_state (B, S)`` (the gate's state
+after the previous sample: the GRU state, and with ``gate_conv`` each convolution's last
+inputs, :attr:`~neuract.neuralactuator.model.RecurrentGate.state_size`; zeros at an episode's
+start), ``gate_logit`` is the recurrent gate's logit for the window's last sample, and a fifth
+output ``gate_state_out (B, S)`` is the state to pass with the next sample
+(:class:`OnnxActuator` and its ``runner`` carry it). The
 model config and channel list are stored in the ONNX
 metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
 model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model
@@ -42,7 +44,7 @@ import torch
 from neuract.atomic import atomic_path
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained, gate_state_size
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 STATE_IN, STATE_OUT = "gate_state", "gate_state_out"
@@ -74,12 +76,12 @@ def reference_outputs(model: NeuralActuator, x: torch.Tensor,
                       state: torch.Tensor | None = None) -> list[np.ndarray]:
     """What an export of ``model`` must compute for windows x (B, T, F): the model's outputs
     in :data:`OUTPUTS` order; with a recurrent gate, its logit for each window's last sample
-    from ``state`` (B, H) (zeros if None) and the state after it."""
+    from ``state`` (B, S) (zeros if None) and the state after it."""
     with torch.no_grad():
         out = list(model(x))
         if model.gate_rnn is not None:
             if state is None:
-                state = torch.zeros(x.shape[0], model.cfg.gate_rnn)
+                state = torch.zeros(x.shape[0], model.gate_rnn.state_size)
             logit, h = model.gate_rnn(model.gate_rows(x[:, -1])[:, None], state[None])
             out = [out[0], out[1], logit[:, 0], out[3], h[0]]
     return [o.numpy() for o in out]
@@ -110,7 +112,7 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
     graph, args, inputs, outputs = fused, (x,), ["x"], list(OUTPUTS)
     if model.gate_rnn is not None:
         graph = _RecurrentGateGraph(fused, model).eval()
-        args = (x, torch.zeros(2, cfg.gate_rnn))
+        args = (x, torch.zeros(2, model.gate_rnn.state_size))
         inputs, outputs = ["x", STATE_IN], [*OUTPUTS, STATE_OUT]
     buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
@@ -239,8 +241,8 @@ class OnnxActuator:
     ``actuator(x)`` with x: (B, T, F) raw features -> dict of numpy arrays ``tau``, ``force``,
     ``gate_logit``, ``condition_logits``. For a model with a recurrent gate
     (:attr:`gate_hidden` > 0), ``actuator(x, gate_state)`` also takes the gate's state
-    (B, H) after the previous sample of each stream (None: zeros, a stream's start) and
-    returns the next one as ``gate_state``.
+    (B, :attr:`gate_hidden`) after the previous sample of each stream (None: zeros, a
+    stream's start) and returns the next one as ``gate_state``.
     """
 
     def __init__(self, path: str | os.PathLike, threads: int = 1):
@@ -252,7 +254,8 @@ class OnnxActuator:
         self.extra = json.loads(meta.get("neuract.extra", "{}"))
         self._shape = (self.config.get("history"),
                        self.config.get("n_joints", 0) * len(self.channels))
-        self.gate_hidden = int(self.config.get("gate_rnn", 0) or 0)
+        self.gate_hidden = gate_state_size(int(self.config.get("gate_rnn", 0) or 0),
+                                           int(self.config.get("gate_conv", 0) or 0))
         """the recurrent gate's state size (0: none)"""
         self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_hidden else ())
 

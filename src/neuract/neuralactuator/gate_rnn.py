@@ -192,7 +192,7 @@ def _run_key(model: NeuralActuator, cfg: GateTrainConfig, train: Sequence[GateRo
     opts = {k: v for k, v in dataclasses.asdict(cfg).items()
             if k not in ("checkpoint", "max_seconds")}
     weights = {k: v for k, v in model.state_dict().items() if not k.startswith("gate_rnn.")}
-    return normalise_key({"hidden": model.cfg.gate_rnn, **opts,
+    return normalise_key({"hidden": model.cfg.gate_rnn, "conv": model.cfg.gate_conv, **opts,
                           "model_sha256": _digest(weights),
                           "train": {"episodes": len(train), "sha256": _data_digest(train)},
                           "calib": {"episodes": len(calib), "sha256": _data_digest(calib)}})
@@ -226,7 +226,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     key = _run_key(model, cfg, train, calib) if cfg.checkpoint else {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        gate = RecurrentGate(n_in, model.cfg.gate_rnn)
+        gate = RecurrentGate(n_in, model.cfg.gate_rnn, model.cfg.gate_conv)
     best_gate = copy.deepcopy(gate)
     holder = torch.nn.ModuleDict({"gate": gate, "best": best_gate})
     opt = torch.optim.Adam(gate.parameters(), lr=cfg.lr)

@@ -100,6 +100,12 @@ class NeuralActuatorConfig:
     :func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); its logit replaces the gate
     head's in :func:`~neuract.neuralactuator.estimate.estimate`, the streaming estimator and
     the export; 0: the gate head's logit (windowed, no state)"""
+    gate_conv: int = 0
+    """estimator mode, with :attr:`gate_rnn`: causal dilated convolutions before the
+    recurrent gate's GRU, this many layers (kernel 3, dilation 1, 2, 4, ...; residual, ReLU;
+    a receptive field of ``2 ** (gate_conv + 1) - 1`` samples: 127 for 6). The gate's state
+    then also carries each layer's last ``2 * dilation`` inputs; 0: none (the GRU reads the
+    input layer directly)"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -145,6 +151,13 @@ class NeuralActuatorConfig:
                                                    and self.gate_rnn >= 0):
             raise ConfigError(f"NeuralActuatorConfig.gate_rnn={self.gate_rnn!r}; expected an "
                               "integer >= 0 hidden units (0: no recurrent gate)")
+        if isinstance(self.gate_conv, bool) or not (isinstance(self.gate_conv, int)
+                                                    and 0 <= self.gate_conv <= MAX_GATE_CONV):
+            raise ConfigError(f"NeuralActuatorConfig.gate_conv={self.gate_conv!r}; expected an "
+                              f"integer from 0 to {MAX_GATE_CONV} convolution layers")
+        if self.gate_conv and not self.gate_rnn:
+            raise ConfigError(f"NeuralActuatorConfig.gate_conv={self.gate_conv} builds on the "
+                              "recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv=0")
         if self.gate_rnn and self.mode != "estimator":
             raise ConfigError(f"NeuralActuatorConfig.gate_rnn={self.gate_rnn} is an "
                               f"estimator-mode gate; got mode={self.mode!r}")
@@ -274,25 +287,61 @@ class EncoderLayer(nn.Module):
         return h + self.ff2(self.act(self.ff1(self.ln2(h))))
 
 
+MAX_GATE_CONV = 10
+"""the most causal convolution layers of the recurrent gate (a receptive field of 2047
+samples)"""
+
+
+def gate_state_size(hidden: int, conv: int = 0) -> int:
+    """Size of the recurrent gate's state: the GRU's ``hidden`` units and, with ``conv``
+    convolution layers, each layer's last ``2 * dilation`` inputs (``hidden`` each)."""
+    return hidden * (1 + sum(2 * 2 ** i for i in range(conv)))
+
+
 class RecurrentGate(nn.Module):
-    """Causal recurrent contact gate: input layer (ReLU), one GRU layer, logit.
+    """Causal recurrent contact gate: input layer (ReLU), ``conv`` causal dilated convolutions
+    (kernel 3, dilation 2**i, residual, ReLU; none by default), one GRU layer, logit.
 
     ``forward(rows, state)`` takes normalised feature rows (B, T, F) (each sample's last
-    window step, :meth:`NeuralActuator.gate_rows`) and the GRU state (1, B, H) or None (an
-    episode's start) and returns the contact logits (B, T) and the state after the last row."""
+    window step, :meth:`NeuralActuator.gate_rows`) and the state (1, B, :attr:`state_size`)
+    or None (an episode's start: a zero GRU state and zero inputs before the first row) and
+    returns the contact logits (B, T) and the state after the last row. The state is the GRU
+    state (H) followed by each convolution's last ``2 * dilation`` inputs (H each); without
+    convolutions it is the GRU state alone. Feeding an episode in pieces, each with the state
+    the previous one returned, gives the logits of feeding it whole."""
 
-    def __init__(self, n_in: int, hidden: int):
+    def __init__(self, n_in: int, hidden: int, conv: int = 0):
         super().__init__()
         self.hidden = hidden
+        self.dilations = tuple(2 ** i for i in range(conv))
+        self.state_size = gate_state_size(hidden, conv)
         # set by train_gate_rnn (kept in checkpoints): an untrained gate decides nothing
         self.register_buffer("trained", torch.zeros((), dtype=torch.bool))
         self.inp = nn.Linear(n_in, hidden)
+        self.convs = nn.ModuleList(nn.Conv1d(hidden, hidden, 3, dilation=d)
+                                   for d in self.dilations)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
         self.out = nn.Linear(hidden, 1)
 
     def forward(self, rows: torch.Tensor, state: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        h, state = self.gru(F.relu(self.inp(rows)), state)
+        h = F.relu(self.inp(rows))
+        if not self.dilations:
+            h, state = self.gru(h, state)
+            return self.out(h).squeeze(-1), state
+        B, H = rows.shape[0], self.hidden
+        if state is None:
+            state = torch.zeros(1, B, self.state_size, dtype=h.dtype, device=h.device)
+        past = state[0, :, H:].reshape(B, H, -1)  # every layer's last inputs, (B, H, sum 2d)
+        h = h.transpose(1, 2)  # (B, H, T)
+        kept, at = [], 0
+        for d, conv in zip(self.dilations, self.convs):
+            full = torch.cat([past[:, :, at:at + 2 * d], h], 2)
+            kept.append(full[:, :, -2 * d:])
+            h = h + F.relu(conv(full))
+            at += 2 * d
+        h, g = self.gru(h.transpose(1, 2), state[:, :, :H].contiguous())
+        state = torch.cat([g, torch.cat(kept, 2).reshape(1, B, -1)], 2)
         return self.out(h).squeeze(-1), state
 
 
@@ -344,7 +393,7 @@ class NeuralActuator(nn.Module):
         self.gate_rnn = None
         if cfg.gate_rnn:  # initialised off the global generator: the rest trains as without
             with torch.random.fork_rng(devices=[]):
-                self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn)
+                self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn, cfg.gate_conv)
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
@@ -490,11 +539,11 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     if cfg.condition_head in ("motor", "both"):
         C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
         macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
-    if cfg.gate_rnn:  # one step of the recurrent gate: input layer, GRU (3 gates), logit
-        g = cfg.gate_rnn
-        macs += Fdim * g + 3 * 2 * g * g + g
+    if cfg.gate_rnn:  # one step of the recurrent gate: input layer, convolutions (kernel
+        g = cfg.gate_rnn  # 3), GRU (3 gates), logit
+        macs += Fdim * g + cfg.gate_conv * 3 * g * g + 3 * 2 * g * g + g
     return 2 * macs
 
 
-__all__ = ["NeuralActuatorConfig", "NeuralActuator", "RecurrentGate", "check_gate_trained",
-           "count_params", "count_flops"]
+__all__ = ["MAX_GATE_CONV", "NeuralActuatorConfig", "NeuralActuator", "RecurrentGate",
+           "check_gate_trained", "count_params", "count_flops", "gate_state_size"]

@@ -132,6 +132,9 @@ class ExperimentConfig:
     the experiment has them: ``TwinDataConfig.gate_train_minutes``), keeping the iteration
     with the best F1 on the calibration episodes
     (:func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); 0: the gate head"""
+    gate_conv: int = 0
+    """recurrent gate: causal dilated convolution layers before its GRU
+    (``NeuralActuatorConfig.gate_conv``; needs ``gate_rnn``); 0: none"""
     gate_rnn_iters: int = 3000
     """recurrent gate: optimiser steps (``GateTrainConfig.iters``)"""
     gate_rnn_lr: float = 1e-3
@@ -182,7 +185,7 @@ def so101_setup() -> RobotSetup:
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
               reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk",
-              ident_memory: int = 0, gate_rnn: int = 0):
+              ident_memory: int = 0, gate_rnn: int = 0, gate_conv: int = 0):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -205,7 +208,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 else 0,
                                 condition_head=condition_head if mode == "estimator"
                                 else "trunk",
-                                gate_rnn=gate_rnn if mode == "estimator" else 0)
+                                gate_rnn=gate_rnn if mode == "estimator" else 0,
+                                gate_conv=gate_conv if mode == "estimator" else 0)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -323,6 +327,14 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     # the rest of the NeuralActuator config of each mode trained (a stand-in arm: the robot
     # is checked by the verbs; the servo prior and reference channels above)
     gate_train_config(cfg).validate()  # first: its fields named as the experiment's
+    from neuract.neuralactuator.model import MAX_GATE_CONV
+
+    if not (_is_int(cfg.gate_conv, 0) and cfg.gate_conv <= MAX_GATE_CONV):
+        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv!r}; expected an integer "
+                          f"from 0 to {MAX_GATE_CONV} convolution layers")
+    if cfg.gate_conv and not cfg.gate_rnn:
+        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv} adds convolutions to "
+                          "the recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv = 0")
     if cfg.gate_rnn and (cfg.est_steps == 0 or "estimator" in pretrained_modes):
         why = ("the estimator is a given checkpoint, whose own gate is kept"
                if "estimator" in pretrained_modes else "est_steps = 0 trains no estimator")
@@ -333,7 +345,8 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
-                      cfg.condition_head, cfg.ident_memory, int(cfg.gate_rnn)).validate()
+                      cfg.condition_head, cfg.ident_memory, cfg.gate_rnn,
+                      cfg.gate_conv).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
@@ -500,7 +513,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
 
     if g_eps is None or not any(has_contact(tr) for tr in fit_eps):
         model.gate_rnn = None
-        model.cfg = model.cfg.replace(gate_rnn=0)
+        model.cfg = model.cfg.replace(gate_rnn=0, gate_conv=0)
         return {"trained": False, "why": "no calibration episodes (fewer than two with and "
                 "two without contact, held out or in training), or no training episode with "
                 "contact: the gate head decides"}
@@ -512,6 +525,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
     rep = train_gate_rnn(model, fit_rows + extra, calib_rows, gate_train_config(cfg, state),
                          progress=lambda i, n, info: progress(stage, i, n))
     return {"trained": True, "hidden": model.cfg.gate_rnn,
+            **({"conv": model.cfg.gate_conv} if model.cfg.gate_conv else {}),
             "extra_episodes": len(extra),
             "extra_minutes": round(sum(len(e) for e in extra) * _sample_s(fit_eps) / 60, 1),
             **{k: v for k, v in rep.items() if k != "history"},
@@ -605,7 +619,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
-                         cfg.ident_memory, int(cfg.gate_rnn))
+                         cfg.ident_memory, int(cfg.gate_rnn), int(cfg.gate_conv))
         tc = train_config(cfg, mode, steps,
                           checkpoint=str(train_state_path(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"

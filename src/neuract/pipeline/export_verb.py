@@ -233,7 +233,7 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
          * torch.randn(cfg.check_windows, c.history, c.n_features, generator=g))
     state = None
     if model.gate_rnn is not None:  # a recurrent gate: each window continues its own stream
-        state = torch.rand(cfg.check_windows, c.gate_rnn, generator=g) * 2 - 1
+        state = torch.rand(cfg.check_windows, model.gate_rnn.state_size, generator=g) * 2 - 1
     ref = reference_outputs(model, x, state)
     devs = [output_deviation(ref, o) for o in run_export(
         x.numpy().astype(np.float32), None if state is None else state.numpy())]

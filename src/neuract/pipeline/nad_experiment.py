@@ -283,7 +283,8 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     twin = run_experiment(setup, tw_train, tw_test, dataclasses.replace(est, est_steps=pre.steps),
                           out_dir=out / "twin", progress=progress)
     model = twin["_neuralactuator"]["estimator"]
-    est = dataclasses.replace(est, gate_rnn=0)  # the pretrained model keeps its own gate
+    # the pretrained model keeps its own gate
+    est = dataclasses.replace(est, gate_rnn=0, gate_conv=0)
     zero = run_experiment(setup, train, test, est, progress=progress,
                           pretrained={"estimator": model})
     # the pretrained model on the train files it has not seen: a validation figure for
