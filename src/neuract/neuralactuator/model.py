@@ -539,8 +539,8 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
     if cfg.condition_head in ("motor", "both"):
         C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
         macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
-    if cfg.gate_rnn:  # one step of the recurrent gate: input layer, convolutions (kernel
-        g = cfg.gate_rnn  # 3), GRU (3 gates), logit
+    if cfg.gate_rnn:  # one step of the recurrent gate: input layer, convolutions (3 taps
+        g = cfg.gate_rnn  # each), GRU (3 gates), logit
         macs += Fdim * g + cfg.gate_conv * 3 * g * g + 3 * 2 * g * g + g
     return 2 * macs
 
