@@ -13,8 +13,9 @@ the F1 the run recorded (the data generation or the checkpoint changed since).
 Estimator mode for every figure.
 
 Run: ``.venv/bin/python benchmarks/bench_gate_conv.py [--seeds 0 7]`` (:data:`SEEDS` by
-default; about 60-90 min per seed on this 2-core machine, most of it the gate's training;
-seeds can run in separate processes), or ``--summarize`` alone. The retrained checkpoint goes to
+default; about 1.5-2 h per seed on this 2-core machine: some 30 min for the data and the
+extra units' rows, the rest the gate's 4000 steps; seeds can run in separate processes), or
+``--summarize`` alone. The retrained checkpoint goes to
 ``runs/bench_gate_conv_seed<s>/``; writes ``benchmarks/results/gate_conv/seed_<s>.json`` and
 ``benchmarks/results/gate_conv.{json,md}``.
 """
