@@ -166,11 +166,13 @@ def summarize() -> int:
            "gru_f1_mean": float(a.mean()), "conv_f1_mean": float(b.mean()),
            "note": gate_seeds.PROVENANCE}
     write_json(RESULTS / "gate_conv.json", out)
+    hidden = sorted({r["hidden"] for r in rows})
     md = ("# The recurrent gate with a causal convolution front, against the plain GRU gate\n\n"
           f"Each seed's trained estimator (the twin benchmark's run for seed 0, the gate-seeds "
           f"benchmark's for the others) with only its recurrent gate trained again: {CONV} "
-          "causal dilated convolutions (kernel 3, dilations 1-32, 127 samples of receptive "
-          "field) before the same 128-unit GRU, the same training and extra episodes, "
+          f"causal dilated convolutions (kernel 3, dilations 1-{2 ** (CONV - 1)}, "
+          f"{2 ** (CONV + 1) - 1} samples of receptive field) before the same GRU "
+          f"({'/'.join(map(str, hidden))} units), the same training and extra episodes, "
           "schedule and filter calibration; the GRU gate's F1 is the run's own checkpoint "
           "scored again on the same test split (it reproduces the recorded figure). "
           "Estimator mode; contact = external force >= 0.5 N. Target: F1 >= 0.95. "
@@ -182,16 +184,8 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    torch.set_num_threads(1)
-    if "--summarize" in argv:
-        return summarize()
-    seeds = [int(v) for v in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else SEEDS
-    if not seeds:
-        print("usage: bench_gate_conv.py [--seeds S [S ...] | --summarize]")
-        return 2
-    for s in seeds:
-        run_seed(s)
-    return summarize()
+    # seed 0 is the twin benchmark's run, which this benchmark retrains the gate of too
+    return twin.seeds_main(argv, SEEDS, run_seed, summarize, bench_seed=None)
 
 
 if __name__ == "__main__":

@@ -281,15 +281,18 @@ def describe(cfg: TwinExperimentConfig) -> dict[str, str]:
 
 
 def seeds_main(argv: list[str], default: list[int], run_seed, summarize,
-               bench_seed: int = 0) -> int:
+               bench_seed: int | None = 0) -> int:
     """Command line of the per-seed benchmarks: ``--summarize`` only re-reads the per-seed
     files; ``--seeds S ...`` (default ``default``; not ``bench_seed``, the benchmark's own
-    data seed) runs each seed, then summarizes."""
+    data seed, unless None) runs each seed, then summarizes."""
     torch.set_num_threads(1)
     if "--summarize" in argv:
         return summarize()
     seeds = [int(s) for s in argv[argv.index("--seeds") + 1:]] if "--seeds" in argv else default
-    if not seeds or bench_seed in seeds:
+    if not seeds:
+        print("--seeds: one or more seeds")
+        return 2
+    if bench_seed in seeds:
         print(f"--seeds: one or more seeds other than {bench_seed} (seed {bench_seed} is the "
               "benchmark itself)")
         return 2

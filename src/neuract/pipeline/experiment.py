@@ -327,14 +327,6 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     # the rest of the NeuralActuator config of each mode trained (a stand-in arm: the robot
     # is checked by the verbs; the servo prior and reference channels above)
     gate_train_config(cfg).validate()  # first: its fields named as the experiment's
-    from neuract.neuralactuator.model import MAX_GATE_CONV
-
-    if not (_is_int(cfg.gate_conv, 0) and cfg.gate_conv <= MAX_GATE_CONV):
-        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv!r}; expected an integer "
-                          f"from 0 to {MAX_GATE_CONV} convolution layers")
-    if cfg.gate_conv and not cfg.gate_rnn:
-        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv} adds convolutions to "
-                          "the recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv = 0")
     if cfg.gate_rnn and (cfg.est_steps == 0 or "estimator" in pretrained_modes):
         why = ("the estimator is a given checkpoint, whose own gate is kept"
                if "estimator" in pretrained_modes else "est_steps = 0 trains no estimator")
@@ -345,8 +337,8 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
     for mode, steps in (("simulator", cfg.sim_steps), ("estimator", cfg.est_steps)):
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
-                      cfg.condition_head, cfg.ident_memory, cfg.gate_rnn,
-                      cfg.gate_conv).validate()
+                      cfg.condition_head, cfg.ident_memory, int(cfg.gate_rnn),
+                      int(cfg.gate_conv)).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
@@ -359,10 +351,17 @@ def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     """The recurrent gate's training schedule of an experiment (its options named as
     ``ExperimentConfig`` fields when refused)."""
     from neuract.neuralactuator.gate_rnn import GateTrainConfig
+    from neuract.neuralactuator.model import MAX_GATE_CONV
 
     if not _is_int(cfg.gate_rnn, 0):
         raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
                           ">= 0 hidden units (0: no recurrent gate)")
+    if not (_is_int(cfg.gate_conv, 0) and cfg.gate_conv <= MAX_GATE_CONV):
+        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv!r}; expected an integer "
+                          f"from 0 to {MAX_GATE_CONV} convolution layers")
+    if cfg.gate_conv and not cfg.gate_rnn:
+        raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv} adds convolutions to "
+                          "the recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv = 0")
     if not _is_int(cfg.gate_rnn_iters, 1):
         raise ConfigError(f"ExperimentConfig.gate_rnn_iters = {cfg.gate_rnn_iters!r}; expected "
                           "an integer >= 1")
