@@ -173,6 +173,13 @@ def test_convolution_front_is_causal_and_streams_in_pieces():
         ref, gru_state = g.gru(h.transpose(1, 2))
         torch.testing.assert_close(g.out(ref).squeeze(-1), whole, rtol=0, atol=1e-12)
         torch.testing.assert_close(state[:, :, :16], gru_state, rtol=0, atol=1e-12)
+    # a state of another size (e.g. the GRU's alone, or another batch) is refused, named
+    for bad in (state[:, :, :16], state[:, :1], state[0]):
+        with pytest.raises(ConfigError, match=r"RecurrentGate state of shape .*expected "
+                           r"\(1, 2, 240\)"):
+            g(x[:, :5], bad)
+    with pytest.raises(ConfigError, match=r"expected \(1, 2, 16\)"):
+        RecurrentGate(12, 16).double()(x[:, :5], torch.zeros(1, 2, 240, dtype=torch.double))
 
 
 def memory_task(n_in: int, n_eps: int, seed: int, T: int = 300) -> list[GateRows]:

@@ -325,6 +325,12 @@ class RecurrentGate(nn.Module):
 
     def forward(self, rows: torch.Tensor, state: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        if state is not None and (state.dim() != 3 or state.shape[0] != 1
+                                  or state.shape[1] != rows.shape[0]
+                                  or state.shape[2] != self.state_size):
+            raise ConfigError(f"RecurrentGate state of shape {tuple(state.shape)}; expected "
+                              f"(1, {rows.shape[0]}, {self.state_size}) (1, batch, state_size: "
+                              "the state this gate returned), or None at an episode's start")
         h = F.relu(self.inp(rows))
         if not self.dilations:
             h, state = self.gru(h, state)
