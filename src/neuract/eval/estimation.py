@@ -40,7 +40,9 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
 
     The estimator may also return ``valid`` (T,) bool: samples where it has an output (e.g.
     False during a history warm-up); the other samples are left out of every metric (and
-    may hold NaN).
+    may hold NaN); and ``contact_decided_t`` (T,) [s], when each contact decision was
+    available (a fixed-lag gate's come after their samples): the gate's detection latency
+    counts to it.
 
     Returns ``{"mode": "estimator", "model", "protocol": "estimation", "torque_rmse" (per
     joint [N m] or None), "force" (see :func:`metrics.force_mae`), "gate" (see
@@ -76,7 +78,8 @@ def evaluate_estimator(estimator: Estimator, trajs: Iterable, name: str,
             f_c.append(np.asarray(tr.get("contact", np.zeros(n, bool)), bool))
         if "contact_prob" in out and "contact" in tr:
             p = _as_np(out["contact_prob"])
-            g = metrics.gate_counts(p, tr["contact"], tr["t"], gate_threshold, valid=ok)
+            g = metrics.gate_counts(p, tr["contact"], tr["t"], gate_threshold, valid=ok,
+                                    decided_t=out.get("contact_decided_t"))
             gate = g if gate is None else gate + g
             task = tr.meta.labels.get("task") if tr.meta.labels else None
             if task is not None:

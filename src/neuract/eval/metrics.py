@@ -21,7 +21,8 @@ Definitions
 - Contact gate: the gate fires where ``p_contact >= threshold``. Precision, recall and F1 are
   per sample. A *contact event* is a maximal run of consecutive (valid) contact samples
   ``[i0, i1]``; its *detection latency* is ``t[k] - t[i0]`` where ``k`` is the first sample
-  in ``[i0, i1]`` at which the gate fires (0 when the gate is already on at onset). An event
+  in ``[i0, i1]`` at which the gate fires (0 when the gate is already on at onset; for a gate
+  that decides sample k only later, e.g. a fixed-lag gate, ``decided_t[k] - t[i0]``). An event
   during which the gate never fires is *missed* and has no latency; latency statistics are
   over detected events and the miss count is reported beside them.
 - Gate errors at label changes: a *label change* is the midpoint in time between two
@@ -271,12 +272,14 @@ def true_runs(x: np.ndarray) -> list[tuple[int, int]]:
 
 
 def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
-                valid: Any = None) -> GateCounts:
+                valid: Any = None, decided_t: Any = None) -> GateCounts:
     """Gate statistics of one trajectory (see the module docstring for the definitions).
 
     p_contact: (T,) gate probability in [0, 1] (or bool); contact: (T,) true contact flags;
     t: (T,) strictly increasing times [s]; valid: (T,) bool, samples that count (an invalid
-    sample also ends a contact event).
+    sample also ends a contact event); decided_t: (T,) [s] when each sample's decision was
+    available, at or after its own time (a fixed-lag gate decides later; default: t): a
+    detection's latency runs to it.
     """
     p = _float(p_contact, "p_contact")
     t = _float(t, "t")
@@ -288,6 +291,15 @@ def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
     _finite_where(p, v, "p_contact")
     _finite_where(t, np.ones_like(v), "t")
     check_time(t, "gate_counts")
+    if decided_t is None:
+        decided_t = t
+    else:
+        decided_t = _float(decided_t, "decided_t")
+        _same_shape(decided_t, t, "decided_t", "t")
+        _finite_where(decided_t, v, "decided_t")
+        if not (decided_t[v] >= t[v]).all():
+            raise SchemaError("decided_t is before the sample's own time t at some valid "
+                              "samples; a decision cannot come before its sample")
     fire = (np.where(v, p, -np.inf) >= threshold) & v
     c = c & v
     counts = GateCounts(tp=int((fire & c).sum()), fp=int((fire & ~c & v).sum()),
@@ -310,7 +322,7 @@ def gate_counts(p_contact: Any, contact: Any, t: Any, threshold: float = 0.5,
         counts.n_events += 1
         hit = np.flatnonzero(fire[i0:i1])
         if hit.size:
-            counts.latencies.append(float(t[i0 + hit[0]] - t[i0]))
+            counts.latencies.append(float(decided_t[i0 + hit[0]] - t[i0]))
     return counts
 
 

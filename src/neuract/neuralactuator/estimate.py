@@ -22,7 +22,12 @@ from neuract.errors import ConfigError
 from neuract.eval.metrics import decision_f1, true_runs
 from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
+from neuract.neuralactuator.model import (
+    NeuralActuator,
+    check_gate_trained,
+    decision_delay,
+    lagged_probability,
+)
 
 DEFAULT_CONDITION_TAU_S = 5.0
 """condition smoothing time constant [s] of a model without a selected one"""
@@ -53,10 +58,14 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     ``gate_threshold`` (a plain threshold).
 
     A model with a recurrent gate (``cfg.gate_rnn``) takes its contact probability from it,
-    run over the episode from its first valid sample.
+    run over the episode from its first valid sample; a fixed-lag gate (``cfg.gate_lag``)
+    decides each sample from the samples up to ``gate_lag`` after it
+    (:func:`~neuract.neuralactuator.model.lagged_probability`).
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
-    (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,).
+    (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,), and
+    contact_decided_t (T,) [s]: when each sample's contact decision is available (the
+    sample's own time; with a fixed-lag gate, the time of the last sample it read).
     ``contact_prob`` is shifted so that ``>= 0.5`` is the gate's decision; with a release
     threshold the shift depends on the gate's state, so other cut-offs on it are not
     decisions of any threshold.
@@ -79,7 +88,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
         gates.append(torch.sigmoid(gate))
         conds.append(torch.softmax(cond, -1)[..., 1:].sum(-1))
     if model.gate_rnn is not None:  # the recurrent gate, causal over the whole episode
-        gates = [torch.sigmoid(model.recurrent_gate(x[:, -1])[0])]
+        gates = [lagged_probability(model.recurrent_gate(x[:, -1])[0], cfg.gate_lag)]
     pad = lambda a, shape: np.concatenate([np.full((h - 1, *shape), np.nan), a])  # noqa: E731
     tau = pad(torch.cat(taus).double().numpy(), (n,))
     force = pad(torch.cat(forces).double().numpy(), (3,))
@@ -92,9 +101,12 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     cj = pad(sm, (n,))
     valid = np.zeros(T, bool)
     valid[h - 1:] = True
+    t_all = np.asarray(traj["t"], dtype=np.float64)
+    decided = t_all.copy()
+    decided[h - 1:] = t[np.arange(len(t)) + decision_delay(len(t), cfg.gate_lag)]
     return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
             "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
-            "valid": valid}
+            "valid": valid, "contact_decided_t": decided}
 
 
 def resolve_filters(model: NeuralActuator, condition_tau_s: float | None = None,

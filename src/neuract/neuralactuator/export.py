@@ -106,6 +106,11 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
         raise ConfigError(f"export_onnx: extra is not JSON-serialisable ({exc})") from None
     path = Path(path)
     check_gate_trained(model)
+    if model.cfg.gate_lag:
+        raise ConfigError(f"export_onnx: this model's contact gate is a fixed-lag gate "
+                          f"(gate_lag={model.cfg.gate_lag} samples), whose decisions need the "
+                          "samples after them; the export runs one sample at a time. Export a "
+                          "model with a causal gate (gate_lag=0)")
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
     x = torch.zeros(2, cfg.history, cfg.n_features)

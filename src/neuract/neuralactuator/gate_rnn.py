@@ -20,6 +20,11 @@ It is trained after the rest of the model, which it leaves unchanged:
   thresholds and the gate filter are calibrated afterwards as for the gate head
   (:func:`~neuract.neuralactuator.estimate.select_gate_filter`).
 
+A fixed-lag gate (``NeuralActuatorConfig.gate_lag`` = D) is trained the same way with one
+logit per lag k = 0 .. D, each against the label k samples back (the loss averages them all);
+its calibration passes score the lag-D decision of each sample (the largest lag available near
+an episode's end), as :func:`~neuract.neuralactuator.estimate.estimate` decides.
+
 The GRU can be trained on more episodes than the rest of the model (e.g. twin episodes of
 other units, :mod:`neuract.pipeline.twin_experiment`): the rows are computed chunk by chunk
 and only they are kept (``4 * F`` bytes per sample: 576 for the 144 channels of the twin
@@ -46,7 +51,7 @@ import torch.nn.functional as F
 from neuract.errors import ConfigError
 from neuract.eval.metrics import decision_f1
 from neuract.neuralactuator.estimate import _GRID
-from neuract.neuralactuator.model import NeuralActuator, RecurrentGate
+from neuract.neuralactuator.model import NeuralActuator, RecurrentGate, lagged_probability
 
 
 @dataclass
@@ -147,8 +152,10 @@ def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
 
 @torch.no_grad()
 def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows]) -> list[np.ndarray]:
-    """The recurrent gate's contact probability over each episode, from its start."""
-    return [torch.sigmoid(gate(torch.from_numpy(e.rows)[None])[0][0]).numpy() for e in eps]
+    """The recurrent gate's contact probability over each episode, from its start (a
+    fixed-lag gate's: :func:`~neuract.neuralactuator.model.lagged_probability`)."""
+    return [lagged_probability(gate(torch.from_numpy(e.rows)[None])[0][0], gate.lag).numpy()
+            for e in eps]
 
 
 def best_f1(probs: Sequence[np.ndarray], eps: Sequence[GateRows]) -> tuple[float, float]:
@@ -192,7 +199,9 @@ def _run_key(model: NeuralActuator, cfg: GateTrainConfig, train: Sequence[GateRo
     opts = {k: v for k, v in dataclasses.asdict(cfg).items()
             if k not in ("checkpoint", "max_seconds")}
     weights = {k: v for k, v in model.state_dict().items() if not k.startswith("gate_rnn.")}
-    return normalise_key({"hidden": model.cfg.gate_rnn, "conv": model.cfg.gate_conv, **opts,
+    lag = {"lag": model.cfg.gate_lag} if model.cfg.gate_lag else {}  # keys before it: none
+    return normalise_key({"hidden": model.cfg.gate_rnn, "conv": model.cfg.gate_conv, **lag,
+                          **opts,
                           "model_sha256": _digest(weights),
                           "train": {"episodes": len(train), "sha256": _data_digest(train)},
                           "calib": {"episodes": len(calib), "sha256": _data_digest(calib)}})
@@ -226,7 +235,10 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     key = _run_key(model, cfg, train, calib) if cfg.checkpoint else {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        gate = RecurrentGate(n_in, model.cfg.gate_rnn, model.cfg.gate_conv)
+        gate = RecurrentGate(n_in, model.cfg.gate_rnn, model.cfg.gate_conv, model.cfg.gate_lag)
+    lag = model.cfg.gate_lag
+    # target of lag k at crop sample i: the label of sample i - k (none for i < k)
+    back = torch.arange(cfg.crop)[:, None] - torch.arange(lag + 1)[None, :]  # (crop, K)
     best_gate = copy.deepcopy(gate)
     holder = torch.nn.ModuleDict({"gate": gate, "best": best_gate})
     opt = torch.optim.Adam(gate.parameters(), lr=cfg.lr)
@@ -263,6 +275,10 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
             s = int(gen.integers(0, len(X[i]) - m + 1))
             xb[b, :m], yb[b, :m], mb[b, :m] = X[i][s:s + m], Y[i][s:s + m], 1.0
         logit, _ = gate(xb)  # causal: padding after a crop does not change its outputs
+        if lag:  # (B, L, K) targets and masks: sample i - k's label at sample i
+            bk = back[:L]
+            yb = yb[:, bk.clamp(min=0)]
+            mb = mb[:, :, None] * (bk >= 0)
         loss = (F.binary_cross_entropy_with_logits(logit, yb, reduction="none") * mb).sum() \
             / mb.sum()
         if not torch.isfinite(loss):

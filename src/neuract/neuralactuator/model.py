@@ -21,6 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -106,6 +107,14 @@ class NeuralActuatorConfig:
     a receptive field of ``2 ** (gate_conv + 1) - 1`` samples: 127 for 6). The gate's state
     then also carries each layer's last ``2 * dilation`` inputs; 0: none (the GRU reads the
     input layer directly)"""
+    gate_lag: int = 0
+    """estimator mode, with :attr:`gate_rnn`: a fixed-lag gate. The recurrent gate then has
+    one logit per lag k = 0 .. gate_lag: at sample t, the probability of contact at sample
+    t - k. :func:`~neuract.neuralactuator.estimate.estimate` decides each sample s from the
+    logit of lag gate_lag at s + gate_lag, so the decision needs the ``gate_lag`` samples
+    after s (near an episode's end, the largest lag the episode allows); it is reported that
+    much later (``contact_decided_t``). A whole-file estimate only: the streaming estimator
+    and the ONNX export refuse such a model. 0: the causal gate (one logit, lag 0)"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -155,6 +164,13 @@ class NeuralActuatorConfig:
                                                     and 0 <= self.gate_conv <= MAX_GATE_CONV):
             raise ConfigError(f"NeuralActuatorConfig.gate_conv={self.gate_conv!r}; expected an "
                               f"integer from 0 to {MAX_GATE_CONV} convolution layers")
+        if isinstance(self.gate_lag, bool) or not (isinstance(self.gate_lag, int)
+                                                   and 0 <= self.gate_lag <= MAX_GATE_LAG):
+            raise ConfigError(f"NeuralActuatorConfig.gate_lag={self.gate_lag!r}; expected an "
+                              f"integer from 0 to {MAX_GATE_LAG} samples")
+        if self.gate_lag and not self.gate_rnn:
+            raise ConfigError(f"NeuralActuatorConfig.gate_lag={self.gate_lag} is a lag of the "
+                              "recurrent gate: set gate_rnn > 0 (hidden units), or gate_lag=0")
         if self.gate_conv and not self.gate_rnn:
             raise ConfigError(f"NeuralActuatorConfig.gate_conv={self.gate_conv} builds on the "
                               "recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv=0")
@@ -288,6 +304,8 @@ class EncoderLayer(nn.Module):
 
 
 MAX_GATE_CONV = 10
+MAX_GATE_LAG = 600
+"""the largest fixed lag of the recurrent gate [samples] (10 s at 60 Hz)"""
 """the most causal convolution layers of the recurrent gate (a receptive field of 2047
 samples)"""
 
@@ -300,19 +318,22 @@ def gate_state_size(hidden: int, conv: int = 0) -> int:
 
 class RecurrentGate(nn.Module):
     """Causal recurrent contact gate: input layer (ReLU), ``conv`` causal dilated convolutions
-    (kernel 3, dilation 2**i, residual, ReLU; none by default), one GRU layer, logit.
+    (kernel 3, dilation 2**i, residual, ReLU; none by default), one GRU layer, logit (with
+    ``lag`` > 0: ``lag + 1`` logits, one per lag, see :func:`lagged_probability`).
 
     ``forward(rows, state)`` takes normalised feature rows (B, T, F) (each sample's last
     window step, :meth:`NeuralActuator.gate_rows`) and the state (1, B, :attr:`state_size`)
     or None (an episode's start: a zero GRU state and zero inputs before the first row) and
-    returns the contact logits (B, T) and the state after the last row. The state is the GRU
+    returns the contact logits (B, T), or (B, T, lag + 1) with a lag (logit k at sample t:
+    contact at sample t - k), and the state after the last row. The state is the GRU
     state (H) followed by each convolution's last ``2 * dilation`` inputs (H each); without
     convolutions it is the GRU state alone. Feeding an episode in pieces, each with the state
     the previous one returned, gives the logits of feeding it whole."""
 
-    def __init__(self, n_in: int, hidden: int, conv: int = 0):
+    def __init__(self, n_in: int, hidden: int, conv: int = 0, lag: int = 0):
         super().__init__()
         self.hidden = hidden
+        self.lag = lag
         self.dilations = tuple(2 ** i for i in range(conv))
         self.state_size = gate_state_size(hidden, conv)
         # set by train_gate_rnn (kept in checkpoints): an untrained gate decides nothing
@@ -321,7 +342,11 @@ class RecurrentGate(nn.Module):
         self.convs = nn.ModuleList(nn.Conv1d(hidden, hidden, 3, dilation=d)
                                    for d in self.dilations)
         self.gru = nn.GRU(hidden, hidden, batch_first=True)
-        self.out = nn.Linear(hidden, 1)
+        self.out = nn.Linear(hidden, lag + 1)
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.out(h)
+        return out if self.lag else out.squeeze(-1)
 
     def forward(self, rows: torch.Tensor, state: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -334,7 +359,7 @@ class RecurrentGate(nn.Module):
         h = F.relu(self.inp(rows))
         if not self.dilations:
             h, state = self.gru(h, state)
-            return self.out(h).squeeze(-1), state
+            return self._logits(h), state
         B, H = rows.shape[0], self.hidden
         if state is None:
             state = torch.zeros(1, B, self.state_size, dtype=h.dtype, device=h.device)
@@ -348,7 +373,25 @@ class RecurrentGate(nn.Module):
             at += 2 * d
         h, g = self.gru(h.transpose(1, 2), state[:, :, :H].contiguous())
         state = torch.cat([g, torch.cat(kept, 2).reshape(1, B, -1)], 2)
-        return self.out(h).squeeze(-1), state
+        return self._logits(h), state
+
+
+def lagged_probability(logits: torch.Tensor, lag: int) -> torch.Tensor:
+    """Contact probability (T,) of each sample of one episode from a fixed-lag gate's logits
+    (T, lag + 1) over the whole episode: sample s takes the logit of lag k = min(lag,
+    T - 1 - s) at sample s + k (the gate has read k samples after s). lag 0: logits (T,)."""
+    if not lag:
+        return torch.sigmoid(logits)
+    T = logits.shape[0]
+    s = torch.arange(T)
+    k = torch.clamp(T - 1 - s, max=lag)
+    return torch.sigmoid(logits[s + k, k])
+
+
+def decision_delay(T: int, lag: int) -> np.ndarray:
+    """Samples after each of T samples that its fixed-lag decision waits for:
+    min(lag, T - 1 - s)."""
+    return np.minimum(lag, T - 1 - np.arange(T)) if lag else np.zeros(T, np.int64)
 
 
 class NeuralActuator(nn.Module):
@@ -399,7 +442,7 @@ class NeuralActuator(nn.Module):
         self.gate_rnn = None
         if cfg.gate_rnn:  # initialised off the global generator: the rest trains as without
             with torch.random.fork_rng(devices=[]):
-                self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn, cfg.gate_conv)
+                self.gate_rnn = RecurrentGate(Fdim, cfg.gate_rnn, cfg.gate_conv, cfg.gate_lag)
         self.servo_model = None
         self.servo_loaded = False  # set_servo / load_checkpoint: the servo holds fitted values
         if cfg.servo:  # a fitted servo (frozen): the prior, or the reference channels' model
@@ -481,9 +524,10 @@ class NeuralActuator(nn.Module):
 
     def recurrent_gate(self, x_last: torch.Tensor, state: torch.Tensor | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The recurrent gate's logits (T,) over one episode's consecutive samples, from
-        their raw last-step features x_last: (T, F), and its state after them (pass it back
-        with the next samples; None: the episode's start). Needs ``cfg.gate_rnn``."""
+        """The recurrent gate's logits (T,) over one episode's consecutive samples ((T, lag +
+        1) for a fixed-lag gate, ``cfg.gate_lag``), from their raw last-step features x_last:
+        (T, F), and its state after them (pass it back with the next samples; None: the
+        episode's start). Needs ``cfg.gate_rnn``."""
         if self.gate_rnn is None:
             raise ConfigError("this model has no recurrent gate (NeuralActuatorConfig."
                               "gate_rnn = 0)")
@@ -546,10 +590,11 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
         C, J, h = len(cfg.channels), cfg.n_joints, cfg.d_motor
         macs += J * ((C + J) * h + h * h + h * cfg.n_conditions)
     if cfg.gate_rnn:  # one step of the recurrent gate: input layer, convolutions (3 taps
-        g = cfg.gate_rnn  # each), GRU (3 gates), logit
-        macs += Fdim * g + cfg.gate_conv * 3 * g * g + 3 * 2 * g * g + g
+        g = cfg.gate_rnn  # each), GRU (3 gates), logit(s)
+        macs += Fdim * g + cfg.gate_conv * 3 * g * g + 3 * 2 * g * g + g * (cfg.gate_lag + 1)
     return 2 * macs
 
 
-__all__ = ["MAX_GATE_CONV", "NeuralActuatorConfig", "NeuralActuator", "RecurrentGate",
+__all__ = ["MAX_GATE_CONV", "MAX_GATE_LAG", "NeuralActuatorConfig", "decision_delay",
+           "lagged_probability", "NeuralActuator", "RecurrentGate",
            "check_gate_trained", "count_params", "count_flops", "gate_state_size"]

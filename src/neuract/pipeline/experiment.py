@@ -135,6 +135,11 @@ class ExperimentConfig:
     gate_conv: int = 0
     """recurrent gate: causal dilated convolution layers before its GRU
     (``NeuralActuatorConfig.gate_conv``; needs ``gate_rnn``); 0: none"""
+    gate_lag: int = 0
+    """recurrent gate: a fixed-lag gate that decides each sample after reading this many
+    samples more (``NeuralActuatorConfig.gate_lag``; needs ``gate_rnn``; the reported
+    detection latency includes the wait). Whole-recording estimates only: the streaming
+    estimator and the ONNX export refuse it. 0: the causal gate"""
     gate_rnn_iters: int = 3000
     """recurrent gate: optimiser steps (``GateTrainConfig.iters``)"""
     gate_rnn_lr: float = 1e-3
@@ -185,7 +190,8 @@ def so101_setup() -> RobotSetup:
 def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
               reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk",
-              ident_memory: int = 0, gate_rnn: int = 0, gate_conv: int = 0):
+              ident_memory: int = 0, gate_rnn: int = 0, gate_conv: int = 0,
+              gate_lag: int = 0):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -209,7 +215,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 condition_head=condition_head if mode == "estimator"
                                 else "trunk",
                                 gate_rnn=gate_rnn if mode == "estimator" else 0,
-                                gate_conv=gate_conv if mode == "estimator" else 0)
+                                gate_conv=gate_conv if mode == "estimator" else 0,
+                                gate_lag=gate_lag if mode == "estimator" else 0)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -338,7 +345,7 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
                       cfg.condition_head, cfg.ident_memory, int(cfg.gate_rnn),
-                      int(cfg.gate_conv)).validate()
+                      int(cfg.gate_conv), int(cfg.gate_lag)).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
@@ -351,7 +358,7 @@ def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     """The recurrent gate's training schedule of an experiment (its options named as
     ``ExperimentConfig`` fields when refused)."""
     from neuract.neuralactuator.gate_rnn import GateTrainConfig
-    from neuract.neuralactuator.model import MAX_GATE_CONV
+    from neuract.neuralactuator.model import MAX_GATE_CONV, MAX_GATE_LAG
 
     if not _is_int(cfg.gate_rnn, 0):
         raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
@@ -362,6 +369,12 @@ def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     if cfg.gate_conv and not cfg.gate_rnn:
         raise ConfigError(f"ExperimentConfig.gate_conv = {cfg.gate_conv} adds convolutions to "
                           "the recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv = 0")
+    if not (_is_int(cfg.gate_lag, 0) and cfg.gate_lag <= MAX_GATE_LAG):
+        raise ConfigError(f"ExperimentConfig.gate_lag = {cfg.gate_lag!r}; expected an integer "
+                          f"from 0 to {MAX_GATE_LAG} samples")
+    if cfg.gate_lag and not cfg.gate_rnn:
+        raise ConfigError(f"ExperimentConfig.gate_lag = {cfg.gate_lag} is a lag of the "
+                          "recurrent gate: set gate_rnn > 0 (hidden units), or gate_lag = 0")
     if not _is_int(cfg.gate_rnn_iters, 1):
         raise ConfigError(f"ExperimentConfig.gate_rnn_iters = {cfg.gate_rnn_iters!r}; expected "
                           "an integer >= 1")
@@ -512,7 +525,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
 
     if g_eps is None or not any(has_contact(tr) for tr in fit_eps):
         model.gate_rnn = None
-        model.cfg = model.cfg.replace(gate_rnn=0, gate_conv=0)
+        model.cfg = model.cfg.replace(gate_rnn=0, gate_conv=0, gate_lag=0)
         return {"trained": False, "why": "no calibration episodes (fewer than two with and "
                 "two without contact, held out or in training), or no training episode with "
                 "contact: the gate head decides"}
@@ -525,6 +538,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
                          progress=lambda i, n, info: progress(stage, i, n))
     return {"trained": True, "hidden": model.cfg.gate_rnn,
             **({"conv": model.cfg.gate_conv} if model.cfg.gate_conv else {}),
+            **({"lag": model.cfg.gate_lag} if model.cfg.gate_lag else {}),
             "extra_episodes": len(extra),
             "extra_minutes": round(sum(len(e) for e in extra) * _sample_s(fit_eps) / 60, 1),
             **{k: v for k, v in rep.items() if k != "history"},
@@ -618,7 +632,8 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
-                         cfg.ident_memory, int(cfg.gate_rnn), int(cfg.gate_conv))
+                         cfg.ident_memory, int(cfg.gate_rnn), int(cfg.gate_conv),
+                         int(cfg.gate_lag))
         tc = train_config(cfg, mode, steps,
                           checkpoint=str(train_state_path(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"

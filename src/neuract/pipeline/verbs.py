@@ -317,7 +317,8 @@ def read_telemetry(path: Path) -> list:
 
 
 def estimates_table(model, traj, out: dict):
-    """A pyarrow table of per-step estimates (columns named by joint)."""
+    """A pyarrow table of per-step estimates (columns named by joint; with a fixed-lag gate
+    also ``contact_decided_t``, when each contact decision was made)."""
     import numpy as np
     import pyarrow as pa
 
@@ -328,6 +329,8 @@ def estimates_table(model, traj, out: dict):
     for a, axis in enumerate("xyz"):
         cols[f"ee_force.{axis}"] = out["ee_force"][:, a]
     cols["contact_prob"] = out["contact_prob"]
+    if getattr(model.cfg, "gate_lag", 0):  # a fixed-lag gate decides each sample later
+        cols["contact_decided_t"] = out["contact_decided_t"]
     for j, name in enumerate(traj.meta.joint_names):
         cols[f"degraded_prob.{name}"] = out["condition_prob_joint"][:, j]
     cols["degraded_prob"] = out["condition_prob"]
@@ -389,6 +392,10 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data), mode="estimator")
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
+    if cfg.stream and getattr(model.cfg, "gate_lag", 0):
+        from neuract.neuralactuator.stream import StreamingEstimator
+
+        StreamingEstimator(model)  # refuses a fixed-lag gate, saying why
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
     with atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
         for tr in trajs:
