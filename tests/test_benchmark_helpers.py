@@ -79,3 +79,26 @@ def test_gate_ambiguity_figures(bench):
     assert r["f1_if_found_where_shown"] == pytest.approx(2 * 9 / (2 * 9 + 1 + 1))
     assert r["f1"] == pytest.approx(2 * 7 / (2 * 7 + 3 + 1))
     assert r["evidence_only_f1"] == pytest.approx(2 * 0.8 / 1.8)
+
+
+def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path, monkeypatch):
+    gr = bench("gate_retrain")
+    monkeypatch.setattr(gr, "RESULTS", tmp_path)
+    v = gr.Variant("gate_x", {"gate_lag": 3}, "lag 3", "Title", "A change.")
+    assert gr.summarize(v) == 2  # nothing run yet
+    for seed, (a, b) in ((7, (0.90, 0.93)), (0, (0.96, 0.95))):
+        gate = {"precision": 0.9, "recall": 0.8, "n_detected": 9, "n_events": 10,
+                "latency_median_s": 0.1}
+        row = {"seed": seed, "hidden": 16, "gru": {**gate, "f1": a}, "new_gate": {**gate, "f1": b},
+               "gate_train": {"calib_f1": 0.8, "seconds": 120.0}}
+        (tmp_path / "gate_x").mkdir(exist_ok=True)
+        (tmp_path / "gate_x" / f"seed_{seed}.json").write_text(__import__("json").dumps(row))
+    assert gr.summarize(v) == 0
+    md = (tmp_path / "gate_x.md").read_text()
+    lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert lines[1].startswith("| 0 | 0.960 | 0.950 | -0.010 |")  # seeds in number order
+    assert lines[2].startswith("| 7 | 0.900 | 0.930 | +0.030 |")
+    assert lines[3].startswith("| mean ± sd | 0.930 ± 0.042 | 0.940 ± 0.014 | +0.010 |")
+    out = __import__("json").loads((tmp_path / "gate_x.json").read_text())
+    assert out["seeds"] == [0, 7] and out["changes"] == {"gate_lag": 3}
+    assert "lag 3 F1" in md and md.startswith("# Title")
