@@ -229,9 +229,10 @@ def checkpoint_gate(model) -> str:
     rnn = getattr(model, "gate_rnn", None)
     if rnn is None:
         return "gate head"
-    conv = model.cfg.gate_conv
-    return f"recurrent gate, {model.cfg.gate_rnn} units" + (f", {conv} convolutions" if conv
-                                                             else "")
+    conv, lag = model.cfg.gate_conv, model.cfg.gate_lag
+    return (f"recurrent gate, {model.cfg.gate_rnn} units"
+            + (f", {conv} convolutions" if conv else "")
+            + (f", fixed lag {lag} samples" if lag else ""))
 
 
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):

@@ -62,14 +62,16 @@ def figures(res: dict) -> dict:
 
 def gate_kind(res: dict) -> str:
     """Which contact gate a run's estimator decides with: ``head`` (the Transformer's gate
-    head) or ``recurrent <H> units`` (``, <n> convolutions`` with a convolution front;
+    head) or ``recurrent <H> units`` (``, <n> convolutions`` with a convolution front,
+    ``, fixed lag <D>`` with a lag;
     ``+ extra units`` when it also trained on other units'
     episodes, with their tasks)."""
     g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
     if not g.get("trained"):
         return "head"
-    kind = f"recurrent {g['hidden']} units" + (f", {g['conv']} convolutions" if g.get("conv")
-                                                else "")
+    kind = (f"recurrent {g['hidden']} units"
+            + (f", {g['conv']} convolutions" if g.get("conv") else "")
+            + (f", fixed lag {g['lag']}" if g.get("lag") else ""))
     if not g.get("extra_episodes"):
         return kind
     tasks = (res.get("data") or {}).get("gate_train_tasks")

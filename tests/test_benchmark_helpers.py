@@ -102,3 +102,16 @@ def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path
     out = __import__("json").loads((tmp_path / "gate_x.json").read_text())
     assert out["seeds"] == [0, 7] and out["changes"] == {"gate_lag": 3}
     assert "lag 3 F1" in md and md.startswith("# Title")
+
+
+def test_gate_kind_names_the_gates_front_and_lag(bench):
+    seeds = bench("bench_neuralactuator_twin_seeds")
+
+    def res(**g):
+        return {"models": {"NeuralActuator[estimator]": {"gate_rnn": g}},
+                "data": {"gate_train_tasks": ["push"]}}
+
+    assert seeds.gate_kind(res(trained=False)) == "head"
+    assert seeds.gate_kind(res(trained=True, hidden=128)) == "recurrent 128 units"
+    assert seeds.gate_kind(res(trained=True, hidden=64, conv=6, lag=10, extra_episodes=3)) == \
+        "recurrent 64 units, 6 convolutions, fixed lag 10 + extra units (push)"

@@ -304,10 +304,10 @@ class EncoderLayer(nn.Module):
 
 
 MAX_GATE_CONV = 10
-MAX_GATE_LAG = 600
-"""the largest fixed lag of the recurrent gate [samples] (10 s at 60 Hz)"""
 """the most causal convolution layers of the recurrent gate (a receptive field of 2047
 samples)"""
+MAX_GATE_LAG = 600
+"""the largest fixed lag of the recurrent gate [samples] (10 s at 60 Hz)"""
 
 
 def gate_state_size(hidden: int, conv: int = 0) -> int:
