@@ -44,7 +44,12 @@ import torch
 from neuract.atomic import atomic_path
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator, check_gate_trained, gate_state_size
+from neuract.neuralactuator.model import (
+    NeuralActuator,
+    check_gate_trained,
+    check_sample_by_sample,
+    gate_state_size,
+)
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 STATE_IN, STATE_OUT = "gate_state", "gate_state_out"
@@ -106,11 +111,7 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
         raise ConfigError(f"export_onnx: extra is not JSON-serialisable ({exc})") from None
     path = Path(path)
     check_gate_trained(model)
-    if model.cfg.gate_lag:
-        raise ConfigError(f"export_onnx: this model's contact gate is a fixed-lag gate "
-                          f"(gate_lag={model.cfg.gate_lag} samples), whose decisions need the "
-                          "samples after them; the export runs one sample at a time. Export a "
-                          "model with a causal gate (gate_lag=0)")
+    check_sample_by_sample(model, "export_onnx")
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
     x = torch.zeros(2, cfg.history, cfg.n_features)

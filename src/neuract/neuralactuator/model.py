@@ -382,10 +382,8 @@ def lagged_probability(logits: torch.Tensor, lag: int) -> torch.Tensor:
     T - 1 - s) at sample s + k (the gate has read k samples after s). lag 0: logits (T,)."""
     if not lag:
         return torch.sigmoid(logits)
-    T = logits.shape[0]
-    s = torch.arange(T)
-    k = torch.clamp(T - 1 - s, max=lag)
-    return torch.sigmoid(logits[s + k, k])
+    k = torch.from_numpy(decision_delay(logits.shape[0], lag))
+    return torch.sigmoid(logits[torch.arange(len(k)) + k, k])
 
 
 def decision_delay(T: int, lag: int) -> np.ndarray:
@@ -569,6 +567,18 @@ def check_gate_trained(model: NeuralActuator) -> None:
                           "build the model with gate_rnn=0 to use the gate head")
 
 
+def check_sample_by_sample(model: NeuralActuator, what: str) -> None:
+    """Refuse a model whose contact gate cannot run one sample at a time (a fixed-lag gate,
+    ``cfg.gate_lag``) in ``what`` (the streaming estimator, the export, ...)."""
+    lag = getattr(model.cfg, "gate_lag", 0)
+    if lag:
+        raise ConfigError(f"{what}: this model's contact gate is a fixed-lag gate (gate_lag="
+                          f"{lag} samples): each decision needs the samples after it, so it "
+                          "cannot run one sample at a time. Estimate whole recordings "
+                          "(estimate(), `neuract estimate` without --stream), or use a model "
+                          "with a causal gate (gate_lag=0)")
+
+
 def count_params(model: nn.Module) -> int:
     """Trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -597,4 +607,5 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
 
 __all__ = ["MAX_GATE_CONV", "MAX_GATE_LAG", "NeuralActuatorConfig", "decision_delay",
            "lagged_probability", "NeuralActuator", "RecurrentGate",
-           "check_gate_trained", "count_params", "count_flops", "gate_state_size"]
+           "check_gate_trained", "check_sample_by_sample", "count_params", "count_flops",
+           "gate_state_size"]

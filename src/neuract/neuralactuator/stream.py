@@ -50,7 +50,11 @@ from neuract.neuralactuator.features import (
     ident_regressors,
     source_channels,
 )
-from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
+from neuract.neuralactuator.model import (
+    NeuralActuator,
+    check_gate_trained,
+    check_sample_by_sample,
+)
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
     chain_offsets,
@@ -165,12 +169,7 @@ class StreamingEstimator:
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
         check_gate_trained(model)
-        if cfg.gate_lag:
-            raise ConfigError(f"this model's contact gate is a fixed-lag gate (gate_lag="
-                              f"{cfg.gate_lag} samples): each decision needs the samples after "
-                              "it, so it cannot stream sample by sample. Estimate whole "
-                              "recordings (estimate(), `neuract estimate` without --stream), or "
-                              "use a model with a causal gate (gate_lag=0)")
+        check_sample_by_sample(model, "StreamingEstimator")
         self._ref = None
         if cfg.reference_steps:
             if reference_dt is None:

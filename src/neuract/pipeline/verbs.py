@@ -392,10 +392,10 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data), mode="estimator")
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
-    if cfg.stream and getattr(model.cfg, "gate_lag", 0):
-        from neuract.neuralactuator.stream import StreamingEstimator
+    if cfg.stream:
+        from neuract.neuralactuator.model import check_sample_by_sample
 
-        StreamingEstimator(model)  # refuses a fixed-lag gate, saying why
+        check_sample_by_sample(model, "neuract estimate --stream")
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
     with atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
         for tr in trajs:
