@@ -176,16 +176,82 @@ def test_latency_counts_to_when_the_decision_is_made():
         gate_counts(p, contact, t, decided_t=bad)
 
 
-def test_streaming_and_export_refuse_a_lagged_gate(episode, tmp_path):
-    from neuract.neuralactuator.export import export_onnx
+@pytest.mark.parametrize("kw", [dict(gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5),
+                                dict(gate_threshold=0.6, gate_tau_s=0.05, gate_release=0.3)])
+def test_streaming_a_lagged_gate_gives_the_whole_recording_decisions(episode, kw):
     from neuract.neuralactuator.stream import StreamingEstimator, stream_trajectory
 
-    m = make_model(gate_lag=4)
-    for use in (lambda: StreamingEstimator(m), lambda: stream_trajectory(m, episode),
-                lambda: export_onnx(m, tmp_path / "g.onnx")):
-        with pytest.raises(ConfigError, match="fixed-lag gate \\(gate_lag=4"):
-            use()
-    assert not list(tmp_path.iterdir())
+    lag = 4
+    m = make_model(gate_lag=lag)
+    want = estimate(m, episode, **kw)
+    got = stream_trajectory(m, episode, **kw)
+    v = want["valid"]
+    np.testing.assert_array_equal(got["valid"], v)
+    np.testing.assert_allclose(got["contact_prob"][v], want["contact_prob"][v], rtol=1e-4,
+                               atol=1e-5)
+    assert np.isnan(got["contact_prob"][~v]).all()
+    np.testing.assert_array_equal(got["contact_decided_t"], want["contact_decided_t"])
+    np.testing.assert_allclose(got["tau"][v], want["tau"][v], rtol=1e-4, atol=1e-5)
+    d = want["contact_prob"][v] >= 0.5
+    assert d.any() and (~d).any()  # the decisions are not all one
+    # sample by sample: each decision comes lag samples after the sample it decides
+    t = np.asarray(episode["t"])
+    h = m.cfg.history
+    est = StreamingEstimator(m, **kw)
+    assert est.lag == lag
+    for _ in range(2):  # finish() starts a new episode: the second pass is the first's
+        outs = [est.step({"t": t[k], **{c: np.asarray(episode[c])[k] for c in est.inputs}})
+                for k in range(len(t))]
+        ct = np.array([o["contact_t"] for o in outs])
+        assert np.isnan(ct[:h - 1 + lag]).all()
+        np.testing.assert_array_equal(ct[h - 1 + lag:], t[h - 1:len(t) - lag])
+        owed = est.finish()
+        np.testing.assert_array_equal([o["contact_t"] for o in owed], t[len(t) - lag:])
+        p = [o["contact_prob"] for o in outs[h - 1 + lag:]] + [o["contact_prob"] for o in owed]
+        np.testing.assert_allclose(p, want["contact_prob"][v], rtol=1e-4, atol=1e-5)
+    # an episode with fewer valid samples than the lag: all its decisions come at its end
+    short = episode.slice(0, h + 1)  # 2 valid samples, lag 4
+    s_want, s_got = estimate(m, short, **kw), stream_trajectory(m, short, **kw)
+    np.testing.assert_allclose(s_got["contact_prob"][h - 1:], s_want["contact_prob"][h - 1:],
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(s_got["contact_decided_t"], s_want["contact_decided_t"])
+    assert (s_got["contact_decided_t"][h - 1:] == t[h]).all()
+    # a causal gate decides each valid sample at once and owes nothing at the end
+    causal = StreamingEstimator(make_model(), **kw)
+    outs = [causal.step({"t": t[k], **{c: np.asarray(episode[c])[k] for c in causal.inputs}})
+            for k in range(h + 3)]
+    np.testing.assert_array_equal([o["contact_t"] for o in outs[h - 1:]], t[h - 1:h + 3])
+    assert causal.finish() == [] and causal.lag == 0
+
+
+def test_onnx_export_of_a_lagged_gate_gives_every_lag(episode, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from neuract.neuralactuator.export import OnnxActuator, export_onnx
+
+    lag = 3
+    m = make_model(gate_lag=lag)
+    ort = OnnxActuator(export_onnx(m, tmp_path / "g.onnx"))
+    assert ort.gate_lag == lag and ort.gate_hidden == m.gate_rnn.state_size
+    c = m.cfg
+    x = windows(episode, c.channels, 6, c.history, physics=c.physics, context_s=c.context_s)
+    with torch.no_grad():
+        want = m.recurrent_gate(x[:, -1])[0].numpy()  # (T, lag + 1)
+    state, logits = None, []
+    for k in range(len(x)):
+        out = ort(x[k:k + 1].numpy(), state)
+        state = out["gate_state"]
+        assert out["gate_logit"].shape == (1, lag + 1)
+        logits.append(out["gate_logit"][0])
+    np.testing.assert_allclose(logits, want, rtol=1e-4, atol=1e-4)
+    # the bound runner too
+    run = ort.runner(1)
+    got = [run(x[k:k + 1].numpy())[2][0].copy() for k in range(12)]
+    np.testing.assert_allclose(got, want[:12], rtol=1e-4, atol=1e-4)
+    # the probabilities estimate() decides from, rebuilt from the exported logits
+    p = lagged_probability(torch.from_numpy(np.array(logits)), lag)
+    ref = estimate(m, episode, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
+    np.testing.assert_allclose(p.numpy(), ref["contact_prob"][ref["valid"]], rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_bad_lags_are_refused_and_sizes_count_the_logits():
@@ -242,9 +308,16 @@ def test_cli_estimate_writes_when_each_decision_was_made(episode, tmp_path, caps
     want = estimate(load_checkpoint(ck), episode)
     np.testing.assert_array_equal(tab["contact_decided_t"], want["contact_decided_t"])
     assert tab["contact_decided_t"][100] > tab["t"][100]
-    for verb in (["estimate", "--data", str(ds), "--stream", "--out", str(tmp_path / "s")],
-                 ["export", "--out", str(tmp_path / "g.onnx")]):
-        assert main([verb[0], "--checkpoint", str(ck), *verb[1:], "--quiet"]) == 1
-        err = capsys.readouterr().err
-        assert "fixed-lag gate (gate_lag=4" in err, err
-    assert not (tmp_path / "s").exists() and not (tmp_path / "g.onnx").exists()
+    # streamed, as on a running robot: the same decisions, made at the same times
+    assert main(["estimate", "--checkpoint", str(ck), "--data", str(ds), "--stream", "--out",
+                 str(tmp_path / "s"), "--quiet"]) == 0
+    (f,) = (tmp_path / "s").glob("*.parquet")
+    streamed = pq.read_table(f).to_pydict()
+    np.testing.assert_array_equal(streamed["contact_decided_t"], tab["contact_decided_t"])
+    np.testing.assert_allclose(np.array(streamed["contact_prob"], float),
+                               np.array(tab["contact_prob"], float), rtol=1e-4, atol=1e-5)
+    # the export verb checks every lag's logit against torch
+    pytest.importorskip("onnxruntime")
+    assert main(["export", "--checkpoint", str(ck), "--out", str(tmp_path / "g.onnx"),
+                 "--check-windows", "16"]) == 0
+    assert "gate_logit" in capsys.readouterr().out

@@ -11,7 +11,11 @@ after the previous sample: the GRU state, and with ``gate_conv`` each convolutio
 inputs, :attr:`~neuract.neuralactuator.model.RecurrentGate.state_size`; zeros at an episode's
 start), ``gate_logit`` is the recurrent gate's logit for the window's last sample, and a fifth
 output ``gate_state_out (B, S)`` is the state to pass with the next sample
-(:class:`OnnxActuator` and its ``runner`` carry it). The
+(:class:`OnnxActuator` and its ``runner`` carry it). A fixed-lag gate
+(``NeuralActuatorConfig.gate_lag`` = D) has ``gate_logit (B, D + 1)``: column k is its logit
+for the sample k samples before the window's last (the decision for the sample D back; near
+an episode's end, the smaller lags decide the last samples, as
+:class:`~neuract.neuralactuator.stream.StreamingEstimator` does). The
 model config and channel list are stored in the ONNX
 metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
 model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model
@@ -47,7 +51,6 @@ from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import (
     NeuralActuator,
     check_gate_trained,
-    check_sample_by_sample,
     gate_state_size,
 )
 
@@ -81,7 +84,8 @@ def reference_outputs(model: NeuralActuator, x: torch.Tensor,
                       state: torch.Tensor | None = None) -> list[np.ndarray]:
     """What an export of ``model`` must compute for windows x (B, T, F): the model's outputs
     in :data:`OUTPUTS` order; with a recurrent gate, its logit for each window's last sample
-    from ``state`` (B, S) (zeros if None) and the state after it."""
+    (B, D + 1 for a fixed-lag gate) from ``state`` (B, S) (zeros if None) and the state after
+    it."""
     with torch.no_grad():
         out = list(model(x))
         if model.gate_rnn is not None:
@@ -111,7 +115,6 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
         raise ConfigError(f"export_onnx: extra is not JSON-serialisable ({exc})") from None
     path = Path(path)
     check_gate_trained(model)
-    check_sample_by_sample(model, "export_onnx")
     fused = FusedNeuralActuator(model.eval()).eval()
     cfg = model.cfg
     x = torch.zeros(2, cfg.history, cfg.n_features)
@@ -248,7 +251,8 @@ class OnnxActuator:
     ``gate_logit``, ``condition_logits``. For a model with a recurrent gate
     (:attr:`gate_hidden` > 0), ``actuator(x, gate_state)`` also takes the gate's state
     (B, :attr:`gate_hidden`) after the previous sample of each stream (None: zeros, a
-    stream's start) and returns the next one as ``gate_state``.
+    stream's start) and returns the next one as ``gate_state``. A fixed-lag gate
+    (:attr:`gate_lag` = D) gives ``gate_logit`` (B, D + 1), column k for the sample k back.
     """
 
     def __init__(self, path: str | os.PathLike, threads: int = 1):
@@ -263,6 +267,8 @@ class OnnxActuator:
         self.gate_hidden = gate_state_size(int(self.config.get("gate_rnn", 0) or 0),
                                            int(self.config.get("gate_conv", 0) or 0))
         """the recurrent gate's state size (0: none)"""
+        self.gate_lag = int(self.config.get("gate_lag", 0) or 0)
+        """a fixed-lag gate's lag D (0: causal); its ``gate_logit`` is (B, D + 1)"""
         self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_hidden else ())
 
     def run(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> list:

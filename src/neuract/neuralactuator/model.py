@@ -567,18 +567,6 @@ def check_gate_trained(model: NeuralActuator) -> None:
                           "build the model with gate_rnn=0 to use the gate head")
 
 
-def check_sample_by_sample(model: NeuralActuator, what: str) -> None:
-    """Refuse a model whose contact gate cannot run one sample at a time (a fixed-lag gate,
-    ``cfg.gate_lag``) in ``what`` (the streaming estimator, the export, ...)."""
-    lag = getattr(model.cfg, "gate_lag", 0)
-    if lag:
-        raise ConfigError(f"{what}: this model's contact gate is a fixed-lag gate (gate_lag="
-                          f"{lag} samples): each decision needs the samples after it, so it "
-                          "cannot run one sample at a time. Estimate whole recordings "
-                          "(estimate(), `neuract estimate` without --stream), or use a model "
-                          "with a causal gate (gate_lag=0)")
-
-
 def count_params(model: nn.Module) -> int:
     """Trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -607,5 +595,5 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
 
 __all__ = ["MAX_GATE_CONV", "MAX_GATE_LAG", "NeuralActuatorConfig", "decision_delay",
            "lagged_probability", "NeuralActuator", "RecurrentGate",
-           "check_gate_trained", "check_sample_by_sample", "count_params", "count_flops",
+           "check_gate_trained", "count_params", "count_flops",
            "gate_state_size"]

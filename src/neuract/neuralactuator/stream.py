@@ -50,11 +50,7 @@ from neuract.neuralactuator.features import (
     ident_regressors,
     source_channels,
 )
-from neuract.neuralactuator.model import (
-    NeuralActuator,
-    check_gate_trained,
-    check_sample_by_sample,
-)
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
     chain_offsets,
@@ -155,9 +151,15 @@ class StreamingEstimator:
     value for a bus-wide channel such as ``voltage``), and returns ``tau`` (n,) [N m],
     ``ee_force`` (3,) [N], ``contact_prob``, ``condition_prob_joint`` (n,),
     ``condition_prob`` and ``valid`` (False, with NaN outputs, until ``history`` samples have
-    arrived). :meth:`reset` starts a new episode (a recurrent gate's state included).
-    reference_dt: the sample period [s] the
-    servo-reference channels are simulated on (required for models that read them).
+    arrived), and ``contact_t``, the time [s] of the sample ``contact_prob`` decides: ``t``
+    itself for a causal gate (NaN while not valid). A fixed-lag gate (``cfg.gate_lag`` = D)
+    decides each sample once it has read the D samples after it: ``contact_prob`` then belongs
+    to the valid sample D steps back (``contact_t`` its time; NaN for the first D valid
+    samples), and :meth:`finish`, where the episode ends, decides its last D samples from the
+    lags they allow, so that a streamed episode gets ``estimate``'s decisions. :meth:`reset`
+    starts a new episode (a recurrent gate's state included). reference_dt: the sample
+    period [s] the servo-reference channels are simulated on (required for models that read
+    them).
     """
 
     def __init__(self, model: NeuralActuator, condition_tau_s: float | None = None,
@@ -169,7 +171,8 @@ class StreamingEstimator:
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
         check_gate_trained(model)
-        check_sample_by_sample(model, "StreamingEstimator")
+        self.lag = int(getattr(cfg, "gate_lag", 0) or 0)
+        """samples each contact decision waits for (``cfg.gate_lag``; 0: a causal gate)"""
         self._ref = None
         if cfg.reference_steps:
             if reference_dt is None:
@@ -223,6 +226,8 @@ class StreamingEstimator:
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
         self._gate_state = None  # the recurrent gate's state (cfg.gate_rnn)
+        # a fixed-lag gate's last lag + 1 valid samples: their times and logits (lag + 1,)
+        self._pending: deque = deque(maxlen=self.lag + 1)
         if self._ref is not None:
             self._ref.reset()
 
@@ -304,18 +309,45 @@ class StreamingEstimator:
         self._t_prev = t
         if len(self._rows) < cfg.history:
             return {"tau": np.full(n, np.nan), "ee_force": np.full(3, np.nan),
-                    "contact_prob": np.nan, "condition_prob_joint": np.full(n, np.nan),
-                    "condition_prob": np.nan, "valid": False}
+                    "contact_prob": np.nan, "contact_t": np.nan,
+                    "condition_prob_joint": np.full(n, np.nan), "condition_prob": np.nan,
+                    "valid": False}
         x = torch.stack(tuple(self._rows))[None]
         tau, force, gate, cond = self.model(x)
         if self.model.gate_rnn is not None:  # carried from the first valid sample on
             gate, self._gate_state = self.model.recurrent_gate(x[:, -1], self._gate_state)
         p_cond = torch.softmax(cond[0], -1)[..., 1:].sum(-1).double().numpy()
         cj = shift_threshold(self._cond.update(t, p_cond), self.condition_threshold)
-        return {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),
-                "contact_prob": self._gate_decision(t, float(torch.sigmoid(gate[0]))),
-                "condition_prob_joint": cj, "condition_prob": float(np.max(cj)),
-                "valid": True}
+        out = {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),
+               "contact_prob": np.nan, "contact_t": np.nan, "condition_prob_joint": cj,
+               "condition_prob": float(np.max(cj)), "valid": True}
+        if not self.lag:
+            out["contact_prob"] = self._gate_decision(t, float(torch.sigmoid(gate[0])))
+            out["contact_t"] = t
+            return out
+        self._pending.append((t, torch.sigmoid(gate[0])))  # probabilities of lags 0 .. D
+        if len(self._pending) == self.lag + 1:  # the sample D back has had its D samples
+            t_s = self._pending[0][0]
+            p = float(self._pending[-1][1][self.lag])
+            out["contact_prob"], out["contact_t"] = self._gate_decision(t_s, p), t_s
+        return out
+
+    def finish(self) -> list[dict[str, float]]:
+        """The episode has ended: the contact decisions still owed, for its last samples
+        (a fixed-lag gate's last ``lag`` valid samples, each from the largest lag the episode
+        allows, as ``estimate`` decides them), as ``{"contact_t", "contact_prob"}`` in sample
+        order; then :meth:`reset`. A causal gate owes none."""
+        owed = []
+        if self._pending:
+            probs = self._pending[-1][1]
+            last = len(self._pending) - 1
+            skip = 1 if len(self._pending) == self.lag + 1 else 0  # already decided in step
+            for i in range(skip, last + 1):
+                t_s = self._pending[i][0]
+                p = float(probs[last - i])
+                owed.append({"contact_t": t_s, "contact_prob": self._gate_decision(t_s, p)})
+        self.reset()
+        return owed
 
     def _gate_decision(self, t: float, p: float) -> float:
         """:func:`~neuract.neuralactuator.estimate.gate_filter`, one sample at a time."""
@@ -334,7 +366,8 @@ class StreamingEstimator:
 
 def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
     """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
-    outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s (kwargs: the
+    outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s, each contact
+    decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
     estimator's thresholds and filters; the servo-reference channels, if the model reads them,
     are simulated on the episode's median sample spacing, as ``estimate`` does). An episode
     shorter than the model's history is refused, as ``estimate`` refuses it."""
@@ -350,9 +383,18 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
              if c in traj and (c != "torque_enable" or model.cfg.reference_steps)]
     cols = {c: np.asarray(traj[c]) for c in names}
     outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
-    keys = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob",
-            "valid")
-    return {k: np.array([o[k] for o in outs]) for k in keys}
+    keys = ("tau", "ee_force", "condition_prob_joint", "condition_prob", "valid")
+    res = {k: np.array([o[k] for o in outs]) for k in keys}
+    # each contact decision at the sample it decides, made at the step that gave it
+    made = [(o["contact_t"], o["contact_prob"], t[k]) for k, o in enumerate(outs)
+            if np.isfinite(o["contact_t"])]
+    made += [(o["contact_t"], o["contact_prob"], t[-1]) for o in est.finish()]
+    res["contact_prob"], res["contact_decided_t"] = np.full(len(t), np.nan), t.copy()
+    if made:
+        at, p, when = map(np.array, zip(*made))
+        idx = np.searchsorted(t, at)
+        res["contact_prob"][idx], res["contact_decided_t"][idx] = p, when
+    return res
 
 
 __all__ = ["StreamingEstimator", "stream_trajectory"]

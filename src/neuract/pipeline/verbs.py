@@ -392,10 +392,6 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data), mode="estimator")
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
-    if cfg.stream:
-        from neuract.neuralactuator.model import check_sample_by_sample
-
-        check_sample_by_sample(model, "neuract estimate --stream")
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
     with atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
         for tr in trajs:
