@@ -141,9 +141,13 @@ def test_export_verb_aot_float32_and_reusing_a_directory(tmp_path, monkeypatch):
     windows and is near zero; a later compile of another model into the same directory drops
     the first model's packages, one of the same model adds its sizes; a failing compile
     leaves the directory as it was."""
-    from neuract.neuralactuator import save_checkpoint
+    from neuract.neuralactuator import compiled, save_checkpoint
     from neuract.pipeline.export_verb import ExportConfig, run
 
+    # this test is about the verb and the directory, not the tuned compile: untuned compiles
+    # take a third of the time (the tuned options: test_int8_packages_equal_the_eager_int8_model
+    # and, with -m slow, test_packages_equal_the_eager_model_at_each_batch_size)
+    monkeypatch.setattr(compiled, "inductor_options", lambda batch_size: {})
     a = trained_like(NeuralActuatorConfig(**TINY), seed=0)
     b = trained_like(NeuralActuatorConfig(**TINY), seed=1)
     save_checkpoint(a, tmp_path / "ck", extra={"gate_threshold": 0.3})

@@ -226,7 +226,7 @@ class StreamingEstimator:
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
         self._gate_state = None  # the recurrent gate's state (cfg.gate_rnn)
-        # a fixed-lag gate's last lag + 1 valid samples: their times and logits (lag + 1,)
+        # a fixed-lag gate's last lag + 1 valid samples: their times and probabilities (lag + 1,)
         self._pending: deque = deque(maxlen=self.lag + 1)
         if self._ref is not None:
             self._ref.reset()
