@@ -231,7 +231,7 @@ def test_onnx_export_of_a_lagged_gate_gives_every_lag(episode, tmp_path):
     lag = 3
     m = make_model(gate_lag=lag)
     ort = OnnxActuator(export_onnx(m, tmp_path / "g.onnx"))
-    assert ort.gate_lag == lag and ort.gate_hidden == m.gate_rnn.state_size
+    assert ort.gate_lag == lag and ort.gate_state_size == m.gate_rnn.state_size
     c = m.cfg
     x = windows(episode, c.channels, 6, c.history, physics=c.physics, context_s=c.context_s)
     with torch.no_grad():

@@ -308,7 +308,7 @@ def test_onnx_export_carries_the_gate_state(episodes, tmp_path, conv):
     path = export_onnx(m, tmp_path / "g.onnx")
     ort = OnnxActuator(path)
     S = 8 * (1 + 2 * (1 + 2 + 4)) if conv else 8  # the GRU state, then the layers' inputs
-    assert ort.gate_hidden == m.gate_rnn.state_size == S
+    assert ort.gate_state_size == m.gate_rnn.state_size == S == ort.gate_hidden
     tr = episodes[0]
     c = m.cfg
     x = windows(tr, c.channels, 6, c.history, physics=c.physics, context_s=c.context_s)
@@ -338,7 +338,7 @@ def test_onnx_export_carries_the_gate_state(episodes, tmp_path, conv):
     np.testing.assert_allclose(out[2], [want[10], want[0]], rtol=1e-4, atol=1e-4)
     # int8: the head trunk quantized in the recurrent graph too
     q = OnnxActuator(export_onnx(m, tmp_path / "g8.onnx", quantize="int8"))
-    assert q.quantize == "int8" and q.gate_hidden == S
+    assert q.quantize == "int8" and q.gate_state_size == S
     np.testing.assert_allclose(q(x[:1].numpy())["gate_logit"], want[:1], rtol=1e-4, atol=1e-4)
     with pytest.raises(Exception, match="gate_state has shape"):
         ort(x[:2].numpy(), np.zeros((1, S), np.float32))

@@ -249,8 +249,8 @@ class OnnxActuator:
 
     ``actuator(x)`` with x: (B, T, F) raw features -> dict of numpy arrays ``tau``, ``force``,
     ``gate_logit``, ``condition_logits``. For a model with a recurrent gate
-    (:attr:`gate_hidden` > 0), ``actuator(x, gate_state)`` also takes the gate's state
-    (B, :attr:`gate_hidden`) after the previous sample of each stream (None: zeros, a
+    (:attr:`gate_state_size` > 0), ``actuator(x, gate_state)`` also takes the gate's state
+    (B, :attr:`gate_state_size`) after the previous sample of each stream (None: zeros, a
     stream's start) and returns the next one as ``gate_state``. A fixed-lag gate
     (:attr:`gate_lag` = D) gives ``gate_logit`` (B, D + 1), column k for the sample k back.
     """
@@ -264,19 +264,25 @@ class OnnxActuator:
         self.extra = json.loads(meta.get("neuract.extra", "{}"))
         self._shape = (self.config.get("history"),
                        self.config.get("n_joints", 0) * len(self.channels))
-        self.gate_hidden = gate_state_size(int(self.config.get("gate_rnn", 0) or 0),
-                                           int(self.config.get("gate_conv", 0) or 0))
-        """the recurrent gate's state size (0: none)"""
+        self.gate_state_size = gate_state_size(int(self.config.get("gate_rnn", 0) or 0),
+                                               int(self.config.get("gate_conv", 0) or 0))
+        """the recurrent gate's state size S (0: none): the GRU's units, and with a
+        convolution front each layer's last inputs"""
         self.gate_lag = int(self.config.get("gate_lag", 0) or 0)
         """a fixed-lag gate's lag D (0: causal); its ``gate_logit`` is (B, D + 1)"""
-        self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_hidden else ())
+        self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_state_size else ())
+
+    @property
+    def gate_hidden(self) -> int:
+        """The older name of :attr:`gate_state_size` (kept for callers that use it)."""
+        return self.gate_state_size
 
     def run(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> list:
         """Raw session outputs, in :attr:`outputs` order (no checks: the benchmark path);
         gate_state: the recurrent gate's state (None: zeros)."""
         feed = {"x": x}
-        if self.gate_hidden:
-            feed[STATE_IN] = (np.zeros((x.shape[0], self.gate_hidden), np.float32)
+        if self.gate_state_size:
+            feed[STATE_IN] = (np.zeros((x.shape[0], self.gate_state_size), np.float32)
                               if gate_state is None else gate_state)
         return self.session.run(None, feed)
 
@@ -296,8 +302,8 @@ class OnnxActuator:
         outs = tuple(np.empty_like(o) for o in self.run(xin))  # held here: bound memory
         bind = self.session.io_binding()
         bind.bind_input("x", "cpu", 0, np.float32, list(xin.shape), xin.ctypes.data)
-        sin = np.zeros((batch, self.gate_hidden), np.float32)
-        if self.gate_hidden:
+        sin = np.zeros((batch, self.gate_state_size), np.float32)
+        if self.gate_state_size:
             bind.bind_input(STATE_IN, "cpu", 0, np.float32, list(sin.shape), sin.ctypes.data)
         for name, buf in zip(self.outputs, outs):
             bind.bind_output(name, "cpu", 0, np.float32, list(buf.shape), buf.ctypes.data)
@@ -310,7 +316,7 @@ class OnnxActuator:
                                   f"expected {xin.shape}")
             np.copyto(xin, x)
             run(bind)
-            if self.gate_hidden:
+            if self.gate_state_size:
                 np.copyto(sin, outs[n_out])  # the next call continues each stream
             return list(outs[:n_out])
 
@@ -333,15 +339,15 @@ class OnnxActuator:
         if not np.isfinite(x).all():
             raise SchemaError("ONNX NeuralActuator input contains non-finite values")
         if gate_state is not None:
-            if not self.gate_hidden:
+            if not self.gate_state_size:
                 raise SchemaError("gate_state given, but this export has no recurrent gate")
             gate_state = np.ascontiguousarray(gate_state, dtype=np.float32)
-            if gate_state.shape != (x.shape[0], self.gate_hidden) or not np.isfinite(
+            if gate_state.shape != (x.shape[0], self.gate_state_size) or not np.isfinite(
                     gate_state).all():
                 raise SchemaError(f"gate_state has shape {gate_state.shape}; expected "
-                                  f"({x.shape[0]}, {self.gate_hidden}) finite values")
+                                  f"({x.shape[0]}, {self.gate_state_size}) finite values")
         out = dict(zip(self.outputs, self.run(x, gate_state)))
-        if self.gate_hidden:
+        if self.gate_state_size:
             out["gate_state"] = out.pop(STATE_OUT)
         return out
 
