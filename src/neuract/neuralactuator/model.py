@@ -113,8 +113,10 @@ class NeuralActuatorConfig:
     t - k. :func:`~neuract.neuralactuator.estimate.estimate` decides each sample s from the
     logit of lag gate_lag at s + gate_lag, so the decision needs the ``gate_lag`` samples
     after s (near an episode's end, the largest lag the episode allows); it is reported that
-    much later (``contact_decided_t``). A whole-file estimate only: the streaming estimator
-    and the ONNX export refuse such a model. 0: the causal gate (one logit, lag 0)"""
+    much later (``contact_decided_t``). The streaming estimator gives each decision
+    ``gate_lag`` samples after its sample (and the last ones at the episode's end,
+    ``StreamingEstimator.finish``); the ONNX export gives every lag's logit. 0: the causal
+    gate (one logit, lag 0)"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1

@@ -138,8 +138,8 @@ class ExperimentConfig:
     gate_lag: int = 0
     """recurrent gate: a fixed-lag gate that decides each sample after reading this many
     samples more (``NeuralActuatorConfig.gate_lag``; needs ``gate_rnn``; the reported
-    detection latency includes the wait). Whole-recording estimates only: the streaming
-    estimator and the ONNX export refuse it. 0: the causal gate"""
+    detection latency includes the wait; streamed, each decision comes that many samples
+    after its sample). 0: the causal gate"""
     gate_rnn_iters: int = 3000
     """recurrent gate: optimiser steps (``GateTrainConfig.iters``)"""
     gate_rnn_lr: float = 1e-3
