@@ -212,7 +212,8 @@ class StreamingEstimator:
         self.reset()
 
     def reset(self) -> None:
-        """Forget the episode so far (the next sample starts a new one)."""
+        """Forget the episode so far (the next sample starts a new one). A fixed-lag gate's
+        decisions still owed are dropped: :meth:`finish` returns them, then resets."""
         self._rows: deque = deque(maxlen=self.model.cfg.history)
         self._t_prev: float | None = None
         self._slow: np.ndarray | None = None  # (2, n): effort and position-error averages
