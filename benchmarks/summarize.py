@@ -58,6 +58,20 @@ def _twin(d: dict) -> list[Row]:
             for robot, v in d.get("realtime_factor", {}).items()]
 
 
+def _twin_current_noise(d: dict) -> list[Row]:
+    rows = []
+    for robot, s in d.get("summary", {}).items():
+        tw = s["twin_mean"]
+        best = f"{s['nearest_level_lsb']:g}"
+        rows.append((f"twin current register ({robot})",
+                     f"share of rest samples whose current register changes, twin with "
+                     f"SimConfig.current_noise_lsb={best} (nearest level) vs the NAD files",
+                     f"{tw[str(s['nearest_level_lsb'])]:.2f}",
+                     f"real {s['real_mean']:.2f} ({s['files']} files); twin default (0 LSB) "
+                     f"{tw['0.0']:.2f}"))
+    return rows
+
+
 def _planar2(d: dict) -> list[Row]:
     return [
         ("Sensors 2025 planar2", "gravity R^2", _f(d.get("gravity_r2"), 6), ">= 0.9999"),
@@ -387,6 +401,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
     "twin.json": _twin,
+    "twin_current_noise.json": _twin_current_noise,
     "planar2_sensors2025.json": _planar2,
     "real_arms.json": _real_arms,
     "neuralactuator_twin.json": _na_twin,

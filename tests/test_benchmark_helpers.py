@@ -115,3 +115,24 @@ def test_gate_kind_names_the_gates_front_and_lag(bench):
     assert seeds.gate_kind(res(trained=True, hidden=128)) == "recurrent 128 units"
     assert seeds.gate_kind(res(trained=True, hidden=64, conv=6, lag=10, extra_episodes=3)) == \
         "recurrent 64 units, 6 convolutions, fixed lag 10 + extra units (push)"
+
+
+def test_current_noise_summary_names_the_level_nearest_the_real_files(bench):
+    b = bench("bench_twin_current_noise")
+    levels = (0.0, 0.5, 1.0)
+    rows = [{"file": "a", "robot": "so101", "real": 0.6, "twin": {"0.0": 0.05, "0.5": 0.5,
+                                                                  "1.0": 0.7}},
+            {"file": "b", "robot": "so101", "real": 0.7, "twin": {"0.0": 0.05, "0.5": 0.52,
+                                                                  "1.0": 0.72}},
+            {"file": "c", "robot": "omx", "real": 0.6, "twin": {"0.0": 0.55, "0.5": 0.75,
+                                                                "1.0": 0.85}}]
+    s = b.summarize(rows, levels)
+    assert s["so101"]["files"] == 2 and s["so101"]["real_mean"] == pytest.approx(0.65)
+    assert s["so101"]["twin_mean"]["1.0"] == pytest.approx(0.71)
+    assert s["so101"]["nearest_level_lsb"] == 1.0 and s["omx"]["nearest_level_lsb"] == 0.0
+    text = b.markdown({"levels_lsb": list(levels), "files": rows, "summary": s, "wall_s": 1.0})
+    assert "| a | so101 | 0.60 | 0.05 | 0.50 | 0.70 |" in text
+    assert "| so101 | 2 | 0.65 | 0.05 | 0.51 | 0.71 | 1 LSB |" in text
+    rows_md = {r[0]: r for r in bench("summarize")._twin_current_noise({"summary": s})}
+    so = rows_md["twin current register (so101)"]
+    assert so[2] == "0.71" and "real 0.65 (2 files)" in so[3] and "(0 LSB) 0.05" in so[3]

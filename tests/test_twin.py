@@ -261,6 +261,56 @@ def test_healthy_motors_counterfactual_changes_only_the_worn_motors():
                       row)
 
 
+def test_current_register_noise_changes_the_current_register_only():
+    """SimConfig.current_noise_lsb: drawn after the simulation from the episode's stream, so
+    every other channel is the same; the register then changes more often at rest, stays a
+    whole number of LSBs and (SO-101, supply side) >= 0."""
+    from neuract.twin.realism import rest_mask
+
+    sim = SimConfig(episode_s=4.0, n_envs=2)
+    cfg = GenerateConfig(tasks=("free", "lift"), minutes=4 * 4.0 / 60, units=2, seed=3,
+                         sim=sim)
+    rows = [(i, u, k, t) for i, (u, k, t) in enumerate([(0, 0, "free"), (1, 0, "lift")])]
+    plain = run_chunk(cfg, rows)
+    noisy = run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(
+        sim, current_noise_lsb=0.7)), rows)
+    lsb = ROBOT_SPECS["so101"]().registers.current_lsb
+    changed_rest = {}
+    for a, b in zip(plain, noisy):
+        for ch in a.channels:
+            if ch != "current":
+                np.testing.assert_array_equal(a[ch], b[ch], err_msg=ch)
+        assert not np.array_equal(a["current"], b["current"])
+        assert (b["current"] >= 0).all()
+        np.testing.assert_allclose(b["current"] / lsb, np.round(b["current"] / lsb), atol=1e-6)
+        rest = rest_mask(a)
+        both = rest[1:] & rest[:-1]
+        if both.sum() < 50:  # too little rest in this episode (the free task moves on)
+            continue
+        for name, tr in (("plain", a), ("noisy", b)):
+            c = tr["current"][:, :4]
+            changed_rest.setdefault(name, []).append((c[1:][both] != c[:-1][both]).mean())
+    # the lift episode holds still: its register changed on 5 % of rest samples, 61 % noisy
+    assert len(changed_rest["plain"]) >= 1
+    assert np.mean(changed_rest["noisy"]) > np.mean(changed_rest["plain"]) + 0.2, changed_rest
+    # the same draws again: deterministic
+    again = run_chunk(dataclasses.replace(cfg, sim=dataclasses.replace(
+        sim, current_noise_lsb=0.7)), rows)
+    np.testing.assert_array_equal(again[1]["current"], noisy[1]["current"])
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="current_noise_lsb"):
+            dataclasses.replace(cfg, sim=dataclasses.replace(
+                sim, current_noise_lsb=bad)).validate()
+    # the experiments' twin data take it too (neuract evaluate --twin.current-noise-lsb)
+    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_config, worn_config
+
+    data = TwinDataConfig(current_noise_lsb=0.7, worn_train_minutes=1.0)
+    assert generate_config(data).sim.current_noise_lsb == 0.7
+    assert worn_config(data).sim.current_noise_lsb == 0.7
+    with pytest.raises(ConfigError, match="current_noise_lsb = -1"):
+        generate_config(TwinDataConfig(current_noise_lsb=-1.0))
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(ConfigError, match="unknown"):
         GenerateConfig(tasks=("dance",)).validate()
@@ -297,5 +347,5 @@ def test_cli_config_defaults_are_the_library_defaults():
     cli, gen, sim = TwinConfig(out="x"), GenerateConfig(), SimConfig()
     for name in ("robot", "tasks", "minutes", "units", "seed", "workers"):
         assert getattr(cli, name) == getattr(gen, name), name
-    for name in ("episode_s", "n_envs", "physics_hz"):
+    for name in ("episode_s", "n_envs", "physics_hz", "current_noise_lsb"):
         assert getattr(cli, name) == getattr(sim, name), name

@@ -74,6 +74,9 @@ class TwinDataConfig:
     workers: int = 1
     """processes that compute the extra gate episodes (``gate_train_minutes``), one chunk
     each at a time (the result does not depend on it)"""
+    current_noise_lsb: float = 0.0
+    """reading noise of the current register, std [register LSBs] before rounding
+    (``SimConfig.current_noise_lsb``; >= 0); 0: none, as in every benchmark here"""
     worn_train_tasks: tuple[str, ...] = ("degraded",)
     """the tasks of the extra worn-motor training episodes (``worn_train_minutes``), in turn:
     'degraded' (pick-and-place or teleoperation, as the main data's worn episodes), 'push' (a
@@ -105,6 +108,7 @@ def generate_config(cfg: TwinDataConfig):
                          units=cfg.units, seed=cfg.seed,
                          sim=SimConfig(episode_s=cfg.episode_s,
                                        degraded_fraction=cfg.degraded_fraction,
+                                       current_noise_lsb=cfg.current_noise_lsb,
                                        nonideal=Nonidealities(**{k: False for k in cfg.ideal})))
     gen.validate()
     return gen

@@ -194,6 +194,14 @@ class SimConfig:
     """pushes starting and payloads attached at or after this episode time [s] are left out,
     the motion plan, timing and noise kept: the counterfactual that tells which contact
     samples the telemetry shows (:mod:`neuract.twin.observability`); inf: all kept"""
+    current_noise_lsb: float = 0.0
+    """std of the current register's reading noise, added before rounding [register LSBs:
+    6.5 mA on the SO-101, 2.69 mA on the OMX]; the supply-side SO-101 register stays >= 0.
+    Drawn after the simulation from the episode's own random stream, so every other channel
+    is the same as without it. 0 (the default, and the data every benchmark here used): none;
+    with noise switched off (``nonideal.noise``) none either. On replays of the NAD files,
+    0.7 LSB (SO-101) and 0.3 LSB (OMX) bring the share of rest samples whose register
+    changes near the real files' (``benchmarks/bench_twin_current_noise.py``)"""
     healthy_motors: tuple[int, ...] = ()
     """motors (joint indices) kept healthy where an episode's plan degrades them, the
     degradation still drawn (the rest of the episode, its other worn motors included, stays

@@ -65,7 +65,8 @@ class GenerateConfig:
                 raise ConfigError(f"GenerateConfig.{name} = {v!r}; expected an integer >= {lo}")
         for name, val, lo in (("sim.episode_s", self.sim.episode_s, 1.0),
                               ("sim.physics_hz", self.sim.physics_hz, 500.0),
-                              ("sim.n_envs", self.sim.n_envs, 1)):
+                              ("sim.n_envs", self.sim.n_envs, 1),
+                              ("sim.current_noise_lsb", self.sim.current_noise_lsb, 0.0)):
             if not (math.isfinite(val) and val >= lo):
                 raise ConfigError(f"GenerateConfig.{name} = {val}; expected a finite number "
                                   f">= {lo:g}")
@@ -265,7 +266,8 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]],
         }
         name = episode_name(row)
         trajs.append(to_trajectory(rec, spec, cfg.sim.nonideal, tm.joint_names, name, labels,
-                                   deg))
+                                   deg, current_noise_lsb=cfg.sim.current_noise_lsb,
+                                   rng=job.rng))
     return trajs
 
 

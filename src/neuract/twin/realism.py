@@ -12,7 +12,8 @@ own goal trajectory (and payload), for several randomly drawn units:
   temperature between the first and the last second of ~10 s [degC];
 - ``current_change_rest``: share of consecutive rest samples in which the current register
   reads differently, median over the arm joints 1-4. Reported, not checked
-  (:data:`UNCHECKED`): the twin's current register has no sensor noise of its own.
+  (:data:`UNCHECKED`): by default the twin's current register has no sensor noise of its
+  own (``SimConfig.current_noise_lsb`` adds it; ``benchmarks/bench_twin_current_noise.py``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from neuract.twin.telemetry import to_trajectory
 LSB = 2 * np.pi / 4096
 ARM = slice(0, 4)
 UNCHECKED = {
-    "current_change_rest": "the twin's current register has no sensor noise of its own: on "
-                           "the SO-101 it changes far less often at rest than the real one",
+    "current_change_rest": "by default the twin's current register has no sensor noise of its "
+                           "own: on the SO-101 it changes far less often at rest than the "
+                           "real one (SimConfig.current_noise_lsb adds it)",
 }
 """statistics that :func:`stats` reports but :func:`tolerance_bands` gives no band (why)"""
 
@@ -93,9 +95,11 @@ def stats(tr: Trajectory) -> dict[str, float]:
 
 
 def replay(real: Trajectory, n_units: int = 4, seed: int = 0, physics_hz: float = 500.0,
-           spec: RobotTwinSpec | None = None) -> list[Trajectory]:
+           spec: RobotTwinSpec | None = None, current_noise_lsb: float = 0.0
+           ) -> list[Trajectory]:
     """The twin driven by ``real``'s goal trajectory and payload, on ``n_units`` units
-    (``spec`` overrides the robot's default twin spec, e.g. for a negative control)."""
+    (``spec`` overrides the robot's default twin spec, e.g. for a negative control;
+    ``current_noise_lsb``: ``SimConfig.current_noise_lsb``)."""
     robot = real.meta.robot
     spec = spec or ROBOT_SPECS[robot]()
     tm = _model(robot, physics_hz)
@@ -114,7 +118,8 @@ def replay(real: Trajectory, n_units: int = 4, seed: int = 0, physics_hz: float 
         jobs.append(Job(u, 0, params, bus, plan, episode_rng(seed, u, 0)))
     recs = simulate(tm, spec, cfg, jobs)
     return [to_trajectory(r, spec, cfg.nonideal, tm.joint_names, f"replay/unit{u}",
-                          {"unit": u}, None) for u, r in enumerate(recs)]
+                          {"unit": u}, None, current_noise_lsb=current_noise_lsb,
+                          rng=job.rng) for u, (r, job) in enumerate(zip(recs, jobs))]
 
 
 def tolerance_bands(r: dict[str, float]) -> dict[str, tuple[float, float]]:

@@ -26,9 +26,12 @@ plus pushes [N]), ``ee_force_mask`` (all True: the twin knows the force everywhe
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
+from neuract.errors import ConfigError
 from neuract.twin.config import Nonidealities, RobotTwinSpec
 from neuract.twin.sim import EpisodeRecord
 
@@ -39,9 +42,19 @@ def _round(x: np.ndarray, lsb: float, on: bool) -> np.ndarray:
 
 def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
                   joint_names: list[str], name: str, labels: dict,
-                  degraded: np.ndarray | None) -> Trajectory:
-    """Canonical telemetry of one simulated episode (see the module docstring)."""
+                  degraded: np.ndarray | None, current_noise_lsb: float = 0.0,
+                  rng: np.random.Generator | None = None) -> Trajectory:
+    """Canonical telemetry of one simulated episode (see the module docstring).
+    current_noise_lsb: std of the current register's reading noise before rounding
+    [register LSBs] (``SimConfig.current_noise_lsb``), drawn from ``rng`` (the episode's
+    stream, after the simulation's draws); 0 or ``ni.noise`` off: none."""
     r = spec.registers
+    if not (math.isfinite(current_noise_lsb) and current_noise_lsb >= 0):
+        raise ConfigError(f"current_noise_lsb = {current_noise_lsb!r}; expected a finite "
+                          "number >= 0 register LSBs")
+    noisy = ni.noise and current_noise_lsb > 0
+    if noisy and rng is None:
+        raise ConfigError("to_trajectory: current_noise_lsb > 0 needs the episode's rng")
     c = rec.channels
     quant = ni.quantisation
     lsb = 2 * np.pi / r.steps_per_rev
@@ -52,10 +65,12 @@ def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
         qd = _round(c["qd_true"], r.velocity_lsb, quant)
     duty = c["duty"]
     counts = _round(duty * r.load_full_scale, r.load_lsb, quant)
-    if r.current_supply_side:
-        current = _round(np.abs(duty * c["current"]), r.current_lsb, quant)
-    else:
-        current = _round(c["current"], r.current_lsb, quant)
+    current = np.abs(duty * c["current"]) if r.current_supply_side else c["current"]
+    if noisy:  # the reading's noise, in register LSBs
+        current = current + rng.standard_normal(current.shape) * current_noise_lsb * r.current_lsb
+        if r.current_supply_side:  # an unsigned register
+            current = np.abs(current)
+    current = _round(current, r.current_lsb, quant)
     ch = {
         "t": rec.t,
         "q": c["q_enc"],

@@ -42,6 +42,10 @@ class TwinConfig:
     """episodes stepped in lockstep per process"""
     physics_hz: float = 500.0
     """MuJoCo physics rate [Hz] (>= 500)"""
+    current_noise_lsb: float = 0.0
+    """std of the current register's reading noise [register LSBs] (>= 0; 0: none, as in
+    every benchmark here); 0.7 (SO-101) and 0.3 (OMX) bring the share of rest samples whose
+    register changes near the NAD files' (benchmarks/results/twin_current_noise.md)"""
     overwrite: bool = False
     """replace an existing output directory"""
 
@@ -57,7 +61,8 @@ def run(cfg: TwinConfig) -> None:
     gen = GenerateConfig(robot=cfg.robot, tasks=tuple(cfg.tasks), minutes=cfg.minutes,
                          units=cfg.units, seed=cfg.seed, workers=cfg.workers,
                          sim=SimConfig(physics_hz=cfg.physics_hz, episode_s=cfg.episode_s,
-                                       n_envs=cfg.n_envs))
+                                       n_envs=cfg.n_envs,
+                                       current_noise_lsb=cfg.current_noise_lsb))
     gen.validate()
     check_dest(cfg.out, cfg.overwrite, **DATASET_DEST)  # before generating
     console = Console(stderr=True)
