@@ -15,7 +15,8 @@ This is the only place where register units exist in the twin. Per servo family
 - OMX ``pwm``: XM430 Present_PWM, 885 counts = 100 %, sign = drive direction (+q);
 - current: STS3215 6.5 mA/LSB, unsigned supply-side |duty * I| (consistent with NAD: 3-4
   counts at 8 % duty at rest, 220 counts at 74 % duty while lifting 500 g); XM430 2.69 mA/LSB,
-  signed motor current;
+  signed motor current; optional reading noise before rounding (``current_noise_lsb``,
+  ``SimConfig.current_noise_lsb``; default none);
 - voltage 0.1 V LSB, temperature 1 degC LSB.
 Ground truth beside the telemetry: ``tau`` (servo output torque driving the joint [N m]),
 ``ee_force`` (external force at the end-effector point, world frame: payload weight on z
