@@ -11,7 +11,7 @@ Per robot, the level whose mean over the files is nearest the real files' mean i
 
 Writes ``benchmarks/results/twin_current_noise.json`` and ``.md``. Needs
 ``../shared/data/nad``. Run: ``.venv/bin/python benchmarks/bench_twin_current_noise.py``
-(about 3 minutes).
+(about 30 s).
 """
 
 from __future__ import annotations

@@ -48,11 +48,7 @@ import torch
 from neuract.atomic import atomic_path
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import (
-    NeuralActuator,
-    check_gate_trained,
-    gate_state_size,
-)
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained, gate_state_size
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 STATE_IN, STATE_OUT = "gate_state", "gate_state_out"

@@ -597,5 +597,4 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
 
 __all__ = ["MAX_GATE_CONV", "MAX_GATE_LAG", "NeuralActuatorConfig", "decision_delay",
            "lagged_probability", "NeuralActuator", "RecurrentGate",
-           "check_gate_trained", "count_params", "count_flops",
-           "gate_state_size"]
+           "check_gate_trained", "count_params", "count_flops", "gate_state_size"]

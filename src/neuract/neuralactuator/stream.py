@@ -171,7 +171,7 @@ class StreamingEstimator:
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
         check_gate_trained(model)
-        self.lag = int(getattr(cfg, "gate_lag", 0) or 0)
+        self.lag = cfg.gate_lag
         """samples each contact decision waits for (``cfg.gate_lag``; 0: a causal gate)"""
         self._ref = None
         if cfg.reference_steps:
@@ -338,15 +338,13 @@ class StreamingEstimator:
         (a fixed-lag gate's last ``lag`` valid samples, each from the largest lag the episode
         allows, as ``estimate`` decides them), as ``{"contact_t", "contact_prob"}`` in sample
         order; then :meth:`reset`. A causal gate owes none."""
-        owed = []
-        if self._pending:
-            probs = self._pending[-1][1]
-            last = len(self._pending) - 1
-            skip = 1 if len(self._pending) == self.lag + 1 else 0  # already decided in step
-            for i in range(skip, last + 1):
-                t_s = self._pending[i][0]
-                p = float(probs[last - i])
-                owed.append({"contact_t": t_s, "contact_prob": self._gate_decision(t_s, p)})
+        owed, n = [], len(self._pending)
+        # the last `lag` samples (fewer in a short episode), each from the probability of
+        # the lag the last sample gives it; an older one was decided in step()
+        for i in range(max(n - self.lag, 0), n):
+            t_s = self._pending[i][0]
+            p = float(self._pending[-1][1][n - 1 - i])
+            owed.append({"contact_t": t_s, "contact_prob": self._gate_decision(t_s, p)})
         self.reset()
         return owed
 
