@@ -50,7 +50,7 @@ TWIN_PRETRAIN = TwinPretrainConfig(minutes=72.0, steps=1500, fine_tune_steps=200
 """the sim-to-real estimator: 72 min of the robot's twin over 16 units (contact >= 1.5 N,
 NAD's F/T threshold), 1500 estimator steps, then 200 steps on the NAD train files (as many as
 the estimator trained on those files alone). 16 units, not 4, chosen on the zero-shot force
-MAE on the NAD train files (README)"""
+MAE on the NAD train files (docs/limitations.md)"""
 
 
 def beats_servo(res: dict) -> dict:

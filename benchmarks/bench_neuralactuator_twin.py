@@ -52,7 +52,8 @@ WORN_PUSH_MINUTES = 24.0
 """extra training minutes of push episodes with one or two worn motors each (a sixth of
 MINUTES; the test split is unchanged): on the development protocol (friction ablation's
 full-twin arm, seeds 11 / 13, 72 min with 12 such minutes) the gate F1 went 0.892 / 0.901 ->
-0.907 / 0.909, against 0.894 / 0.907 with 12 extra minutes of healthy push episodes (README)"""
+0.907 / 0.909, against 0.894 / 0.907 with 12 extra minutes of healthy push episodes
+(docs/limitations.md)"""
 EST_STEPS = 3000
 """estimator-mode optimiser steps of the main run"""
 FORCE_HUBER_DELTA = 0.1
@@ -62,12 +63,14 @@ AUX_BATCH = 256
 CONDITION_TAUS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0)
 """candidate condition smoothing time constants [s] (both runs): the identification channels
 accumulate the episode already, and on the condition run's development seeds the
-calibration's longer time constants alone (2-40 s) cost accuracy (README)"""
+calibration's longer time constants alone (2-40 s) cost accuracy
+(docs/neuralactuator.md)"""
 REFERENCE_STEPS = 400
 """estimator servo-reference segments [samples] (6.4 s): on development data (seed 7, 72 min,
 25 % held out, 1500 steps, two training seeds) 400 against none moved the gate F1 0.831 /
 0.811 -> 0.853 / 0.824 and the force MAE 0.491 / 0.462 -> 0.444 / 0.443 N, and the torque
-RMSE 0.146 / 0.141 -> 0.155 / 0.156 N m; 25, 100, 200 and 800 samples gained less (README)"""
+RMSE 0.146 / 0.141 -> 0.155 / 0.156 N m; 25, 100, 200 and 800 samples gained less
+(docs/neuralactuator.md)"""
 GATE_TAUS = (0.0, 0.05, 0.1, 0.2)
 """candidate contact-gate smoothing time constants [s] (chosen with a detection and a release
 threshold on the calibration episodes; on development data, seed 7, the gate F1 went from
@@ -149,7 +152,8 @@ def condition_config() -> TwinExperimentConfig:
     identification of each motor over the episode); its condition logits are the motor
     condition head's (one small network shared by the motors, over each motor's own channels)
     plus the trunk's (``condition_head='both'``); one common threshold and the smoothing are
-    calibrated on held-out episodes. Chosen on the two development seeds (3 / 5; README): the
+    calibrated on held-out episodes. Chosen on the two development seeds (3 / 5;
+    docs/neuralactuator.md): the
     identification channels with the trunk head alone moved the accuracy from 79.3 / 92.9 %
     to 83.5 / 86.2 %, with the motor head 91.8 / 90.2 % (per-motor thresholds, 2-40 s; one
     common threshold from 0.5 s: 92.7 / 93.5 %), with both heads 93.7 / 96.5 %, and with 3000

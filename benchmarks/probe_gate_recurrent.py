@@ -26,9 +26,9 @@ Run, after the twin benchmark (one core each; ``extra`` about 10 min per seed):
     .venv/bin/python benchmarks/probe_gate_recurrent.py train A --hidden 64 --lr 1e-3 \\
         --iters 3000 --seed 1 --crop 800 --batch 16 --extra 101 102 103 104
 
-Measured (session 19, a rerun of the benchmark whose own gate scores 0.911; README, known
-limitations), variant A, 64 units, ``--lr 1e-3 --crop 800 --batch 16 --iters 3000``, with 0 /
-216 / 432 / 864 extra minutes (seeds 101, 101-102, 101-104): test F1 0.898 / 0.925 (2000
+Measured (session 19, a rerun of the benchmark whose own gate scores 0.911;
+docs/limitations.md), variant A, 64 units, ``--lr 1e-3 --crop 800 --batch 16 --iters 3000``,
+with 0 / 216 / 432 / 864 extra minutes (seeds 101, 101-102, 101-104): test F1 0.898 / 0.925 (2000
 iterations) / 0.931 / 0.939 on training seed 1, 0.942 with 864 minutes on training seed 2;
 1296 minutes (101-106): 0.945 / 0.940 on training seeds 1 / 2.
 """
