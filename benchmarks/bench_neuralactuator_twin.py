@@ -11,8 +11,9 @@ gate F1 and condition accuracy.
 Writes ``benchmarks/results/neuralactuator_twin.json`` and ``.md`` and the full run
 (report.html, checkpoints) under ``runs/bench_neuralactuator_twin``.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin.py`` (about 25 min on a
-shared 2-core machine), then ``--condition`` (the motor-condition experiment on 72 min of
+Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin.py`` (about 1.5 h on a shared
+2-core machine: the committed run took 92 min, 60 of them the recurrent gate with its extra
+units' episodes), then ``--condition`` (the motor-condition experiment on 72 min of
 degraded-task episodes, about 10 min, merged into the same results); ``--quick`` for the
 demo-sized run; ``--render`` rewrites the Markdown from the JSON.
 """
