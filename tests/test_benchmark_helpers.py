@@ -136,3 +136,22 @@ def test_current_noise_summary_names_the_level_nearest_the_real_files(bench):
     rows_md = {r[0]: r for r in bench("summarize")._twin_current_noise({"summary": s})}
     so = rows_md["twin current register (so101)"]
     assert so[2] == "0.71" and "real 0.65 (2 files)" in so[3] and "(0 LSB) 0.05" in so[3]
+
+
+def test_demo_scale_note_states_the_twin_benchmarks_own_sizes(bench):
+    """The demo's report names the scale at which the twin benchmark scores the targets; the
+    figures it quotes are the benchmark script's."""
+    from neuract.demo import BENCHMARK_SCALE, DemoConfig, scale_note
+
+    twin = bench("bench_neuralactuator_twin")
+    cfg = twin.config()
+    assert f"{cfg.data.minutes:g} min of data" in BENCHMARK_SCALE
+    assert f"{cfg.experiment.est_steps} estimator steps" in BENCHMARK_SCALE
+    assert cfg.experiment.gate_rnn > 0 and "a recurrent contact gate" in BENCHMARK_SCALE
+    assert f"{cfg.data.gate_train_minutes:g} min of other units' episodes" in BENCHMARK_SCALE
+    note = scale_note(DemoConfig())
+    d = DemoConfig()
+    assert note.startswith(f"This run's scale: {d.data.minutes:g} min of twin data, "
+                           f"{d.experiment.sim_steps} simulator and {d.experiment.est_steps} "
+                           "estimator training steps, the gate head.")
+    assert BENCHMARK_SCALE in note

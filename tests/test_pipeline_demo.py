@@ -166,7 +166,13 @@ def test_demo_end_to_end_tiny(tmp_path):
         na_est["gate"]["n_samples"]
     assert len(na_est["gate"]["label_changes"]["f1_away"]) == 3
     assert sum(b["n_contact"] for b in na_est["gate_recall_by_force"]) > 0
-    assert "Gate errors near contact label changes" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "Gate errors near contact label changes" in report
+    # the report says at what scale it ran, against the benchmark that scores the targets
+    assert ("This run's scale: 1.8 min of twin data, "
+            f"{exp.sim_steps} simulator and {exp.est_steps} estimator training steps, the "
+            "gate head.") in report
+    assert "benchmarks/bench_neuralactuator_twin.py" in report
     for name, m in saved["models"].items():
         assert m["params"] is not None, name
     html = (out / "report.html").read_text()

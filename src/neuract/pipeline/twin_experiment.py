@@ -269,9 +269,10 @@ def check_twin_experiment(cfg: TwinExperimentConfig):
 
 
 def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None = None,
-                        title: str = "") -> dict[str, Any]:
+                        title: str = "", note: str = "") -> dict[str, Any]:
     """Run the whole twin experiment; writes into ``cfg.out``: ``results.json``,
-    ``report.md`` / ``report.html`` (+ ``figures/``), ``checkpoints/``, ``config.json``."""
+    ``report.md`` / ``report.html`` (+ ``figures/``), ``checkpoints/``, ``config.json``.
+    ``note``: a paragraph the report's introduction ends with (e.g. the demo's scale)."""
     import torch
 
     from neuract.config import check_rerun, save_resolved
@@ -306,7 +307,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
              f"{cfg.data.units} units, tasks {', '.join(cfg.data.tasks)}; "
              f"{len(train)} training / {len(test)} test episodes (split by episode). "
              "NeuralActuator trained pose-only (no torque labels) through the differentiable "
-             "simulator; the twin's hidden true torque scores the estimates.")
+             "simulator; the twin's hidden true torque scores the estimates."
+             + (f" {note}" if note else ""))
     name = ROBOT_TITLES.get(cfg.data.robot, cfg.data.robot)
     title = title or f"NeuralActuator on the {name} twin"
     write_results(out, res)  # first: a failing report must not lose the results
