@@ -375,6 +375,22 @@ def _seed_mix(d: dict) -> list[Row]:
              "each own split)")]
 
 
+def _fresh_test(d: dict) -> list[Row]:
+    rows = d["rows"]
+    per = "; ".join(
+        f"seed {r['seed']}: own split {_f(r['own_split']['f1'])}, fresh "
+        f"{r['fresh']['f1']:.3f} ({r['fresh']['f1_interval_95'][0]:.3f}-"
+        f"{r['fresh']['f1_interval_95'][1]:.3f}), split-size sd {r['split_size_f1']['sd']:.3f}"
+        for r in rows)
+    fresh = [r["fresh"]["f1"] for r in rows]
+    return [("SO-101 twin, gate on a large fresh test set",
+             f"gate F1 on {d['fresh_minutes']:g} min of new episodes of each run's units, "
+             f"{len(rows)} seed{'s' if len(rows) > 1 else ''} [estimator]",
+             f"{min(fresh):.3f}-{max(fresh):.3f}" if len(rows) > 1 else f"{fresh[0]:.3f}",
+             f"{per}; split-size sd: the F1's spread over random test splits of the run's "
+             "own size (16 episodes) drawn from the fresh episodes; target >= 0.95")]
+
+
 def _ambiguity(d: dict) -> list[Row]:
     rows = sorted(d["rows"], key=lambda r: r["f1"])
     L = d["shown_lag"]
@@ -421,6 +437,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "gate_long_episodes.json": _long_gate,
     "gate_seed_mix.json": _seed_mix,
     "gate_ambiguity.json": _ambiguity,
+    "gate_fresh_test.json": _fresh_test,
 }
 
 

@@ -155,3 +155,32 @@ def test_demo_scale_note_states_the_twin_benchmarks_own_sizes(bench):
                            f"{d.experiment.sim_steps} simulator and {d.experiment.est_steps} "
                            "estimator training steps, the gate head.")
     assert BENCHMARK_SCALE in note
+
+
+def test_fresh_test_pooled_f1_and_resampling(bench):
+    """bench_gate_fresh_test's per-episode counting pools to the F1 of all samples, and its
+    resampling draws each task's episodes as asked."""
+    from neuract.eval.metrics import decision_f1
+
+    m = bench("bench_gate_fresh_test")
+    rng = np.random.default_rng(0)
+    ys = [rng.random(200) < p for p in (0.0, 0.3, 0.5, 0.7, 0.2, 0.4)]
+    fired = [(y ^ (rng.random(200) < 0.1)) for y in ys]
+    counts = np.array([m.episode_counts(y, f) for y, f in zip(ys, fired)])
+    assert counts.shape == (6, 3)
+    assert m.pooled_f1(counts) == pytest.approx(
+        decision_f1(np.concatenate(fired), np.concatenate(ys)), abs=1e-12)
+    tasks = np.array(["free", "push", "push", "lift", "lift", "lift"])
+    # a split of the full size without replacement is the whole set, whatever the draw order
+    whole = m.resample(counts, tasks, {"free": 1, "push": 2, "lift": 3}, rng, 5)
+    assert np.allclose(whole, m.pooled_f1(counts))
+    # one episode per task: every value is the F1 of one (free, push, lift) triple
+    one = m.resample(counts, tasks, {"free": 1, "push": 1, "lift": 1}, rng, 200)
+    triples = {round(float(m.pooled_f1(counts[[0, p, lf]])), 12)
+               for p in (1, 2) for lf in (3, 4, 5)}
+    assert {round(float(x), 12) for x in one} <= triples
+    assert len({round(float(x), 12) for x in one}) > 1
+    boot = m.resample(counts, tasks, None, rng, 200)
+    assert boot.shape == (200,) and ((boot >= 0) & (boot <= 1)).all()
+    with pytest.raises(ValueError, match="task 'push': 3 episodes asked, 2 there"):
+        m.resample(counts, tasks, {"push": 3}, rng, 1)
