@@ -206,6 +206,7 @@ def summarize() -> int:
            "fresh_minutes": FRESH_MINUTES, "note": gate_seeds.PROVENANCE}
     write_json(RESULTS / "gate_fresh_test.json", out)
     kinds = sorted({r["gate_kind"] for r in rows})
+    sizes = "/".join(str(n) for n in sorted({r["own_split"]["episodes"] for r in rows}))
     sds = "" if len(rows) < 2 else (
         f" Over these seeds: own splits {own.mean():.3f} ± {out['own_f1_sd']:.3f}, fresh "
         f"{fresh.mean():.3f} ± {out['fresh_f1_sd']:.3f}.")
@@ -214,8 +215,8 @@ def summarize() -> int:
           "0, the gate-seeds benchmark's for the others), its calibrated gate as committed, "
           f"scored on {FRESH_MINUTES:g} min of new episodes of its own units and task mix "
           f"(episodes numbered from {EPISODE_OFFSET}: no plan shared with the run's data) and, "
-          "again, on its own 16-episode test split (it reproduces the recorded F1). The fresh "
-          "F1 comes with a 95 % interval (episodes resampled within each task); 'split-size "
+          f"again, on its own {sizes}-episode test split (it reproduces the recorded F1). The "
+          "fresh F1 comes with a 95 % interval (episodes resampled within each task); 'split-size "
           "sd' is the spread of the F1 over random test splits of the run's own size and "
           "task counts drawn from the fresh episodes, and the share of them at or above the "
           "0.95 target. Estimator mode; contact = external force >= 0.5 N. "

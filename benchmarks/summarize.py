@@ -383,12 +383,13 @@ def _fresh_test(d: dict) -> list[Row]:
         f"{r['fresh']['f1_interval_95'][1]:.3f}), split-size sd {r['split_size_f1']['sd']:.3f}"
         for r in rows)
     fresh = [r["fresh"]["f1"] for r in rows]
+    sizes = "/".join(str(n) for n in sorted({r["own_split"]["episodes"] for r in rows}))
     return [("SO-101 twin, gate on a large fresh test set",
              f"gate F1 on {d['fresh_minutes']:g} min of new episodes of each run's units, "
              f"{len(rows)} seed{'s' if len(rows) > 1 else ''} [estimator]",
              f"{min(fresh):.3f}-{max(fresh):.3f}" if len(rows) > 1 else f"{fresh[0]:.3f}",
              f"{per}; split-size sd: the F1's spread over random test splits of the run's "
-             "own size (16 episodes) drawn from the fresh episodes; target >= 0.95")]
+             f"own size ({sizes} episodes) drawn from the fresh episodes; target >= 0.95")]
 
 
 def _ambiguity(d: dict) -> list[Row]:
