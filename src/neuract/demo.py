@@ -71,9 +71,10 @@ def run(cfg: DemoConfig) -> dict:
 
     t0 = time.perf_counter()
     tcfg = TwinExperimentConfig(out=cfg.out, data=cfg.data, experiment=cfg.experiment)
+    note = scale_note(cfg)
     bar, progress = progress_bar(cfg.quiet)
     with bar:
-        res = run_twin_experiment(tcfg, progress, note=scale_note(cfg))
+        res = run_twin_experiment(tcfg, progress, note=note)
     wall = time.perf_counter() - t0
     # piped or logged (no terminal): wide enough that the tables do not wrap their cells
     out = Console(quiet=cfg.quiet, width=None if sys.stdout.isatty() else 160)
@@ -92,7 +93,7 @@ def run(cfg: DemoConfig) -> dict:
     for tg in targets(res):
         t.add_row(tg["target"], tg["value"], "yes" if tg["met"] else "no")
     out.print(t)
-    out.print(scale_note(cfg), soft_wrap=True)
+    out.print(note, soft_wrap=True)
     out.print(f"report: {Path(cfg.out) / 'report.html'} (and report.md); results: "
               f"{Path(cfg.out) / 'results.json'}; {wall / 60:.1f} min")
     res["wall_s"] = wall
