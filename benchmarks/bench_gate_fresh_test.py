@@ -21,9 +21,16 @@ seed whose run exists it loads the run's estimator (its calibrated gate as commi
 
 Estimator mode for every figure; contact = external force >= 0.5 N, as the benchmarks score.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_fresh_test.py [--seeds 0 7]`` (about 10 min per
-seed here; seeds whose run is missing are left out, with a note), or ``--summarize`` alone,
-after ``bench_neuralactuator_twin.py`` and ``bench_neuralactuator_twin_gate_seeds.py``. Writes
+With ``--variants gate_lag`` (or ``gate_conv``), the gate that ``bench_gate_lag.py`` (or
+``bench_gate_conv.py``) retrained for the seed is scored too, on the same fresh episodes and
+own split (it must reproduce the F1 that benchmark recorded), with the change from the run's
+gate and its paired interval (both gates on the same resampled episodes).
+
+Run: ``.venv/bin/python benchmarks/bench_gate_fresh_test.py [--seeds 0 7] [--variants
+gate_lag]`` (about 10 min per seed here, a few more per variant; seeds whose run is missing
+are left out, with a note; a variant not retrained for a seed stops it, naming the command),
+or ``--summarize`` alone, after ``bench_neuralactuator_twin.py`` and
+``bench_neuralactuator_twin_gate_seeds.py``. Writes
 ``benchmarks/results/gate_fresh_test/seed_<s>.json`` and
 ``benchmarks/results/gate_fresh_test.{json,md}``.
 """
@@ -59,6 +66,32 @@ long-episode benchmarks' episodes)"""
 N_RESAMPLE = 2000
 """resamples of the fresh episodes (interval and split-size spread)"""
 GATE_KEYS = ("f1", "precision", "recall", "n_detected", "n_events", "latency_median_s")
+VARIANTS = ("gate_lag", "gate_conv")
+"""retrained gates ``--variants`` may score beside the run's own (``bench_<name>.py``)"""
+
+
+def variant(name: str):
+    """The :class:`gate_retrain.Variant` of ``bench_<name>.py`` (one of :data:`VARIANTS`)."""
+    if name not in VARIANTS:
+        raise SystemExit(f"--variants: {name!r} is not a retrained gate; accepted: "
+                         f"{', '.join(VARIANTS)}")
+    import importlib
+
+    return importlib.import_module(f"bench_{name}").VARIANT
+
+
+def load_variant(name: str, seed: int):
+    """(the seed's estimator with the gate ``bench_<name>.py`` retrained, the F1 that benchmark
+    recorded for it on the run's test split); stops, naming the command to run, where it has
+    not been run for this seed."""
+    v = variant(name)
+    ckpt = v.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
+    rec = v.seeds_dir / f"seed_{seed}.json"
+    if not (ckpt / "config.json").is_file() or not rec.is_file():
+        raise SystemExit(f"seed {seed}: no {name} gate at {ckpt.relative_to(ROOT)} (or no "
+                         f"{rec.relative_to(ROOT)}); run `.venv/bin/python "
+                         f"benchmarks/bench_{name}.py --seeds {seed}` first")
+    return twin.load_estimator(ckpt), json.loads(rec.read_text())["new_gate"]["f1"]
 
 
 def episode_counts(y: np.ndarray, fired: np.ndarray) -> np.ndarray:
@@ -79,8 +112,11 @@ def resample(counts: np.ndarray, tasks: np.ndarray, draw: dict[str, int] | None,
              rng: np.random.Generator, n: int) -> np.ndarray:
     """F1 of ``n`` resamples of episodes, task by task: ``draw`` None resamples each task's
     episodes with replacement (as many as it has: a bootstrap); else ``draw[task]`` episodes
-    of each task without replacement (a test split of that size and task mix)."""
-    out = np.empty(n)
+    of each task without replacement (a test split of that size and task mix). ``counts``
+    (E, 3) gives (n,) values; (G, E, 3), several gates' counts on the same episodes, gives
+    (n, G), every gate scored on the same draw (paired)."""
+    counts = np.asarray(counts)
+    out = np.empty((n, *counts.shape[:-2]))
     groups = {str(t): np.flatnonzero(tasks == t) for t in np.unique(tasks)}
     for i in range(n):
         pick = []
@@ -91,7 +127,7 @@ def resample(counts: np.ndarray, tasks: np.ndarray, draw: dict[str, int] | None,
                 if draw[t] > len(idx):
                     raise ValueError(f"task {t!r}: {draw[t]} episodes asked, {len(idx)} there")
                 pick.append(rng.choice(idx, size=draw[t], replace=False))
-        out[i] = pooled_f1(counts[np.concatenate(pick)])
+        out[i] = pooled_f1(counts[..., np.concatenate(pick), :])
     return out
 
 
@@ -115,7 +151,12 @@ def score(model, trajs) -> tuple[dict, np.ndarray, np.ndarray]:
     return rec, np.array(counts), np.array(tasks)
 
 
-def run_seed(seed: int) -> dict | None:
+def _interval(x: np.ndarray) -> list[float]:
+    """The central 95 % of ``x``."""
+    return [float(np.quantile(x, 0.025)), float(np.quantile(x, 0.975))]
+
+
+def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
     from neuract.pipeline.twin_experiment import contact_labelled
     from neuract.twin.generate import generate
 
@@ -125,8 +166,16 @@ def run_seed(seed: int) -> dict | None:
         print(f"seed {seed}: no run at {gate_seeds.run_dir(seed).relative_to(ROOT)}; left out")
         return None
     model, cfg, gen, test = split
+    others = {name: load_variant(name, seed) for name in variants}
     own, _, own_tasks = score(model, test)
     recorded = gate_seeds.check_recorded(seed, own["gate"]["f1"])
+    own_others = {}
+    for name, (m, rec_f1) in others.items():
+        own_others[name] = score(m, test)[0]["gate"]
+        if abs(own_others[name]["f1"] - rec_f1) > 1e-6:
+            raise SystemExit(f"seed {seed}: the {name} gate scores F1 "
+                             f"{own_others[name]['f1']:.6f} on the run's test split here but "
+                             f"bench_{name}.py recorded {rec_f1:.6f}; rerun it")
     fresh_gen = dataclasses.replace(gen, minutes=FRESH_MINUTES, episode_offset=EPISODE_OFFSET,
                                     workers=1)
     print(f"seed {seed}: the run's gate scores F1 {own['gate']['f1']:.4f} on its own split "
@@ -135,10 +184,16 @@ def run_seed(seed: int) -> dict | None:
     fresh = contact_labelled(generate(fresh_gen), cfg.data.contact_min_force_n)
     print(f"seed {seed}: scoring them ...", flush=True)
     rec, counts, tasks = score(model, fresh)
+    recs, stacked = {}, [counts]
+    for name, (m, _) in others.items():
+        print(f"seed {seed}: scoring the {name} gate on them ...", flush=True)
+        recs[name], c, _ = score(m, fresh)
+        stacked.append(c)
     # contact samples per task: each episode's tp + fn
     contact = {str(t): int(counts[tasks == t][:, [0, 2]].sum()) for t in np.unique(tasks)}
     rng = np.random.default_rng(seed)
-    boot = resample(counts, tasks, None, rng, N_RESAMPLE)
+    boots = resample(np.stack(stacked), tasks, None, rng, N_RESAMPLE)  # (n, gates)
+    boot = boots[:, 0]
     own_draw = {str(t): int((own_tasks == t).sum()) for t in np.unique(own_tasks)}
     split_f1 = resample(counts, tasks, own_draw, rng, N_RESAMPLE)
     n_contact = sum(contact.values())
@@ -150,8 +205,7 @@ def run_seed(seed: int) -> dict | None:
            "fresh": {"minutes": FRESH_MINUTES, "episodes": len(fresh),
                      "episode_offset": EPISODE_OFFSET,
                      **{k: rec["gate"].get(k) for k in GATE_KEYS},
-                     "f1_interval_95": [float(np.quantile(boot, 0.025)),
-                                        float(np.quantile(boot, 0.975))],
+                     "f1_interval_95": _interval(boot),
                      "push_share": contact.get("push", 0) / max(1, n_contact),
                      "contact_samples": contact,
                      "gate_by_task": {t: {k: m.get(k) for k in ("f1", "precision", "recall")}
@@ -163,11 +217,59 @@ def run_seed(seed: int) -> dict | None:
                              "p05": float(np.quantile(split_f1, 0.05)),
                              "p95": float(np.quantile(split_f1, 0.95)),
                              "share_at_least_0_95": float((split_f1 >= 0.95).mean())},
+           "variants": {
+               name: {"gate_kind": twin.checkpoint_gate(others[name][0]),
+                      "own_split": {k: own_others[name].get(k) for k in GATE_KEYS},
+                      "fresh": {**{k: recs[name]["gate"].get(k) for k in GATE_KEYS},
+                                "f1_interval_95": _interval(boots[:, i + 1]),
+                                "gate_by_task": {
+                                    t: {k: g.get(k) for k in ("f1", "precision", "recall")}
+                                    for t, g in (recs[name].get("gate_by_task") or {}).items()}},
+                      # paired: both gates on the same resampled episodes
+                      "fresh_f1_minus_run_gate": {
+                          "mean": float(recs[name]["gate"]["f1"] - rec["gate"]["f1"]),
+                          "interval_95": _interval(boots[:, i + 1] - boot),
+                          "share_above_0": float((boots[:, i + 1] > boot).mean())}}
+               for i, name in enumerate(others)},
            "machine": twin.machine(), "seconds": round(time.perf_counter() - t0, 1)}
     SEEDS_DIR.mkdir(parents=True, exist_ok=True)
     write_json(SEEDS_DIR / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
     return res
+
+
+def variants_table(rows: list[dict]) -> str:
+    """Markdown table of the retrained gates scored beside the runs' own ('' if none)."""
+    table = []
+    for r in rows:
+        for name, v in (r.get("variants") or {}).items():
+            fr, d = v["fresh"], v["fresh_f1_minus_run_gate"]
+            lo, hi = fr["f1_interval_95"]
+            dlo, dhi = d["interval_95"]
+            table.append([r["seed"], f"{name} ({v['gate_kind']})",
+                          f"{r['own_split']['f1']:.3f} / {v['own_split']['f1']:.3f}",
+                          f"{r['fresh']['f1']:.3f} / {fr['f1']:.3f} ({lo:.3f}-{hi:.3f})",
+                          f"{d['mean']:+.3f} ({dlo:+.3f} to {dhi:+.3f}), "
+                          f"{100 * d['share_above_0']:.0f} %",
+                          f"{fr['precision']:.3f} / {fr['recall']:.3f}",
+                          _f3((fr["gate_by_task"].get("push") or {}).get("recall")),
+                          f"{_ms(r['fresh'].get('latency_median_s'))} / "
+                          f"{_ms(fr.get('latency_median_s'))}"])
+    if not table:
+        return ""
+    return markdown_table(["seed", "retrained gate", "F1 own split (run's / retrained)",
+                           "F1 fresh (run's / retrained, 95 % interval)",
+                           "change, fresh (paired 95 % interval), resamples > 0",
+                           "precision / recall, fresh", "push recall, fresh",
+                           "median latency [ms]"], table)
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.0f}"
+
+
+def _f3(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def summarize() -> int:
@@ -177,22 +279,19 @@ def summarize() -> int:
         print("no seed scored yet: run with --seeds first")
         return 2
 
-    def f3(x):
-        return "-" if x is None else f"{x:.3f}"
-
     table = []
     for r in rows:
         fr, sp = r["fresh"], r["split_size_f1"]
         lo, hi = fr["f1_interval_95"]
-        table.append([r["seed"], f3(r["own_split"]["f1"]), f"{fr['episodes']}",
+        table.append([r["seed"], _f3(r["own_split"]["f1"]), f"{fr['episodes']}",
                       f"{fr['f1']:.3f} ({lo:.3f}-{hi:.3f})",
-                      f"{f3(fr['precision'])} / {f3(fr['recall'])}",
+                      f"{_f3(fr['precision'])} / {_f3(fr['recall'])}",
                       f"{fr['n_detected']}/{fr['n_events']}",
-                      f3((fr["gate_by_task"].get("push") or {}).get("recall")),
+                      _f3((fr["gate_by_task"].get("push") or {}).get("recall")),
                       f"{fr['push_share']:.3f}",
                       f"{sp['sd']:.3f} ({sp['p05']:.3f}-{sp['p95']:.3f})",
                       f"{100 * sp['share_at_least_0_95']:.0f} %",
-                      f3(fr["force_mae"]),
+                      _f3(fr["force_mae"]),
                       "-" if fr["condition_accuracy"] is None
                       else f"{100 * fr['condition_accuracy']:.1f} %"])
     own = np.array([r["own_split"]["f1"] for r in rows])
@@ -220,20 +319,45 @@ def summarize() -> int:
           "task counts drawn from the fresh episodes, and the share of them at or above the "
           "0.95 target. Estimator mode; contact = external force >= 0.5 N. "
           f"{gate_seeds.PROVENANCE}{sds} Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_fresh_test.py --seeds ...`.\n\n"
+          "benchmarks/bench_gate_fresh_test.py --seeds ... [--variants gate_lag]`.\n\n"
           + markdown_table(["seed", "gate F1, own split", "fresh episodes",
                             "gate F1, fresh (95 % interval)", "precision / recall",
                             "events detected", "push recall", "push share",
                             "split-size sd (5-95 %)", "splits >= 0.95", "force MAE [N]",
                             "condition"], table) + "\n")
+    vt = variants_table(rows)
+    if vt:
+        md += ("\nRetrained gates (`--variants`), scored on the same fresh episodes as the "
+               "run's own gate; the change is theirs minus the run's gate's F1, its 95 % "
+               "interval from the same episode resamples for both (paired), and the share of "
+               "resamples where the retrained gate scores higher. Latency: median detection "
+               "latency of the run's gate / the retrained one on the fresh episodes (a "
+               "fixed-lag gate's includes its wait).\n\n" + vt + "\n")
     write_text(RESULTS / "gate_fresh_test.md", md)
     print(md)
     return 0
 
 
+def split_variants(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """``argv`` without ``--variants NAME ...`` (the names up to the next option), and the
+    names, each checked against :data:`VARIANTS`."""
+    if "--variants" not in argv:
+        return argv, ()
+    i = argv.index("--variants")
+    j = next((k for k in range(i + 1, len(argv)) if argv[k].startswith("--")), len(argv))
+    names = tuple(argv[i + 1:j])
+    if not names:
+        raise SystemExit(f"--variants: one or more of {', '.join(VARIANTS)}")
+    for n in names:
+        variant(n)
+    return argv[:i] + argv[j:], names
+
+
 def main(argv: list[str]) -> int:
     # seed 0 is the twin benchmark's run, scored like the others; missing runs are left out
-    return twin.seeds_main(argv, SEEDS, run_seed, summarize, bench_seed=None)
+    argv, names = split_variants(argv)
+    return twin.seeds_main(argv, SEEDS, lambda seed: run_seed(seed, names), summarize,
+                           bench_seed=None)
 
 
 if __name__ == "__main__":

@@ -184,3 +184,30 @@ def test_fresh_test_pooled_f1_and_resampling(bench):
     assert boot.shape == (200,) and ((boot >= 0) & (boot <= 1)).all()
     with pytest.raises(ValueError, match="task 'push': 3 episodes asked, 2 there"):
         m.resample(counts, tasks, {"push": 3}, rng, 1)
+
+
+def test_fresh_test_paired_resampling_and_variants_option(bench):
+    """Several gates' counts on the same episodes resample together (each column is that
+    gate's F1 on the same draw), and --variants takes only retrained gates it knows."""
+    m = bench("bench_gate_fresh_test")
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 50, size=(8, 3))
+    b = a.copy()
+    b[:, 0] += 5  # the second gate finds more contact samples in every episode
+    b[:, 2] = np.maximum(b[:, 2] - 5, 0)
+    tasks = np.array(["push"] * 4 + ["lift"] * 4)
+    boots = m.resample(np.stack([a, b]), tasks, None, np.random.default_rng(2), 50)
+    assert boots.shape == (50, 2)
+    assert np.allclose(boots[:, 0], m.resample(a, tasks, None, np.random.default_rng(2), 50))
+    assert np.allclose(boots[:, 1], m.resample(b, tasks, None, np.random.default_rng(2), 50))
+    assert (boots[:, 1] >= boots[:, 0]).all()
+    assert m.split_variants(["--seeds", "0", "7"]) == (["--seeds", "0", "7"], ())
+    assert m.split_variants(["--variants", "gate_lag", "--seeds", "0"]) == (
+        ["--seeds", "0"], ("gate_lag",))
+    assert m.split_variants(["--seeds", "0", "--variants", "gate_lag", "gate_conv"]) == (
+        ["--seeds", "0"], ("gate_lag", "gate_conv"))
+    with pytest.raises(SystemExit, match="'gate_big' is not a retrained gate; accepted: "
+                                         "gate_lag, gate_conv"):
+        m.split_variants(["--variants", "gate_big"])
+    with pytest.raises(SystemExit, match="--variants: one or more of"):
+        m.split_variants(["--variants", "--seeds", "0"])
