@@ -66,6 +66,10 @@ long-episode benchmarks' episodes)"""
 N_RESAMPLE = 2000
 """resamples of the fresh episodes (interval and split-size spread)"""
 GATE_KEYS = ("f1", "precision", "recall", "n_detected", "n_events", "latency_median_s")
+FORCE_EDGES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, float("inf"))
+"""external-force bins [N] of the contact samples' recall (contact = force >= 0.5 N)"""
+ONSET_EDGES = (0, 3, 6, 12, 30, float("inf"))
+"""bins of samples since a contact began (60 Hz: 3 samples = 50 ms) of the recall"""
 VARIANTS = ("gate_lag", "gate_conv")
 """retrained gates ``--variants`` may score beside the run's own (``bench_<name>.py``)"""
 
@@ -131,24 +135,62 @@ def resample(counts: np.ndarray, tasks: np.ndarray, draw: dict[str, int] | None,
     return out
 
 
-def score(model, trajs) -> tuple[dict, np.ndarray, np.ndarray]:
-    """The estimator protocol on ``trajs``; with the per-episode gate counts (E, 3) and the
-    episodes' tasks (E,)."""
+def samples_since_onset(y: np.ndarray) -> np.ndarray:
+    """For each sample of the labels ``y``: how many samples ago its contact interval began
+    (0 at its first sample), -1 outside contact."""
+    y = np.asarray(y, bool)
+    idx = np.arange(len(y))
+    start = np.maximum.accumulate(np.where(y & ~np.r_[False, y[:-1]], idx, 0))
+    return np.where(y, idx - start, -1)
+
+
+def binned_hits(y: np.ndarray, fired: np.ndarray, value: np.ndarray,
+                edges: tuple[float, ...]) -> np.ndarray:
+    """(2, len(edges) - 1): the contact samples (``y``) whose ``value`` lies in each bin
+    [edges[i], edges[i + 1]), and how many of them the gate detected (``fired``)."""
+    y, fired = np.asarray(y, bool), np.asarray(fired, bool)
+    b = np.digitize(np.asarray(value, np.float64), edges) - 1
+    ok = y & (b >= 0) & (b < len(edges) - 1)
+    n = len(edges) - 1
+    return np.stack([np.bincount(b[ok], minlength=n)[:n],
+                     np.bincount(b[ok & fired], minlength=n)[:n]]).astype(np.int64)
+
+
+def recall_rows(hits: np.ndarray, edges: tuple[float, ...]) -> list[dict]:
+    """:func:`binned_hits` as rows: bin bounds (``hi`` None: unbounded), contact samples,
+    recall (None if empty)."""
+    return [{"lo": float(lo), "hi": None if hi == float("inf") else float(hi), "n": int(n),
+             "recall": float(k / n) if n else None}
+            for lo, hi, n, k in zip(edges[:-1], edges[1:], hits[0], hits[1])]
+
+
+def score(model, trajs) -> tuple[dict, np.ndarray, np.ndarray, dict]:
+    """The estimator protocol on ``trajs``; with the per-episode gate counts (E, 3), the
+    episodes' tasks (E,) and the contact samples' recall by force and by time since the
+    contact began (:data:`FORCE_EDGES`, :data:`ONSET_EDGES`; :func:`recall_rows`)."""
     from neuract.eval import evaluate_estimator
     from neuract.neuralactuator import estimate
 
     counts, tasks = [], []
+    hits = {"force": 0, "onset": 0}
 
     def est(tr):
         o = estimate(model, tr)
         v = np.asarray(o["valid"], bool)
-        y = np.asarray(tr["contact"], bool)[v]
-        counts.append(episode_counts(y, np.asarray(o["contact_prob"])[v] >= 0.5))
+        y = np.asarray(tr["contact"], bool)
+        fired = np.asarray(o["contact_prob"]) >= 0.5
+        counts.append(episode_counts(y[v], fired[v]))
         tasks.append(tr.meta.labels["task"])
+        force = np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
+        hits["force"] += binned_hits(y[v], fired[v], force[v], FORCE_EDGES)
+        hits["onset"] += binned_hits(y[v], fired[v], samples_since_onset(y)[v], ONSET_EDGES)
         return o
 
     rec = evaluate_estimator(est, trajs, "NeuralActuator")
-    return rec, np.array(counts), np.array(tasks)
+    bins = {"recall_by_force_n": recall_rows(np.asarray(hits["force"]), FORCE_EDGES),
+            "recall_by_samples_since_onset": recall_rows(np.asarray(hits["onset"]),
+                                                         ONSET_EDGES)}
+    return rec, np.array(counts), np.array(tasks), bins
 
 
 def _interval(x: np.ndarray) -> list[float]:
@@ -167,7 +209,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
         return None
     model, cfg, gen, test = split
     others = {name: load_variant(name, seed) for name in variants}
-    own, _, own_tasks = score(model, test)
+    own, _, own_tasks, _ = score(model, test)
     recorded = gate_seeds.check_recorded(seed, own["gate"]["f1"])
     own_others = {}
     for name, (m, rec_f1) in others.items():
@@ -183,11 +225,11 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
           "...", flush=True)
     fresh = contact_labelled(generate(fresh_gen), cfg.data.contact_min_force_n)
     print(f"seed {seed}: scoring them ...", flush=True)
-    rec, counts, tasks = score(model, fresh)
-    recs, stacked = {}, [counts]
+    rec, counts, tasks, bins = score(model, fresh)
+    recs, vbins, stacked = {}, {}, [counts]
     for name, (m, _) in others.items():
         print(f"seed {seed}: scoring the {name} gate on them ...", flush=True)
-        recs[name], c, _ = score(m, fresh)
+        recs[name], c, _, vbins[name] = score(m, fresh)
         stacked.append(c)
     # contact samples per task: each episode's tp + fn
     contact = {str(t): int(counts[tasks == t][:, [0, 2]].sum()) for t in np.unique(tasks)}
@@ -212,7 +254,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                                       for t, m in (rec.get("gate_by_task") or {}).items()},
                      "force_mae": (rec.get("force") or {}).get("all"),
                      "force_mae_contact": (rec.get("force") or {}).get("contact"),
-                     "condition_accuracy": cond.get("accuracy")},
+                     "condition_accuracy": cond.get("accuracy"), **bins},
            "split_size_f1": {"mean": float(split_f1.mean()), "sd": float(split_f1.std()),
                              "p05": float(np.quantile(split_f1, 0.05)),
                              "p95": float(np.quantile(split_f1, 0.95)),
@@ -221,7 +263,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                name: {"gate_kind": twin.checkpoint_gate(others[name][0]),
                       "own_split": {k: own_others[name].get(k) for k in GATE_KEYS},
                       "fresh": {**{k: recs[name]["gate"].get(k) for k in GATE_KEYS},
-                                "f1_interval_95": _interval(boots[:, i + 1]),
+                                "f1_interval_95": _interval(boots[:, i + 1]), **vbins[name],
                                 "gate_by_task": {
                                     t: {k: g.get(k) for k in ("f1", "precision", "recall")}
                                     for t, g in (recs[name].get("gate_by_task") or {}).items()}},
@@ -262,6 +304,30 @@ def variants_table(rows: list[dict]) -> str:
                            "change, fresh (paired 95 % interval), resamples > 0",
                            "precision / recall, fresh", "push recall, fresh",
                            "median latency [ms]"], table)
+
+
+def _bin_label(r: dict, unit: str) -> str:
+    if r["hi"] is None:
+        return f">= {r['lo']:g} {unit}"
+    return f"{r['lo']:g}-{r['hi']:g} {unit}"
+
+
+def recall_table(rows: list[dict]) -> str:
+    """Markdown table of the fresh episodes' contact-sample recall by external force and by
+    samples since the contact began, a row per seed and gate ('' if no row has them)."""
+    lines, head = [], None
+    for r in rows:
+        gates = [("run's gate", r["fresh"])] + [
+            (name, v["fresh"]) for name, v in (r.get("variants") or {}).items()]
+        for name, fr in gates:
+            if "recall_by_force_n" not in fr:
+                continue
+            fb, ob = fr["recall_by_force_n"], fr["recall_by_samples_since_onset"]
+            head = head or (["seed", "gate"] + [_bin_label(b, "N") for b in fb]
+                            + [_bin_label(b, "samples") for b in ob])
+            lines.append([r["seed"], name] + [
+                f"{_f3(b['recall'])} ({b['n']})" for b in fb + ob])
+    return markdown_table(head, lines) if lines else ""
 
 
 def _ms(x: float | None) -> str:
@@ -325,6 +391,11 @@ def summarize() -> int:
                             "events detected", "push recall", "push share",
                             "split-size sd (5-95 %)", "splits >= 0.95", "force MAE [N]",
                             "condition"], table) + "\n")
+    rt = recall_table(rows)
+    if rt:
+        md += ("\nRecall of the fresh episodes' contact samples by their external force "
+               "and by samples since their contact began (60 Hz: 3 samples = 50 ms), with "
+               "the number of contact samples in each bin.\n\n" + rt + "\n")
     vt = variants_table(rows)
     if vt:
         md += ("\nRetrained gates (`--variants`), scored on the same fresh episodes as the "

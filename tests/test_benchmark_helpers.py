@@ -211,3 +211,22 @@ def test_fresh_test_paired_resampling_and_variants_option(bench):
         m.split_variants(["--variants", "gate_big"])
     with pytest.raises(SystemExit, match="--variants: one or more of"):
         m.split_variants(["--variants", "--seeds", "0"])
+
+
+def test_fresh_test_recall_bins(bench):
+    """Samples since a contact began restart at each contact interval, and the binned
+    recall counts each contact sample once, in the bin its value falls in."""
+    m = bench("bench_gate_fresh_test")
+    y = np.array([0, 1, 1, 1, 0, 0, 1, 1, 0, 1], bool)
+    assert m.samples_since_onset(y).tolist() == [-1, 0, 1, 2, -1, -1, 0, 1, -1, 0]
+    assert m.samples_since_onset(np.ones(3, bool)).tolist() == [0, 1, 2]
+    fired = np.array([0, 0, 1, 1, 1, 0, 0, 1, 0, 1], bool)
+    force = np.array([0, 0.6, 1.2, 5.0, 0.2, 0, 0.7, 2.5, 0, 9.0])
+    hits = m.binned_hits(y, fired, force, (0.5, 1.0, 3.0, float("inf")))
+    # contact samples 0.6, 0.7 | 1.2, 2.5 | 5.0, 9.0; detected 1.2, 5.0, 2.5, 9.0
+    assert hits.tolist() == [[2, 2, 2], [0, 2, 2]]
+    onset = m.binned_hits(y, fired, m.samples_since_onset(y), (0, 1, 3))
+    assert onset.tolist() == [[3, 3], [1, 3]]
+    rows = m.recall_rows(np.array([[2, 0], [1, 0]]), (0.5, 1.0, float("inf")))
+    assert rows == [{"lo": 0.5, "hi": 1.0, "n": 2, "recall": 0.5},
+                    {"lo": 1.0, "hi": None, "n": 0, "recall": None}]
