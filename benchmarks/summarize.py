@@ -417,6 +417,29 @@ def _fresh_test(d: dict) -> list[Row]:
     return out
 
 
+def _retrained_gate(label: str) -> Callable[[dict], list[Row]]:
+    """Rows of a gate_retrain benchmark (bench_gate_lag / bench_gate_conv): ``label`` names
+    the retrained gate."""
+
+    def rows(d: dict) -> list[Row]:
+        r = d["rows"]
+
+        def ms(x):
+            return "-" if x is None else f"{1000 * x:.0f}"
+
+        per = "; ".join(
+            f"seed {x['seed']}: {x['gru']['f1']:.3f} -> {x['new_gate']['f1']:.3f}, median "
+            f"latency {ms(x['gru'].get('latency_median_s'))} -> "
+            f"{ms(x['new_gate'].get('latency_median_s'))} ms" for x in r)
+        return [(f"SO-101 twin, {label} retrained on the runs' estimators",
+                 f"gate F1 on each run's test split, run's gate / retrained, mean over "
+                 f"{len(r)} seed{'s' if len(r) > 1 else ''} [estimator]",
+                 f"{d['gru_f1_mean']:.3f} / {d['new_f1_mean']:.3f}",
+                 f"{per}; target >= 0.95")]
+
+    return rows
+
+
 def _ambiguity(d: dict) -> list[Row]:
     rows = sorted(d["rows"], key=lambda r: r["f1"])
     L = d["shown_lag"]
@@ -464,6 +487,8 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "gate_seed_mix.json": _seed_mix,
     "gate_ambiguity.json": _ambiguity,
     "gate_fresh_test.json": _fresh_test,
+    "gate_lag.json": _retrained_gate("fixed-lag gate (10 samples)"),
+    "gate_conv.json": _retrained_gate("gate with a convolution front"),
 }
 
 
