@@ -50,6 +50,7 @@ import numpy as np  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 import bench_neuralactuator_twin_gate_seeds as gate_seeds  # noqa: E402
+from gate_retrain import _ms  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
@@ -193,6 +194,12 @@ def score(model, trajs) -> tuple[dict, np.ndarray, np.ndarray, dict]:
     return rec, np.array(counts), np.array(tasks), bins
 
 
+def gate_by_task(rec: dict) -> dict:
+    """F1, precision and recall of the gate per task from an estimator protocol record."""
+    return {t: {k: m.get(k) for k in ("f1", "precision", "recall")}
+            for t, m in (rec.get("gate_by_task") or {}).items()}
+
+
 def _interval(x: np.ndarray) -> list[float]:
     """The central 95 % of ``x``."""
     return [float(np.quantile(x, 0.025)), float(np.quantile(x, 0.975))]
@@ -250,8 +257,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                      "f1_interval_95": _interval(boot),
                      "push_share": contact.get("push", 0) / max(1, n_contact),
                      "contact_samples": contact,
-                     "gate_by_task": {t: {k: m.get(k) for k in ("f1", "precision", "recall")}
-                                      for t, m in (rec.get("gate_by_task") or {}).items()},
+                     "gate_by_task": gate_by_task(rec),
                      "force_mae": (rec.get("force") or {}).get("all"),
                      "force_mae_contact": (rec.get("force") or {}).get("contact"),
                      "condition_accuracy": cond.get("accuracy"), **bins},
@@ -264,9 +270,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                       "own_split": {k: own_others[name].get(k) for k in GATE_KEYS},
                       "fresh": {**{k: recs[name]["gate"].get(k) for k in GATE_KEYS},
                                 "f1_interval_95": _interval(boots[:, i + 1]), **vbins[name],
-                                "gate_by_task": {
-                                    t: {k: g.get(k) for k in ("f1", "precision", "recall")}
-                                    for t, g in (recs[name].get("gate_by_task") or {}).items()}},
+                                "gate_by_task": gate_by_task(recs[name])},
                       # paired: both gates on the same resampled episodes
                       "fresh_f1_minus_run_gate": {
                           "mean": float(recs[name]["gate"]["f1"] - rec["gate"]["f1"]),
@@ -328,10 +332,6 @@ def recall_table(rows: list[dict]) -> str:
             lines.append([r["seed"], name] + [
                 f"{_f3(b['recall'])} ({b['n']})" for b in fb + ob])
     return markdown_table(head, lines) if lines else ""
-
-
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{1000 * x:.0f}"
 
 
 def _f3(x: float | None) -> str:

@@ -410,11 +410,14 @@ def _fresh_test(d: dict) -> list[Row]:
                         f"run's gate {r['fresh']['f1']:.3f}; change {dv['mean']:+.3f} (paired "
                         f"95 % interval {dv['interval_95'][0]:+.3f} to "
                         f"{dv['interval_95'][1]:+.3f}); own split {v['own_split']['f1']:.3f}; "
-                        "median latency "
-                        f"{1000 * (r['fresh'].get('latency_median_s') or float('nan')):.0f} / "
-                        f"{1000 * (v['fresh'].get('latency_median_s') or float('nan')):.0f} ms; "
-                        "target >= 0.95"))
+                        f"median latency {_ms(r['fresh'].get('latency_median_s'))} / "
+                        f"{_ms(v['fresh'].get('latency_median_s'))} ms; target >= 0.95"))
     return out
+
+
+def _ms(x: float | None) -> str:
+    """Seconds as whole milliseconds ('-' if unknown)."""
+    return "-" if x is None else f"{1000 * x:.0f}"
 
 
 def _retrained_gate(label: str) -> Callable[[dict], list[Row]]:
@@ -423,14 +426,10 @@ def _retrained_gate(label: str) -> Callable[[dict], list[Row]]:
 
     def rows(d: dict) -> list[Row]:
         r = d["rows"]
-
-        def ms(x):
-            return "-" if x is None else f"{1000 * x:.0f}"
-
         per = "; ".join(
             f"seed {x['seed']}: {x['gru']['f1']:.3f} -> {x['new_gate']['f1']:.3f}, median "
-            f"latency {ms(x['gru'].get('latency_median_s'))} -> "
-            f"{ms(x['new_gate'].get('latency_median_s'))} ms" for x in r)
+            f"latency {_ms(x['gru'].get('latency_median_s'))} -> "
+            f"{_ms(x['new_gate'].get('latency_median_s'))} ms" for x in r)
         return [(f"SO-101 twin, {label} retrained on the runs' estimators",
                  f"gate F1 on each run's test split, run's gate / retrained, mean over "
                  f"{len(r)} seed{'s' if len(r) > 1 else ''} [estimator]",
