@@ -21,10 +21,11 @@ seed whose run exists it loads the run's estimator (its calibrated gate as commi
 
 Estimator mode for every figure; contact = external force >= 0.5 N, as the benchmarks score.
 
-With ``--variants gate_lag`` (or ``gate_conv``), the gate that ``bench_gate_lag.py`` (or
-``bench_gate_conv.py``) retrained for the seed is scored too, on the same fresh episodes and
-own split (it must reproduce the F1 that benchmark recorded), with the change from the run's
-gate and its paired interval (both gates on the same resampled episodes).
+With ``--variants gate_lag`` (or ``gate_conv``, ``gate_decide``), the gate that
+``bench_gate_lag.py`` (or ``bench_gate_conv.py``) retrained for the seed, or the fixed-lag
+gate that ``bench_gate_decide.py`` decides at a shorter lag, is scored too, on the same fresh
+episodes and own split (it must reproduce the F1 that benchmark recorded), with the change
+from the run's gate and its paired interval (both gates on the same resampled episodes).
 
 Run: ``.venv/bin/python benchmarks/bench_gate_fresh_test.py [--seeds 0 7] [--variants
 gate_lag]`` (about 10 min per seed here, a few more per variant; seeds whose run is missing
@@ -71,7 +72,7 @@ FORCE_EDGES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, float("inf"))
 """external-force bins [N] of the contact samples' recall (contact = force >= 0.5 N)"""
 ONSET_EDGES = (0, 3, 6, 12, 30, float("inf"))
 """bins of samples since a contact began (60 Hz: 3 samples = 50 ms) of the recall"""
-VARIANTS = ("gate_lag", "gate_conv")
+VARIANTS = ("gate_lag", "gate_conv", "gate_decide")
 """retrained gates ``--variants`` may score beside the run's own (``bench_<name>.py``)"""
 
 

@@ -57,22 +57,14 @@ class Variant:
         return ROOT / "runs" / f"bench_{self.name}_seed{seed}"
 
 
-def run_seed(v: Variant, seed: int) -> dict:
-    from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate
-    from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
-    from neuract.neuralactuator.estimate import gate_samples, select_gate_filter
-    from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
-    from neuract.neuralactuator.model import RecurrentGate
-    from neuract.pipeline.experiment import (
-        _calibration_set,
-        calibration_split,
-        gate_train_config,
-        has_contact,
-    )
-    from neuract.pipeline.twin_experiment import contact_labelled, gate_extra_rows, twin_split
+def run_data(seed: int) -> tuple:
+    """(the seed's run's trained estimator, its benchmark config, the gate's training
+    episodes, its calibration episodes, the test split), the episodes generated again from
+    the run's data seed and labelled as the run scored them; stops where the run is missing
+    or its test split is not reproduced."""
+    from neuract.pipeline.experiment import _calibration_set, calibration_split, has_contact
+    from neuract.pipeline.twin_experiment import contact_labelled, twin_split
 
-    t0 = time.perf_counter()
     run = gate_seeds.run_dir(seed)
     loaded = twin.main_run_episodes(run)
     if loaded is None:
@@ -92,10 +84,32 @@ def run_seed(v: Variant, seed: int) -> dict:
     g_eps = _calibration_set(calib, train, has_contact)
     if g_eps is None:
         raise SystemExit(f"seed {seed}: no calibration episodes with and without contact")
+    return model, cfg, fit_eps, g_eps, test
+
+
+def score_gate(model, test) -> dict:
+    """The gate figures (:data:`GATE_KEYS`) of the estimator protocol on ``test``."""
+    from neuract.eval import evaluate_estimator
+    from neuract.neuralactuator import estimate
+
+    g = evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
+    return {k: g.get(k) for k in GATE_KEYS}
+
+
+def run_seed(v: Variant, seed: int) -> dict:
+    from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
+    from neuract.neuralactuator.estimate import gate_samples, select_gate_filter
+    from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
+    from neuract.neuralactuator.model import RecurrentGate
+    from neuract.pipeline.experiment import gate_train_config
+    from neuract.pipeline.twin_experiment import gate_extra_rows
+
+    t0 = time.perf_counter()
+    model, cfg, fit_eps, g_eps, test = run_data(seed)
+    run = gate_seeds.run_dir(seed)
 
     def score(m) -> dict:
-        g = evaluate_estimator(lambda tr: estimate(m, tr), test, "NeuralActuator")["gate"]
-        return {k: g.get(k) for k in GATE_KEYS}
+        return score_gate(m, test)
 
     plain = score(model)
     recorded = gate_seeds.check_recorded(seed, plain["f1"])

@@ -207,7 +207,7 @@ def test_fresh_test_paired_resampling_and_variants_option(bench):
     assert m.split_variants(["--seeds", "0", "--variants", "gate_lag", "gate_conv"]) == (
         ["--seeds", "0"], ("gate_lag", "gate_conv"))
     with pytest.raises(SystemExit, match="'gate_big' is not a retrained gate; accepted: "
-                                         "gate_lag, gate_conv"):
+                                         "gate_lag, gate_conv, gate_decide"):
         m.split_variants(["--variants", "gate_big"])
     with pytest.raises(SystemExit, match="--variants: one or more of"):
         m.split_variants(["--variants", "--seeds", "0"])

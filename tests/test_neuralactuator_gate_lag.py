@@ -280,14 +280,18 @@ def test_twin_experiment_trains_and_saves_a_lagged_gate(tmp_path):
         run_twin_experiment,
     )
 
-    exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=10, gate_lag=6)
+    # decided at a shorter lag than it is trained with (gate_decide), as a user may choose
+    exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=10, gate_lag=6,
+                               gate_decide=2)
     data = TwinDataConfig(minutes=1.2, units=1, tasks=("push", "free"), episode_s=6.0,
                           contact_min_force_n=0.5)
     res = run_twin_experiment(TwinExperimentConfig(tmp_path / "run", data, exp))
     rec = res["models"]["NeuralActuator[estimator]"]
     assert rec["gate_rnn"]["trained"] and rec["gate_rnn"]["lag"] == 6
+    assert rec["gate_rnn"]["decide"] == 2
     ck = load_checkpoint(tmp_path / "run" / "checkpoints" / "neuralactuator_estimator")
     assert ck.cfg.gate_lag == 6 and ck.gate_rnn.out.out_features == 7
+    assert ck.cfg.gate_decide == 2
     m = res["_neuralactuator"]["estimator"]
     for k, v in m.gate_rnn.state_dict().items():
         assert torch.equal(ck.gate_rnn.state_dict()[k], v), k

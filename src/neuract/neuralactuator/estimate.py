@@ -59,8 +59,9 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
 
     A model with a recurrent gate (``cfg.gate_rnn``) takes its contact probability from it,
     run over the episode from its first valid sample; a fixed-lag gate (``cfg.gate_lag``)
-    decides each sample from the samples up to ``gate_lag`` after it
-    (:func:`~neuract.neuralactuator.model.lagged_probability`).
+    decides each sample from the samples up to ``cfg.gate_decision_lag`` after it
+    (``gate_lag`` unless ``cfg.gate_decide`` sets a shorter wait;
+    :func:`~neuract.neuralactuator.model.lagged_probability`).
 
     Returns tau (T, n) [N m], ee_force (T, 3) [N], contact_prob (T,), condition_prob_joint
     (T, n) (smoothed degraded probability per motor), condition_prob (T,), valid (T,), and
@@ -88,7 +89,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
         gates.append(torch.sigmoid(gate))
         conds.append(torch.softmax(cond, -1)[..., 1:].sum(-1))
     if model.gate_rnn is not None:  # the recurrent gate, causal over the whole episode
-        gates = [lagged_probability(model.recurrent_gate(x[:, -1])[0], cfg.gate_lag)]
+        gates = [lagged_probability(model.recurrent_gate(x[:, -1])[0], cfg.gate_decision_lag)]
     pad = lambda a, shape: np.concatenate([np.full((h - 1, *shape), np.nan), a])  # noqa: E731
     tau = pad(torch.cat(taus).double().numpy(), (n,))
     force = pad(torch.cat(forces).double().numpy(), (3,))
@@ -103,7 +104,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     valid[h - 1:] = True
     t_all = np.asarray(traj["t"], dtype=np.float64)
     decided = t_all.copy()
-    decided[h - 1:] = t[np.arange(len(t)) + decision_delay(len(t), cfg.gate_lag)]
+    decided[h - 1:] = t[np.arange(len(t)) + decision_delay(len(t), cfg.gate_decision_lag)]
     return {"tau": tau, "ee_force": force, "contact_prob": gate, "condition_prob_joint": cj,
             "condition_prob": np.nanmax(np.where(valid[:, None], cj, 0.0), axis=1),
             "valid": valid, "contact_decided_t": decided}
@@ -327,6 +328,49 @@ def select_gate_filter(model: NeuralActuator, trajs,
     return best[1], best[2], best[3], scores
 
 
+def set_gate_decision_lag(model: NeuralActuator, lag: int, trajs,
+                          taus_s=(0.0, 0.05, 0.1, 0.2, 0.5), max_episodes: int = 24
+                          ) -> dict[str, Any]:
+    """Make ``model``'s fixed-lag gate (``cfg.gate_lag`` = D) decide at lag ``lag`` (0 .. D:
+    each sample after reading ``lag`` samples more; ``cfg.gate_decide``) and calibrate its
+    filter again at that lag on (held-out calibration) episodes ``trajs``
+    (:func:`select_gate_filter` with ``taus_s`` and ``max_episodes``): the threshold and
+    filter chosen for one lag do not carry to another. The model is changed only when the
+    calibration succeeds. Returns the new decision lag and filter (``gate_decision_lag``,
+    ``gate_tau_s``, ``gate_threshold``, ``gate_release``) and the calibration episodes'
+    count."""
+    from neuract.neuralactuator.model import check_gate_decide
+
+    if model.cfg.mode != "estimator" or model.gate_rnn is None or not model.cfg.gate_lag:
+        raise ConfigError("set_gate_decision_lag: the model has no fixed-lag recurrent gate "
+                          f"(mode={model.cfg.mode!r}, gate_rnn={model.cfg.gate_rnn}, "
+                          f"gate_lag={model.cfg.gate_lag}); the decision lag chooses among a "
+                          "fixed-lag gate's logits")
+    check_gate_decide(lag, model.cfg.gate_lag, "set_gate_decision_lag: lag")
+    if lag == -1:
+        lag = model.cfg.gate_lag
+    check_gate_trained(model)
+    use = [tr for tr in trajs if "contact" in tr]
+    if not use:
+        raise ConfigError("set_gate_decision_lag: no calibration episode has a contact label")
+    old = model.cfg
+    model.cfg = old.replace(gate_decide=int(lag))
+    try:
+        raw = _raw_gate(model, use, max_episodes)
+        y = np.concatenate([c for _, _, c in raw]) if raw else np.zeros(0, bool)
+        if y.all() or not y.any():
+            raise ConfigError("set_gate_decision_lag: the calibration episodes hold "
+                              f"{'only contact' if y.any() else 'no contact'} samples; the "
+                              "filter's calibration needs both")
+        tau, thr, rel, _ = select_gate_filter(model, use, taus_s, max_episodes, raw=raw)
+    except BaseException:
+        model.cfg = old
+        raise
+    model.gate_tau_s, model.gate_threshold, model.gate_release = tau, thr, rel
+    return {"gate_decision_lag": int(lag), "gate_tau_s": tau, "gate_threshold": thr,
+            "gate_release": rel, "calibration_episodes": len(raw)}
+
+
 def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
     """Causal exponential moving average of p: (T, ...) over times t: (T,) [s] with time
     constant tau_s, its start-up bias removed: a running mean over the first seconds (every
@@ -467,4 +511,4 @@ def estimator(model: NeuralActuator, condition_tau_s: float | None = None):
 __all__ = ["calibrate_condition", "calibrate_gate", "estimate", "estimator", "gate_filter",
            "gate_samples",
            "hysteresis", "select_condition_smoothing", "select_gate_filter",
-           "shift_threshold", "smooth_causal"]
+           "set_gate_decision_lag", "shift_threshold", "smooth_causal"]

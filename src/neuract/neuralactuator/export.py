@@ -13,7 +13,8 @@ start), ``gate_logit`` is the recurrent gate's logit for the window's last sampl
 output ``gate_state_out (B, S)`` is the state to pass with the next sample
 (:class:`OnnxActuator` and its ``runner`` carry it). A fixed-lag gate
 (``NeuralActuatorConfig.gate_lag`` = D) has ``gate_logit (B, D + 1)``: column k is its logit
-for the sample k samples before the window's last (the decision for the sample D back; near
+for the sample k samples before the window's last (the decision for the sample D back, or
+for the sample ``gate_decide`` back where the checkpoint sets a shorter decision lag; near
 an episode's end, the smaller lags decide the last samples, as
 :class:`~neuract.neuralactuator.stream.StreamingEstimator` does). The
 model config and channel list are stored in the ONNX
@@ -248,7 +249,8 @@ class OnnxActuator:
     (:attr:`gate_state_size` > 0), ``actuator(x, gate_state)`` also takes the gate's state
     (B, :attr:`gate_state_size`) after the previous sample of each stream (None: zeros, a
     stream's start) and returns the next one as ``gate_state``. A fixed-lag gate
-    (:attr:`gate_lag` = D) gives ``gate_logit`` (B, D + 1), column k for the sample k back.
+    (:attr:`gate_lag` = D) gives ``gate_logit`` (B, D + 1), column k for the sample k back;
+    the checkpoint's filter decides from column :attr:`gate_decision_lag`.
     """
 
     def __init__(self, path: str | os.PathLike, threads: int = 1):
@@ -266,6 +268,11 @@ class OnnxActuator:
         convolution front each layer's last inputs"""
         self.gate_lag = int(self.config.get("gate_lag", 0) or 0)
         """a fixed-lag gate's lag D (0: causal); its ``gate_logit`` is (B, D + 1)"""
+        decide = int(self.config.get("gate_decide", -1))
+        self.gate_decision_lag = self.gate_lag if decide == -1 else decide
+        """the lag whose logit the checkpoint's calibrated filter decides from (column
+        ``gate_decision_lag`` of ``gate_logit``, read that many samples after its sample;
+        ``gate_lag`` unless the checkpoint sets a shorter ``gate_decide``)"""
         self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_state_size else ())
 
     @property

@@ -23,7 +23,8 @@ It is trained after the rest of the model, which it leaves unchanged:
 A fixed-lag gate (``NeuralActuatorConfig.gate_lag`` = D) is trained the same way with one
 logit per lag k = 0 .. D, each against the label k samples back (the loss averages them all);
 its calibration passes score the lag-D decision of each sample (the largest lag available near
-an episode's end), as :func:`~neuract.neuralactuator.estimate.estimate` decides.
+an episode's end), as :func:`~neuract.neuralactuator.estimate.estimate` decides; with a shorter
+decision lag (``NeuralActuatorConfig.gate_decide``), that lag's decision.
 
 The GRU can be trained on more episodes than the rest of the model (e.g. twin episodes of
 other units, :mod:`neuract.pipeline.twin_experiment`): the rows are computed chunk by chunk
@@ -151,10 +152,13 @@ def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
 
 
 @torch.no_grad()
-def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows]) -> list[np.ndarray]:
+def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows],
+                       lag: int | None = None) -> list[np.ndarray]:
     """The recurrent gate's contact probability over each episode, from its start (a
-    fixed-lag gate's: :func:`~neuract.neuralactuator.model.lagged_probability`)."""
-    return [lagged_probability(gate(torch.from_numpy(e.rows)[None])[0][0], gate.lag).numpy()
+    fixed-lag gate's decided at ``lag``, default its largest:
+    :func:`~neuract.neuralactuator.model.lagged_probability`)."""
+    lag = gate.lag if lag is None else lag
+    return [lagged_probability(gate(torch.from_numpy(e.rows)[None])[0][0], lag).numpy()
             for e in eps]
 
 
@@ -199,7 +203,10 @@ def _run_key(model: NeuralActuator, cfg: GateTrainConfig, train: Sequence[GateRo
     opts = {k: v for k, v in dataclasses.asdict(cfg).items()
             if k not in ("checkpoint", "max_seconds")}
     weights = {k: v for k, v in model.state_dict().items() if not k.startswith("gate_rnn.")}
-    lag = {"lag": model.cfg.gate_lag} if model.cfg.gate_lag else {}  # keys before it: none
+    # keys before these options: none
+    lag = {"lag": model.cfg.gate_lag} if model.cfg.gate_lag else {}
+    if model.cfg.gate_decide != -1:
+        lag["decide"] = model.cfg.gate_decision_lag
     return normalise_key({"hidden": model.cfg.gate_rnn, "conv": model.cfg.gate_conv, **lag,
                           **opts,
                           "model_sha256": _digest(weights),
@@ -236,7 +243,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         gate = RecurrentGate(n_in, model.cfg.gate_rnn, model.cfg.gate_conv, model.cfg.gate_lag)
-    lag = model.cfg.gate_lag
+    lag, decide = model.cfg.gate_lag, model.cfg.gate_decision_lag
     # target of lag k at crop sample i: the label of sample i - k (none for i < k)
     back = torch.arange(cfg.crop)[:, None] - torch.arange(lag + 1)[None, :]  # (crop, K)
     best_gate = copy.deepcopy(gate)
@@ -290,7 +297,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
         sched.step()
         stop = bool(cfg.max_seconds) and time.perf_counter() - t_start > cfg.max_seconds
         if it % cfg.eval_every == 0 or it == cfg.iters or stop:
-            f1, thr = best_f1(gate_probabilities(gate, calib), calib)
+            f1, thr = best_f1(gate_probabilities(gate, calib, decide), calib)
             info = {"iteration": it, "loss": round(loss.item(), 5), "calib_f1": round(f1, 5),
                     "threshold": thr}
             history.append(info)
@@ -309,7 +316,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
         if stop:
             break
     if best["f1"] < 0:  # resumed at the end, or stopped before a pass: score what there is
-        f1, thr = best_f1(gate_probabilities(gate, calib), calib)
+        f1, thr = best_f1(gate_probabilities(gate, calib, decide), calib)
         best = {"f1": f1, "iteration": it, "threshold": thr}
         best_gate.load_state_dict(gate.state_dict())
     model.gate_rnn.load_state_dict(best_gate.state_dict())

@@ -117,6 +117,12 @@ class NeuralActuatorConfig:
     ``gate_lag`` samples after its sample (and the last ones at the episode's end,
     ``StreamingEstimator.finish``); the ONNX export gives every lag's logit. 0: the causal
     gate (one logit, lag 0)"""
+    gate_decide: int = -1
+    """with :attr:`gate_lag`: the lag whose logit decides (0 .. gate_lag; see
+    :attr:`gate_decision_lag`), so that a gate trained with ``gate_lag`` look-back targets
+    can decide sooner, after reading only this many samples more (0: at once, a causal
+    decision). Set it with the gate's filter calibrated at that lag
+    (:func:`~neuract.neuralactuator.estimate.set_gate_decision_lag`). -1: ``gate_lag``"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1
@@ -127,6 +133,12 @@ class NeuralActuatorConfig:
         return channels_for(self.mode, self.effort, self.sim_temperature,
                             physics=bool(self.physics_robot), context=bool(self.context_s),
                             reference=bool(self.reference_steps), ident=bool(self.ident))
+
+    @property
+    def gate_decision_lag(self) -> int:
+        """Samples each contact decision waits for: :attr:`gate_decide`, or :attr:`gate_lag`
+        where that is -1 (0: a causal decision)."""
+        return self.gate_lag if self.gate_decide == -1 else int(self.gate_decide)
 
     @property
     def physics(self) -> tuple[str, str] | None:
@@ -173,6 +185,7 @@ class NeuralActuatorConfig:
         if self.gate_lag and not self.gate_rnn:
             raise ConfigError(f"NeuralActuatorConfig.gate_lag={self.gate_lag} is a lag of the "
                               "recurrent gate: set gate_rnn > 0 (hidden units), or gate_lag=0")
+        check_gate_decide(self.gate_decide, self.gate_lag, "NeuralActuatorConfig.gate_decide")
         if self.gate_conv and not self.gate_rnn:
             raise ConfigError(f"NeuralActuatorConfig.gate_conv={self.gate_conv} builds on the "
                               "recurrent gate: set gate_rnn > 0 (hidden units), or gate_conv=0")
@@ -312,6 +325,16 @@ MAX_GATE_LAG = 600
 """the largest fixed lag of the recurrent gate [samples] (10 s at 60 Hz)"""
 
 
+def check_gate_decide(decide: object, lag: int, name: str) -> None:
+    """Refuse a decision lag (``gate_decide``) that is not -1 or an integer from 0 to the
+    gate's ``lag``; ``name`` names the field in the message."""
+    ok = (not isinstance(decide, bool) and isinstance(decide, (int, np.integer))
+          and (decide == -1 or 0 <= decide <= lag))
+    if not ok:
+        raise ConfigError(f"{name}={decide!r}; expected -1 (decide at gate_lag) or an integer "
+                          f"from 0 to gate_lag={lag}, the lags the gate has logits for")
+
+
 def gate_state_size(hidden: int, conv: int = 0) -> int:
     """Size of the recurrent gate's state: the GRU's ``hidden`` units and, with ``conv``
     convolution layers, each layer's last ``2 * dilation`` inputs (``hidden`` each)."""
@@ -380,10 +403,16 @@ class RecurrentGate(nn.Module):
 
 def lagged_probability(logits: torch.Tensor, lag: int) -> torch.Tensor:
     """Contact probability (T,) of each sample of one episode from a fixed-lag gate's logits
-    (T, lag + 1) over the whole episode: sample s takes the logit of lag k = min(lag,
-    T - 1 - s) at sample s + k (the gate has read k samples after s). lag 0: logits (T,)."""
-    if not lag:
+    (T, D + 1) over the whole episode, decided at lag ``lag`` (at most D): sample s takes
+    the logit of lag k = min(lag, T - 1 - s) at sample s + k (the gate has read k samples
+    after s). A causal gate's logits (T,): their probabilities (lag must be 0)."""
+    if logits.ndim == 1:
+        if lag:
+            raise ConfigError(f"lagged_probability: lag {lag} of a causal gate's logits (T,)")
         return torch.sigmoid(logits)
+    if not 0 <= lag < logits.shape[1]:
+        raise ConfigError(f"lagged_probability: lag {lag}; the logits {tuple(logits.shape)} "
+                          f"hold lags 0 to {logits.shape[1] - 1}")
     k = torch.from_numpy(decision_delay(logits.shape[0], lag))
     return torch.sigmoid(logits[torch.arange(len(k)) + k, k])
 
@@ -597,4 +626,5 @@ def count_flops(cfg: NeuralActuatorConfig) -> int:
 
 __all__ = ["MAX_GATE_CONV", "MAX_GATE_LAG", "NeuralActuatorConfig", "decision_delay",
            "lagged_probability", "NeuralActuator", "RecurrentGate",
-           "check_gate_trained", "count_params", "count_flops", "gate_state_size"]
+           "check_gate_decide", "check_gate_trained", "count_params", "count_flops",
+           "gate_state_size"]

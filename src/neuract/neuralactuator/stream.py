@@ -152,7 +152,8 @@ class StreamingEstimator:
     ``ee_force`` (3,) [N], ``contact_prob``, ``condition_prob_joint`` (n,),
     ``condition_prob`` and ``valid`` (False, with NaN outputs, until ``history`` samples have
     arrived), and ``contact_t``, the time [s] of the sample ``contact_prob`` decides: ``t``
-    itself for a causal gate (NaN while not valid). A fixed-lag gate (``cfg.gate_lag`` = D)
+    itself for a causal gate (NaN while not valid). A fixed-lag gate deciding at lag D
+    (``cfg.gate_decision_lag``: ``gate_lag``, or a shorter ``gate_decide``)
     decides each sample once it has read the D samples after it: ``contact_prob`` then belongs
     to the valid sample D steps back (``contact_t`` its time; NaN for the first D valid
     samples), and :meth:`finish`, where the episode ends, decides its last D samples from the
@@ -171,8 +172,9 @@ class StreamingEstimator:
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
         check_gate_trained(model)
-        self.lag = cfg.gate_lag
-        """samples each contact decision waits for (``cfg.gate_lag``; 0: a causal gate)"""
+        self.lag = cfg.gate_decision_lag
+        """samples each contact decision waits for (``cfg.gate_decision_lag``: ``gate_lag``
+        or a shorter ``gate_decide``; 0: a causal decision)"""
         self._ref = None
         if cfg.reference_steps:
             if reference_dt is None:
@@ -322,8 +324,9 @@ class StreamingEstimator:
         out = {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),
                "contact_prob": np.nan, "contact_t": np.nan, "condition_prob_joint": cj,
                "condition_prob": float(np.max(cj)), "valid": True}
-        if not self.lag:
-            out["contact_prob"] = self._gate_decision(t, float(torch.sigmoid(gate[0])))
+        if not self.lag:  # (a fixed-lag gate decided at lag 0: its lag-0 logit)
+            out["contact_prob"] = self._gate_decision(t, float(torch.sigmoid(gate[0]).reshape(
+                -1)[0]))
             out["contact_t"] = t
             return out
         self._pending.append((t, torch.sigmoid(gate[0])))  # probabilities of lags 0 .. D

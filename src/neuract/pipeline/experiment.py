@@ -140,6 +140,10 @@ class ExperimentConfig:
     samples more (``NeuralActuatorConfig.gate_lag``; needs ``gate_rnn``; the reported
     detection latency includes the wait; streamed, each decision comes that many samples
     after its sample). 0: the causal gate"""
+    gate_decide: int = -1
+    """recurrent gate with ``gate_lag``: decide at this shorter lag (0 .. gate_lag samples;
+    ``NeuralActuatorConfig.gate_decide``): the gate still learns every lag's target, its
+    calibration passes and filter score this lag's decision. -1: at ``gate_lag``"""
     gate_rnn_iters: int = 3000
     """recurrent gate: optimiser steps (``GateTrainConfig.iters``)"""
     gate_rnn_lr: float = 1e-3
@@ -191,7 +195,7 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
               physics: bool = False, context_s: float = 0.0, servo: str = "",
               reference_steps: int = 0, ident: bool = False, condition_head: str = "trunk",
               ident_memory: int = 0, gate_rnn: int = 0, gate_conv: int = 0,
-              gate_lag: int = 0):
+              gate_lag: int = 0, gate_decide: int = -1):
     """NeuralActuator config of an experiment; servo: the fitted servo's JSON, the
     ``prior='servo'`` of simulator mode (empty: the PD prior) or, with ``reference_steps``,
     the estimator's reference-channel servo."""
@@ -216,7 +220,8 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 else "trunk",
                                 gate_rnn=gate_rnn if mode == "estimator" else 0,
                                 gate_conv=gate_conv if mode == "estimator" else 0,
-                                gate_lag=gate_lag if mode == "estimator" else 0)
+                                gate_lag=gate_lag if mode == "estimator" else 0,
+                                gate_decide=gate_decide if mode == "estimator" else -1)
 
 
 def split_by_task(trajs: Sequence[Any], test_fraction: float) -> tuple[list, list]:
@@ -345,7 +350,8 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
         if steps > 0 and mode not in pretrained_modes:
             na_config(stand_in, mode, cfg.size, 6, cfg.physics, cfg.context_s, "", 0, cfg.ident,
                       cfg.condition_head, cfg.ident_memory, int(cfg.gate_rnn),
-                      int(cfg.gate_conv), int(cfg.gate_lag)).validate()
+                      int(cfg.gate_conv), int(cfg.gate_lag),
+                      int(cfg.gate_decide)).validate()
     if needs_servo(cfg, pretrained_modes) and not (cfg.parametric_friction
                                                    and cfg.baseline_iters > 0):
         raise ConfigError("ExperimentConfig.sim_prior='servo' and reference_steps build on the "
@@ -358,7 +364,7 @@ def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     """The recurrent gate's training schedule of an experiment (its options named as
     ``ExperimentConfig`` fields when refused)."""
     from neuract.neuralactuator.gate_rnn import GateTrainConfig
-    from neuract.neuralactuator.model import MAX_GATE_CONV, MAX_GATE_LAG
+    from neuract.neuralactuator.model import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
 
     if not _is_int(cfg.gate_rnn, 0):
         raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
@@ -375,6 +381,7 @@ def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     if cfg.gate_lag and not cfg.gate_rnn:
         raise ConfigError(f"ExperimentConfig.gate_lag = {cfg.gate_lag} is a lag of the "
                           "recurrent gate: set gate_rnn > 0 (hidden units), or gate_lag = 0")
+    check_gate_decide(cfg.gate_decide, cfg.gate_lag, "ExperimentConfig.gate_decide")
     if not _is_int(cfg.gate_rnn_iters, 1):
         raise ConfigError(f"ExperimentConfig.gate_rnn_iters = {cfg.gate_rnn_iters!r}; expected "
                           "an integer >= 1")
@@ -525,7 +532,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
 
     if g_eps is None or not any(has_contact(tr) for tr in fit_eps):
         model.gate_rnn = None
-        model.cfg = model.cfg.replace(gate_rnn=0, gate_conv=0, gate_lag=0)
+        model.cfg = model.cfg.replace(gate_rnn=0, gate_conv=0, gate_lag=0, gate_decide=-1)
         return {"trained": False, "why": "no calibration episodes (fewer than two with and "
                 "two without contact, held out or in training), or no training episode with "
                 "contact: the gate head decides"}
@@ -539,6 +546,8 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
     return {"trained": True, "hidden": model.cfg.gate_rnn,
             **({"conv": model.cfg.gate_conv} if model.cfg.gate_conv else {}),
             **({"lag": model.cfg.gate_lag} if model.cfg.gate_lag else {}),
+            **({"decide": model.cfg.gate_decision_lag} if model.cfg.gate_decide != -1
+               else {}),
             "extra_episodes": len(extra),
             "extra_minutes": round(sum(len(e) for e in extra) * _sample_s(fit_eps) / 60, 1),
             **{k: v for k, v in rep.items() if k != "history"},
@@ -633,7 +642,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,
                          cfg.reference_steps, cfg.ident, cfg.condition_head,
                          cfg.ident_memory, int(cfg.gate_rnn), int(cfg.gate_conv),
-                         int(cfg.gate_lag))
+                         int(cfg.gate_lag), int(cfg.gate_decide))
         tc = train_config(cfg, mode, steps,
                           checkpoint=str(train_state_path(out_dir, mode)) if out_dir else "")
         stage = f"NeuralActuator ({mode} mode, pose-only)"

@@ -284,7 +284,7 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
                           out_dir=out / "twin", progress=progress)
     model = twin["_neuralactuator"]["estimator"]
     # the pretrained model keeps its own gate
-    est = dataclasses.replace(est, gate_rnn=0, gate_conv=0, gate_lag=0)
+    est = dataclasses.replace(est, gate_rnn=0, gate_conv=0, gate_lag=0, gate_decide=-1)
     zero = run_experiment(setup, train, test, est, progress=progress,
                           pretrained={"estimator": model})
     # the pretrained model on the train files it has not seen: a validation figure for
