@@ -237,7 +237,9 @@ def checkpoint_gate(model) -> str:
     conv, lag = model.cfg.gate_conv, model.cfg.gate_lag
     return (f"recurrent gate, {model.cfg.gate_rnn} units"
             + (f", {conv} convolutions" if conv else "")
-            + (f", fixed lag {lag} samples" if lag else ""))
+            + (f", fixed lag {lag} samples" if lag else "")
+            + (f", decided at lag {model.cfg.gate_decision_lag}"
+               if getattr(model.cfg, "gate_decide", -1) != -1 else ""))
 
 
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):

@@ -63,7 +63,7 @@ def figures(res: dict) -> dict:
 def gate_kind(res: dict) -> str:
     """Which contact gate a run's estimator decides with: ``head`` (the Transformer's gate
     head) or ``recurrent <H> units`` (``, <n> convolutions`` with a convolution front,
-    ``, fixed lag <D>`` with a lag;
+    ``, fixed lag <D>`` with a lag, `` decided at <k>`` with a shorter decision lag;
     ``+ extra units`` when it also trained on other units'
     episodes, with their tasks)."""
     g = ((res.get("models") or {}).get("NeuralActuator[estimator]") or {}).get("gate_rnn") or {}
@@ -71,7 +71,8 @@ def gate_kind(res: dict) -> str:
         return "head"
     kind = (f"recurrent {g['hidden']} units"
             + (f", {g['conv']} convolutions" if g.get("conv") else "")
-            + (f", fixed lag {g['lag']}" if g.get("lag") else ""))
+            + (f", fixed lag {g['lag']}" if g.get("lag") else "")
+            + (f" decided at {g['decide']}" if "decide" in g else ""))
     if not g.get("extra_episodes"):
         return kind
     tasks = (res.get("data") or {}).get("gate_train_tasks")

@@ -13,9 +13,11 @@ from pathlib import Path
 
 READS_RUNS = ("bench_gate_long_episodes", "bench_gate_stiction", "bench_gate_worn_motor",
               "bench_int8_accuracy", "bench_gate_seed_mix", "bench_gate_ambiguity",
-              "bench_gate_conv", "bench_gate_lag", "bench_gate_fresh_test")
+              "bench_gate_conv", "bench_gate_lag", "bench_gate_decide",
+              "bench_gate_fresh_test")
 """scripts that read the checkpoints of ``bench_neuralactuator_twin.py`` (and, for the last
-five, ``bench_neuralactuator_twin_gate_seeds.py``)"""
+six, ``bench_neuralactuator_twin_gate_seeds.py``; ``bench_gate_decide`` reads
+``bench_gate_lag``'s)"""
 
 
 def order(scripts: list[Path]) -> list[Path]:

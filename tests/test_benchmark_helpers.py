@@ -31,6 +31,8 @@ def test_run_all_runs_checkpoint_readers_after_the_benchmarks_they_read(bench):
         assert names.index(reader) > names.index("bench_neuralactuator_twin")
     for reader in ("bench_gate_seed_mix", "bench_gate_ambiguity"):
         assert names.index(reader) > names.index("bench_neuralactuator_twin_gate_seeds")
+    assert (names.index("bench_gate_lag") < names.index("bench_gate_decide")
+            < names.index("bench_gate_fresh_test"))
 
 
 def test_edge_misses_counts_misses_near_an_events_start_then_its_end(bench):
@@ -104,6 +106,34 @@ def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path
     assert "lag 3 F1" in md and md.startswith("# Title")
 
 
+def test_gate_decide_summary_and_row_name_all_three_gates(bench, tmp_path, monkeypatch):
+    import json
+
+    gr, dec, summ = bench("gate_retrain"), bench("bench_gate_decide"), bench("summarize")
+    monkeypatch.setattr(gr, "RESULTS", tmp_path)
+    monkeypatch.setattr(dec, "RESULTS", tmp_path)
+    assert dec.summarize() == 2  # nothing run yet
+    gate = {"precision": 0.9, "recall": 0.8, "n_detected": 9, "n_events": 10}
+    for seed, (a, b, c) in ((7, (0.92, 0.94, 0.93)), (0, (0.96, 0.95, 0.97))):
+        row = {"seed": seed, "gate_lag": 10, "gate_decide": dec.DECIDE,
+               "gru": {**gate, "f1": a, "latency_median_s": 0.1},
+               "lag_gate": {**gate, "f1": b, "latency_median_s": 0.17},
+               "new_gate": {**gate, "f1": c, "latency_median_s": 0.12}}
+        (tmp_path / "gate_decide").mkdir(exist_ok=True)
+        (tmp_path / "gate_decide" / f"seed_{seed}.json").write_text(json.dumps(row))
+    assert dec.summarize() == 0
+    lines = [ln for ln in (tmp_path / "gate_decide.md").read_text().splitlines()
+             if ln.startswith("| ")]
+    assert lines[1] == "| 0 | 0.960 | 0.950 | 0.970 | +0.010 | 0.900 / 0.800 | 9/10 | " \
+                       "100 / 170 / 120 |"
+    assert lines[2].startswith("| 7 | 0.920 | 0.940 | 0.930 | +0.010 |")
+    assert lines[3].startswith("| mean | 0.940 | 0.945 | 0.950 | +0.010 |")
+    out = json.loads((tmp_path / "gate_decide.json").read_text())
+    (row,) = summ._decided_gate(out)
+    assert row[2] == "0.940 / 0.945 / 0.950"
+    assert f"lag {dec.DECIDE}" in row[0] and "seed 7: 0.920 / 0.940 / 0.930" in row[3]
+
+
 def test_gate_kind_names_the_gates_front_and_lag(bench):
     seeds = bench("bench_neuralactuator_twin_seeds")
 
@@ -115,6 +145,25 @@ def test_gate_kind_names_the_gates_front_and_lag(bench):
     assert seeds.gate_kind(res(trained=True, hidden=128)) == "recurrent 128 units"
     assert seeds.gate_kind(res(trained=True, hidden=64, conv=6, lag=10, extra_episodes=3)) == \
         "recurrent 64 units, 6 convolutions, fixed lag 10 + extra units (push)"
+    assert seeds.gate_kind(res(trained=True, hidden=64, lag=10, decide=3)) == \
+        "recurrent 64 units, fixed lag 10 decided at 3"
+
+
+def test_checkpoint_gate_names_a_shorter_decision_lag(bench):
+    from types import SimpleNamespace
+
+    from neuract.neuralactuator import NeuralActuatorConfig
+
+    twin = bench("bench_neuralactuator_twin")
+
+    def kind(**kw):
+        return twin.checkpoint_gate(SimpleNamespace(gate_rnn=object(), cfg=NeuralActuatorConfig(
+            gate_rnn=128, **kw)))
+
+    assert kind(gate_lag=10) == "recurrent gate, 128 units, fixed lag 10 samples"
+    assert kind(gate_lag=10, gate_decide=3) == \
+        "recurrent gate, 128 units, fixed lag 10 samples, decided at lag 3"
+    assert twin.checkpoint_gate(SimpleNamespace(gate_rnn=None)) == "gate head"
 
 
 def test_current_noise_summary_names_the_level_nearest_the_real_files(bench):
