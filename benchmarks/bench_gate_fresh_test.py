@@ -73,13 +73,14 @@ FORCE_EDGES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, float("inf"))
 ONSET_EDGES = (0, 3, 6, 12, 30, float("inf"))
 """bins of samples since a contact began (60 Hz: 3 samples = 50 ms) of the recall"""
 VARIANTS = ("gate_lag", "gate_conv", "gate_decide")
-"""retrained gates ``--variants`` may score beside the run's own (``bench_<name>.py``)"""
+"""other gates ``--variants`` may score beside the run's own: retrained by
+``bench_<name>.py`` (gate_lag, gate_conv) or decided at a shorter lag (gate_decide)"""
 
 
 def variant(name: str):
     """The :class:`gate_retrain.Variant` of ``bench_<name>.py`` (one of :data:`VARIANTS`)."""
     if name not in VARIANTS:
-        raise SystemExit(f"--variants: {name!r} is not a retrained gate; accepted: "
+        raise SystemExit(f"--variants: {name!r} is not a gate it knows; accepted: "
                          f"{', '.join(VARIANTS)}")
     import importlib
 
@@ -286,7 +287,8 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
 
 
 def variants_table(rows: list[dict]) -> str:
-    """Markdown table of the retrained gates scored beside the runs' own ('' if none)."""
+    """Markdown table of the other gates (``--variants``) scored beside the runs' own ('' if
+    none)."""
     table = []
     for r in rows:
         for name, v in (r.get("variants") or {}).items():
@@ -304,8 +306,8 @@ def variants_table(rows: list[dict]) -> str:
                           f"{_ms(fr.get('latency_median_s'))}"])
     if not table:
         return ""
-    return markdown_table(["seed", "retrained gate", "F1 own split (run's / retrained)",
-                           "F1 fresh (run's / retrained, 95 % interval)",
+    return markdown_table(["seed", "other gate", "F1 own split (run's / other)",
+                           "F1 fresh (run's / other, 95 % interval)",
                            "change, fresh (paired 95 % interval), resamples > 0",
                            "precision / recall, fresh", "push recall, fresh",
                            "median latency [ms]"], table)
@@ -386,7 +388,7 @@ def summarize() -> int:
           "task counts drawn from the fresh episodes, and the share of them at or above the "
           "0.95 target. Estimator mode; contact = external force >= 0.5 N. "
           f"{gate_seeds.PROVENANCE}{sds} Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_fresh_test.py --seeds ... [--variants gate_lag]`.\n\n"
+          "benchmarks/bench_gate_fresh_test.py --seeds ... [--variants gate_lag gate_decide]`.\n\n"
           + markdown_table(["seed", "gate F1, own split", "fresh episodes",
                             "gate F1, fresh (95 % interval)", "precision / recall",
                             "events detected", "push recall", "push share",
@@ -399,11 +401,13 @@ def summarize() -> int:
                "the number of contact samples in each bin.\n\n" + rt + "\n")
     vt = variants_table(rows)
     if vt:
-        md += ("\nRetrained gates (`--variants`), scored on the same fresh episodes as the "
+        md += ("\nOther gates (`--variants`: the gate retrained by `bench_gate_lag.py` or "
+               "`bench_gate_conv.py`, or the fixed-lag gate decided at a shorter lag by "
+               "`bench_gate_decide.py`), scored on the same fresh episodes as the "
                "run's own gate; the change is theirs minus the run's gate's F1, its 95 % "
                "interval from the same episode resamples for both (paired), and the share of "
-               "resamples where the retrained gate scores higher. Latency: median detection "
-               "latency of the run's gate / the retrained one on the fresh episodes (a "
+               "resamples where the other gate scores higher. Latency: median detection "
+               "latency of the run's gate / the other one on the fresh episodes (a "
                "fixed-lag gate's includes its wait).\n\n" + vt + "\n")
     write_text(RESULTS / "gate_fresh_test.md", md)
     print(md)

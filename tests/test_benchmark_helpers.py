@@ -237,7 +237,7 @@ def test_fresh_test_pooled_f1_and_resampling(bench):
 
 def test_fresh_test_paired_resampling_and_variants_option(bench):
     """Several gates' counts on the same episodes resample together (each column is that
-    gate's F1 on the same draw), and --variants takes only retrained gates it knows."""
+    gate's F1 on the same draw), and --variants takes only the gates it knows."""
     m = bench("bench_gate_fresh_test")
     rng = np.random.default_rng(1)
     a = rng.integers(0, 50, size=(8, 3))
@@ -255,7 +255,7 @@ def test_fresh_test_paired_resampling_and_variants_option(bench):
         ["--seeds", "0"], ("gate_lag",))
     assert m.split_variants(["--seeds", "0", "--variants", "gate_lag", "gate_conv"]) == (
         ["--seeds", "0"], ("gate_lag", "gate_conv"))
-    with pytest.raises(SystemExit, match="'gate_big' is not a retrained gate; accepted: "
+    with pytest.raises(SystemExit, match="'gate_big' is not a gate it knows; accepted: "
                                          "gate_lag, gate_conv, gate_decide"):
         m.split_variants(["--variants", "gate_big"])
     with pytest.raises(SystemExit, match="--variants: one or more of"):
