@@ -33,7 +33,15 @@ import numpy as np  # noqa: E402
 import bench_gate_lag  # noqa: E402
 import bench_neuralactuator_twin as twin  # noqa: E402
 import bench_neuralactuator_twin_gate_seeds as gate_seeds  # noqa: E402
-from gate_retrain import RESULTS, SEEDS, Variant, _ms, run_data, score_gate  # noqa: E402
+from gate_retrain import (  # noqa: E402
+    RESULTS,
+    SEEDS,
+    Variant,
+    _ms,
+    load_gate,
+    run_data,
+    score_gate,
+)
 from neuract.atomic import write_json, write_text  # noqa: E402
 
 DECIDE = 3
@@ -53,19 +61,11 @@ def run_seed(seed: int) -> dict:
     from neuract.neuralactuator.estimate import set_gate_decision_lag
 
     t0 = time.perf_counter()
-    lag_v = bench_gate_lag.VARIANT
-    lag_ckpt = lag_v.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
-    lag_rec = lag_v.seeds_dir / f"seed_{seed}.json"
-    if not (lag_ckpt / "config.json").is_file() or not lag_rec.is_file():
-        raise SystemExit(f"seed {seed}: no fixed-lag gate at {lag_ckpt} (or no {lag_rec}); "
-                         f"run `.venv/bin/python benchmarks/bench_gate_lag.py --seeds {seed}` "
-                         "first")
+    lagged, lag_f1 = load_gate(bench_gate_lag.VARIANT, seed)
     model, cfg, _, g_eps, test = run_data(seed)
     plain = score_gate(model, test)
     recorded = gate_seeds.check_recorded(seed, plain["f1"])
     del model
-    lagged = twin.load_estimator(lag_ckpt)
-    lag_f1 = json.loads(lag_rec.read_text())["new_gate"]["f1"]
     full = score_gate(lagged, test)
     if abs(full["f1"] - lag_f1) > 1e-6:
         raise SystemExit(f"seed {seed}: the fixed-lag gate scores F1 {full['f1']:.6f} on the "
@@ -75,7 +75,8 @@ def run_seed(seed: int) -> dict:
     cal = set_gate_decision_lag(lagged, DECIDE, g_eps, cfg.experiment.gate_tau_grid)
     new = score_gate(lagged, test)
     out = VARIANT.out_dir(seed)
-    extra = read_config(lag_ckpt)[1]["extra"]
+    extra = read_config(bench_gate_lag.VARIANT.out_dir(seed) / "checkpoints"
+                        / "neuralactuator_estimator")[1]["extra"]
     extra.update(gate_threshold=lagged.gate_threshold, gate_tau_s=lagged.gate_tau_s,
                  gate_release=lagged.gate_release, gate_decided_by="bench_gate_decide.py")
     save_checkpoint(lagged, out / "checkpoints" / "neuralactuator_estimator", extra=extra,

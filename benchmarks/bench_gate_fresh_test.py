@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 import bench_neuralactuator_twin_gate_seeds as gate_seeds  # noqa: E402
-from gate_retrain import _ms  # noqa: E402
+from gate_retrain import _ms, load_gate  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
@@ -88,17 +88,9 @@ def variant(name: str):
 
 
 def load_variant(name: str, seed: int):
-    """(the seed's estimator with the gate ``bench_<name>.py`` retrained, the F1 that benchmark
-    recorded for it on the run's test split); stops, naming the command to run, where it has
-    not been run for this seed."""
-    v = variant(name)
-    ckpt = v.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
-    rec = v.seeds_dir / f"seed_{seed}.json"
-    if not (ckpt / "config.json").is_file() or not rec.is_file():
-        raise SystemExit(f"seed {seed}: no {name} gate at {ckpt.relative_to(ROOT)} (or no "
-                         f"{rec.relative_to(ROOT)}); run `.venv/bin/python "
-                         f"benchmarks/bench_{name}.py --seeds {seed}` first")
-    return twin.load_estimator(ckpt), json.loads(rec.read_text())["new_gate"]["f1"]
+    """(the seed's estimator with the gate ``bench_<name>.py`` made, the F1 that benchmark
+    recorded for it on the run's test split): :func:`gate_retrain.load_gate`."""
+    return load_gate(variant(name), seed)
 
 
 def episode_counts(y: np.ndarray, fired: np.ndarray) -> np.ndarray:

@@ -239,7 +239,7 @@ def checkpoint_gate(model) -> str:
             + (f", {conv} convolutions" if conv else "")
             + (f", fixed lag {lag} samples" if lag else "")
             + (f", decided at lag {model.cfg.gate_decision_lag}"
-               if getattr(model.cfg, "gate_decide", -1) != -1 else ""))
+               if model.cfg.gate_decide != -1 else ""))
 
 
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):

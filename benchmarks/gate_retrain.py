@@ -57,6 +57,19 @@ class Variant:
         return ROOT / "runs" / f"bench_{self.name}_seed{seed}"
 
 
+def load_gate(v: Variant, seed: int):
+    """(the seed's estimator with the gate ``bench_<v.name>.py`` made for it, the F1 that
+    benchmark recorded for it on the run's test split); stops, naming the command to run,
+    where it has not been run for this seed."""
+    ckpt = v.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
+    rec = v.seeds_dir / f"seed_{seed}.json"
+    if not (ckpt / "config.json").is_file() or not rec.is_file():
+        raise SystemExit(f"seed {seed}: no {v.name} gate at {ckpt.relative_to(ROOT)} (or no "
+                         f"{rec.relative_to(ROOT)}); run `.venv/bin/python "
+                         f"benchmarks/bench_{v.name}.py --seeds {seed}` first")
+    return twin.load_estimator(ckpt), json.loads(rec.read_text())["new_gate"]["f1"]
+
+
 def run_data(seed: int) -> tuple:
     """(the seed's run's trained estimator, its benchmark config, the gate's training
     episodes, its calibration episodes, the test split), the episodes generated again from

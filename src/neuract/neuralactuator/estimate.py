@@ -24,6 +24,7 @@ from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import (
     NeuralActuator,
+    check_gate_decide,
     check_gate_trained,
     decision_delay,
     lagged_probability,
@@ -339,8 +340,6 @@ def set_gate_decision_lag(model: NeuralActuator, lag: int, trajs,
     calibration succeeds. Returns the new decision lag and filter (``gate_decision_lag``,
     ``gate_tau_s``, ``gate_threshold``, ``gate_release``) and the calibration episodes'
     count."""
-    from neuract.neuralactuator.model import check_gate_decide
-
     if model.cfg.mode != "estimator" or model.gate_rnn is None or not model.cfg.gate_lag:
         raise ConfigError("set_gate_decision_lag: the model has no fixed-lag recurrent gate "
                           f"(mode={model.cfg.mode!r}, gate_rnn={model.cfg.gate_rnn}, "
