@@ -159,33 +159,44 @@ def recall_rows(hits: np.ndarray, edges: tuple[float, ...]) -> list[dict]:
             for lo, hi, n, k in zip(edges[:-1], edges[1:], hits[0], hits[1])]
 
 
-def score(model, trajs) -> tuple[dict, np.ndarray, np.ndarray, dict]:
-    """The estimator protocol on ``trajs``; with the per-episode gate counts (E, 3), the
-    episodes' tasks (E,) and the contact samples' recall by force and by time since the
-    contact began (:data:`FORCE_EDGES`, :data:`ONSET_EDGES`; :func:`recall_rows`)."""
+def score(models: list, trajs) -> list[tuple[dict, np.ndarray, np.ndarray, dict]]:
+    """The estimator protocol of each of ``models`` on ``trajs``; each with the per-episode
+    gate counts (E, 3), the episodes' tasks (E,) and the contact samples' recall by force and
+    by time since the contact began (:data:`FORCE_EDGES`, :data:`ONSET_EDGES`;
+    :func:`recall_rows`). The models read the same inputs (one estimator, different gates):
+    each episode's history windows are computed once, for the first model
+    (:func:`~neuract.neuralactuator.estimate_inputs`; ``estimate`` refuses them for a model
+    that reads other inputs)."""
     from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate
+    from neuract.neuralactuator import estimate, estimate_inputs
 
-    counts, tasks = [], []
-    hits = {"force": 0, "onset": 0}
+    inputs = {}
+    out = []
+    for model in models:
+        counts, tasks = [], []
+        hits = {"force": 0, "onset": 0}
 
-    def est(tr):
-        o = estimate(model, tr)
-        v = np.asarray(o["valid"], bool)
-        y = np.asarray(tr["contact"], bool)
-        fired = np.asarray(o["contact_prob"]) >= 0.5
-        counts.append(episode_counts(y[v], fired[v]))
-        tasks.append(tr.meta.labels["task"])
-        force = np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
-        hits["force"] += binned_hits(y[v], fired[v], force[v], FORCE_EDGES)
-        hits["onset"] += binned_hits(y[v], fired[v], samples_since_onset(y)[v], ONSET_EDGES)
-        return o
+        def est(tr, model=model, counts=counts, tasks=tasks, hits=hits):
+            if id(tr) not in inputs:
+                inputs[id(tr)] = estimate_inputs(models[0], tr)
+            o = estimate(model, tr, inputs=inputs[id(tr)])
+            v = np.asarray(o["valid"], bool)
+            y = np.asarray(tr["contact"], bool)
+            fired = np.asarray(o["contact_prob"]) >= 0.5
+            counts.append(episode_counts(y[v], fired[v]))
+            tasks.append(tr.meta.labels["task"])
+            force = np.linalg.norm(np.asarray(tr["ee_force"], np.float64), axis=1)
+            hits["force"] += binned_hits(y[v], fired[v], force[v], FORCE_EDGES)
+            hits["onset"] += binned_hits(y[v], fired[v], samples_since_onset(y)[v],
+                                         ONSET_EDGES)
+            return o
 
-    rec = evaluate_estimator(est, trajs, "NeuralActuator")
-    bins = {"recall_by_force_n": recall_rows(np.asarray(hits["force"]), FORCE_EDGES),
-            "recall_by_samples_since_onset": recall_rows(np.asarray(hits["onset"]),
-                                                         ONSET_EDGES)}
-    return rec, np.array(counts), np.array(tasks), bins
+        rec = evaluate_estimator(est, trajs, "NeuralActuator")
+        bins = {"recall_by_force_n": recall_rows(np.asarray(hits["force"]), FORCE_EDGES),
+                "recall_by_samples_since_onset": recall_rows(np.asarray(hits["onset"]),
+                                                             ONSET_EDGES)}
+        out.append((rec, np.array(counts), np.array(tasks), bins))
+    return out
 
 
 def gate_by_task(rec: dict) -> dict:
@@ -210,11 +221,12 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
         return None
     model, cfg, gen, test = split
     others = {name: load_variant(name, seed) for name in variants}
-    own, _, own_tasks, _ = score(model, test)
+    own_scores = score([model, *(m for m, _ in others.values())], test)
+    own, _, own_tasks, _ = own_scores[0]
     recorded = gate_seeds.check_recorded(seed, own["gate"]["f1"])
     own_others = {}
-    for name, (m, rec_f1) in others.items():
-        own_others[name] = score(m, test)[0]["gate"]
+    for (name, (_, rec_f1)), sc in zip(others.items(), own_scores[1:]):
+        own_others[name] = sc[0]["gate"]
         if abs(own_others[name]["f1"] - rec_f1) > 1e-6:
             raise SystemExit(f"seed {seed}: the {name} gate scores F1 "
                              f"{own_others[name]['f1']:.6f} on the run's test split here but "
@@ -225,12 +237,13 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
           f"again (recorded {recorded}); generating {fresh_gen.n_episodes()} fresh episodes "
           "...", flush=True)
     fresh = contact_labelled(generate(fresh_gen), cfg.data.contact_min_force_n)
-    print(f"seed {seed}: scoring them ...", flush=True)
-    rec, counts, tasks, bins = score(model, fresh)
+    print(f"seed {seed}: scoring them (the run's gate"
+          + "".join(f", the {name} gate" for name in others) + ") ...", flush=True)
+    fresh_scores = score([model, *(m for m, _ in others.values())], fresh)
+    rec, counts, tasks, bins = fresh_scores[0]
     recs, vbins, stacked = {}, {}, [counts]
-    for name, (m, _) in others.items():
-        print(f"seed {seed}: scoring the {name} gate on them ...", flush=True)
-        recs[name], c, _, vbins[name] = score(m, fresh)
+    for name, (r, c, _, b) in zip(others, fresh_scores[1:]):
+        recs[name], vbins[name] = r, b
         stacked.append(c)
     # contact samples per task: each episode's tp + fn
     contact = {str(t): int(counts[tasks == t][:, [0, 2]].sum()) for t in np.unique(tasks)}

@@ -279,3 +279,27 @@ def test_fresh_test_recall_bins(bench):
     rows = m.recall_rows(np.array([[2, 0], [1, 0]]), (0.5, 1.0, float("inf")))
     assert rows == [{"lo": 0.5, "hi": 1.0, "n": 2, "recall": 0.5},
                     {"lo": 1.0, "hi": None, "n": 0, "recall": None}]
+
+
+def test_fresh_test_scores_several_gates_as_each_alone(bench):
+    """Scoring the run's gate and its variants together (each episode's windows computed
+    once) gives each gate the figures it gets scored alone."""
+    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+    from test_neuralactuator_gate_rnn import make_model
+
+    m = bench("bench_gate_fresh_test")
+    eps = contact_labelled(generate(GenerateConfig(
+        robot="so101", tasks=("push", "free"), minutes=0.2, units=1, seed=9,
+        sim=SimConfig(episode_s=6.0))), 0.5)
+    gates = [make_model(), make_model(gate_lag=4), make_model(gate_lag=4, gate_decide=1)]
+    together = m.score(gates, eps)
+    assert len(together) == 3
+    for g, (rec, counts, tasks, bins) in zip(gates, together):
+        rec1, counts1, tasks1, bins1 = m.score([g], eps)[0]
+        assert rec["gate"]["f1"] == rec1["gate"]["f1"]
+        np.testing.assert_array_equal(counts, counts1)
+        np.testing.assert_array_equal(tasks, tasks1)
+        assert bins == bins1
+    assert len({rec["gate"]["f1"] for rec, *_ in together}) > 1  # three different gates

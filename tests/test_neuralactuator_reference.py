@@ -164,6 +164,13 @@ def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(f
             p.mul_(1.5)
     c = estimate(other, tr)
     assert np.nanmax(np.abs(c["tau"] - a["tau"])) > 1e-6
+    # windows computed once serve a model with the same servo, and not one with another
+    from neuract.neuralactuator import estimate_inputs
+
+    inputs = estimate_inputs(model, tr)
+    np.testing.assert_array_equal(estimate(back, tr, inputs=inputs)["tau"], b["tau"])
+    with pytest.raises(ConfigError, match="reference servo differ"):
+        estimate(other, tr, inputs=inputs)
     # fine-tuning a loaded checkpoint keeps its servo (no servo argument needed)
     from neuract.neuralactuator import fine_tune
 

@@ -19,9 +19,11 @@ sample at a time, for a running robot).
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
 from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
 from neuract.neuralactuator.estimate import (
+    EstimateInputs,
     calibrate_condition,
     calibrate_gate,
     estimate,
+    estimate_inputs,
     estimator,
     select_condition_smoothing,
     select_gate_filter,
@@ -80,6 +82,8 @@ __all__ = [
     "est_rollout",
     "StreamingEstimator",
     "estimate",
+    "estimate_inputs",
+    "EstimateInputs",
     "estimator",
     "calibrate_condition",
     "select_condition_smoothing",

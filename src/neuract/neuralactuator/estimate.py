@@ -12,6 +12,7 @@ and per-motor condition from the real telemetry history (the simulator-mode adap
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,12 +37,74 @@ _GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
 """candidate decision thresholds of the calibrations"""
 
 
+@dataclasses.dataclass(frozen=True)
+class EstimateInputs:
+    """The history windows :func:`estimate` feeds a model for one trajectory, computed once by
+    :func:`estimate_inputs` to estimate with several models that read the same inputs (one
+    estimator with different contact gates, say). With servo-reference channels the windows
+    are most of :func:`estimate`'s time (the reference servo is simulated over the episode).
+
+    x: (samples - history + 1, history, features); n_samples: the trajectory's length;
+    signature: :func:`input_signature` of the model they were computed for."""
+
+    x: torch.Tensor
+    n_samples: int
+    signature: tuple
+
+
+def input_signature(model: NeuralActuator) -> tuple:
+    """Everything of ``model`` that its history windows depend on: the channels, joints,
+    history, physics and context channels, the identification memory and the reference
+    channels' servo (its fitted values) and arm. Two models with equal signatures read the
+    same :class:`EstimateInputs` of a trajectory."""
+    cfg = model.cfg
+    ref = model.reference
+    if ref is not None:
+        servo = tuple((k, tuple(v.detach().double().reshape(-1).tolist()))
+                      for k, v in ref[0].state_dict().items())
+        ref = (servo, ref[1], ref[2])
+    return (tuple(cfg.channels), cfg.n_joints, cfg.history, cfg.physics, cfg.context_s,
+            cfg.ident_memory, ref)
+
+
+@torch.no_grad()
+def estimate_inputs(model: NeuralActuator, traj: Any) -> EstimateInputs:
+    """The history windows of ``traj`` that :func:`estimate` feeds ``model``: pass them as
+    ``estimate(other, traj, inputs=...)`` to any model with the same :func:`input_signature`
+    (e.g. the same estimator with another contact gate) to compute them once."""
+    cfg = model.cfg
+    x = windows(traj, cfg.channels, cfg.n_joints, cfg.history, physics=cfg.physics,
+                context_s=cfg.context_s, reference=model.reference,
+                ident_memory=cfg.ident_memory)
+    return EstimateInputs(x, len(traj), input_signature(model))
+
+
+def _inputs_for(model: NeuralActuator, traj: Any, inputs: EstimateInputs | None
+                ) -> torch.Tensor:
+    """``inputs.x`` checked against ``model`` and ``traj``, or the windows computed here."""
+    if inputs is None:
+        return estimate_inputs(model, traj).x
+    if not isinstance(inputs, EstimateInputs):
+        raise ConfigError(f"estimate(inputs=...) takes the EstimateInputs of "
+                          f"estimate_inputs(); got {type(inputs).__name__}")
+    if inputs.n_samples != len(traj):
+        raise ConfigError(f"estimate(inputs=...) were computed for a trajectory of "
+                          f"{inputs.n_samples} samples; this one has {len(traj)}")
+    if inputs.signature != input_signature(model):
+        raise ConfigError("estimate(inputs=...) were computed for a model that reads other "
+                          "inputs (channels, history, physics, context, identification "
+                          "memory or reference servo differ); compute them with "
+                          "estimate_inputs(model, traj) for this model")
+    return inputs.x
+
+
 @torch.no_grad()
 def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
              condition_tau_s: float | None = None,
              condition_threshold: float | Sequence[float] | None = None,
              gate_threshold: float | None = None, gate_tau_s: float | None = None,
-             gate_release: float | None = None) -> dict[str, np.ndarray]:
+             gate_release: float | None = None,
+             inputs: EstimateInputs | None = None) -> dict[str, np.ndarray]:
     """Estimator-mode outputs for every sample of ``traj`` (the first ``history - 1`` samples
     have no full history: ``valid`` False there and NaN outputs).
 
@@ -71,6 +134,10 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     ``contact_prob`` is shifted so that ``>= 0.5`` is the gate's decision; with a release
     threshold the shift depends on the gate's state, so other cut-offs on it are not
     decisions of any threshold.
+
+    inputs: the trajectory's windows from :func:`estimate_inputs` (of this model or one with
+    the same :func:`input_signature`), to skip computing them again; refused, naming what
+    differs, where they belong to another trajectory length or other inputs.
     """
     (condition_tau_s, condition_threshold, gate_threshold, gate_tau_s,
      gate_release) = resolve_filters(model, condition_tau_s, condition_threshold,
@@ -80,8 +147,7 @@ def estimate(model: NeuralActuator, traj: Any, chunk: int = 4096,
     check_gate_trained(model)
     cfg = model.cfg
     n, h, T = cfg.n_joints, cfg.history, len(traj)
-    x = windows(traj, cfg.channels, n, h, physics=cfg.physics, context_s=cfg.context_s,
-                reference=model.reference, ident_memory=cfg.ident_memory)
+    x = _inputs_for(model, traj, inputs)
     taus, forces, gates, conds = [], [], [], []
     for s in range(0, x.shape[0], chunk):
         tau, force, gate, cond = model(x[s:s + chunk])
