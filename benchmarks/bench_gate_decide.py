@@ -74,12 +74,10 @@ def run_seed(seed: int) -> dict:
           f"{full['f1']:.4f} (both as recorded); deciding at lag {DECIDE} ...", flush=True)
     cal = set_gate_decision_lag(lagged, DECIDE, g_eps, cfg.experiment.gate_tau_grid)
     new = score_gate(lagged, test)
-    out = VARIANT.out_dir(seed)
-    extra = read_config(bench_gate_lag.VARIANT.out_dir(seed) / "checkpoints"
-                        / "neuralactuator_estimator")[1]["extra"]
+    extra = read_config(bench_gate_lag.VARIANT.checkpoint(seed))[1]["extra"]
     extra.update(gate_threshold=lagged.gate_threshold, gate_tau_s=lagged.gate_tau_s,
                  gate_release=lagged.gate_release, gate_decided_by="bench_gate_decide.py")
-    save_checkpoint(lagged, out / "checkpoints" / "neuralactuator_estimator", extra=extra,
+    save_checkpoint(lagged, VARIANT.checkpoint(seed), extra=extra,
                     overwrite=True)
     res = {"seed": seed, "gate_lag": lagged.cfg.gate_lag, "gate_decide": DECIDE,
            "gru": plain, "gru_recorded_f1": recorded, "lag_gate": full, "new_gate": new,

@@ -179,7 +179,9 @@ def score(models: list, trajs) -> list[tuple[dict, np.ndarray, np.ndarray, dict]
         def est(tr, model=model, counts=counts, tasks=tasks, hits=hits):
             if id(tr) not in inputs:
                 inputs[id(tr)] = estimate_inputs(models[0], tr)
-            o = estimate(model, tr, inputs=inputs[id(tr)])
+            # the last model frees each episode's windows once it has used them
+            x = inputs.pop(id(tr)) if model is models[-1] else inputs[id(tr)]
+            o = estimate(model, tr, inputs=x)
             v = np.asarray(o["valid"], bool)
             y = np.asarray(tr["contact"], bool)
             fired = np.asarray(o["contact_prob"]) >= 0.5

@@ -56,12 +56,16 @@ class Variant:
     def out_dir(self, seed: int) -> Path:
         return ROOT / "runs" / f"bench_{self.name}_seed{seed}"
 
+    def checkpoint(self, seed: int) -> Path:
+        """The estimator checkpoint ``bench_<name>.py`` saves for ``seed``."""
+        return self.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
+
 
 def load_gate(v: Variant, seed: int):
     """(the seed's estimator with the gate ``bench_<v.name>.py`` made for it, the F1 that
     benchmark recorded for it on the run's test split); stops, naming the command to run,
     where it has not been run for this seed."""
-    ckpt = v.out_dir(seed) / "checkpoints" / "neuralactuator_estimator"
+    ckpt = v.checkpoint(seed)
     rec = v.seeds_dir / f"seed_{seed}.json"
     if not (ckpt / "config.json").is_file() or not rec.is_file():
         raise SystemExit(f"seed {seed}: no {v.name} gate at {ckpt.relative_to(ROOT)} (or no "
@@ -157,7 +161,7 @@ def run_seed(v: Variant, seed: int) -> dict:
     extra_facts.update(gate_threshold=model.gate_threshold, gate_tau_s=model.gate_tau_s,
                        gate_release=model.gate_release,
                        gate_retrained_by=f"bench_{v.name}.py")
-    save_checkpoint(model, out / "checkpoints" / "neuralactuator_estimator",
+    save_checkpoint(model, v.checkpoint(seed),
                     extra=extra_facts, overwrite=True)
     (out / "train_gate.safetensors").unlink(missing_ok=True)
     res = {"seed": seed, **v.changes, "hidden": H, "gru": plain, "gru_recorded_f1": recorded,
