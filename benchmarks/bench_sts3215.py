@@ -56,9 +56,9 @@ import torch
 from neuract.actuators import ActuatorConfig, NeuralConfig, build_actuator
 from neuract.atomic import write_json, write_text
 from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
-from neuract.fit.simulate import JointParams, JointParamsConfig
 from neuract.fit.trainer import SystemModel, TrainConfig, fit
 from neuract.robot.pendulum import Pendulum
+from neuract.sim.simulate import JointParams, JointParamsConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "kscale_sts3215_12v"

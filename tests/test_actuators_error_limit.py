@@ -18,8 +18,8 @@ from neuract.actuators import (
     build_actuator,
 )
 from neuract.errors import ConfigError
-from neuract.fit.simulate import JointParams, JointParamsConfig, simulate
 from neuract.robot.pendulum import Pendulum
+from neuract.sim.simulate import JointParams, JointParamsConfig, simulate
 
 D = torch.float64
 KT, R, V, G = 3.6, 9.8, 12.0, 0.1649

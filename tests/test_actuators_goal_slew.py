@@ -19,8 +19,8 @@ from neuract.actuators import (
     build_actuator,
 )
 from neuract.errors import ConfigError
-from neuract.fit.simulate import JointParams, JointParamsConfig, simulate
 from neuract.robot.pendulum import Pendulum
+from neuract.sim.simulate import JointParams, JointParamsConfig, simulate
 
 D = torch.float64
 DT = 0.01

@@ -174,9 +174,9 @@ def test_bad_fit_numbers_are_refused_naming_the_option(pend, tmp_path, capsys, a
 def test_library_configs_name_fields_and_fit_names_options():
     from neuract.actuators import ActuatorConfig
     from neuract.errors import ConfigError
-    from neuract.fit.simulate import JointParamsConfig
     from neuract.fit.trainer import TrainConfig
     from neuract.fit.verb import _cli_names
+    from neuract.sim.simulate import JointParamsConfig
 
     with pytest.raises(ConfigError, match=r"^train\.checkpoint_every 0; accepted"):
         TrainConfig(checkpoint_every=0).validate()
@@ -255,7 +255,7 @@ def test_an_actuator_for_other_joints_than_the_plant_is_a_schema_error():
     from neuract.actuators import ActuatorConfig
     from neuract.errors import SchemaError
     from neuract.fit.identify import build_model, plant_factory
-    from neuract.fit.simulate import JointParamsConfig, simulate
+    from neuract.sim.simulate import JointParamsConfig, simulate
 
     model = build_model(ActuatorConfig(), JointParamsConfig(), 1)
     cmd = torch.zeros(1, 3, 1, dtype=torch.float64)  # 1-joint data, a 6-joint plant

@@ -11,7 +11,7 @@ from neuract.data.trajectory import TrajectoryMeta
 from neuract.eval import evaluate_rollouts, hold_simulator
 from neuract.eval.adapters import system_model_simulator
 from neuract.fit.identify import build_model, plant_factory
-from neuract.fit.simulate import JointParamsConfig, simulate
+from neuract.sim.simulate import JointParamsConfig, simulate
 
 DT = 0.016
 

@@ -11,9 +11,9 @@ import torch
 from neuract.actuators import ActuatorConfig, ServoActuator, build_actuator
 from neuract.actuators.param import Param
 from neuract.fit.batch import RunBatch, split_runs
-from neuract.fit.simulate import JointParams, JointParamsConfig
 from neuract.fit.trainer import SystemModel, TrainConfig, evaluate, fit
 from neuract.robot.pendulum import Pendulum
+from neuract.sim.simulate import JointParams, JointParamsConfig
 
 D = torch.float64
 PLANT = lambda labels: Pendulum.from_meta(labels)  # noqa: E731

@@ -9,8 +9,8 @@ import torch
 
 from neuract.actuators.base import Actuator
 from neuract.errors import ConfigError
-from neuract.fit.simulate import JointParams, JointParamsConfig, simulate
 from neuract.robot.pendulum import Pendulum, bench_arm_mass
+from neuract.sim.simulate import JointParams, JointParamsConfig, simulate
 
 
 class _Zero(Actuator):

@@ -11,9 +11,9 @@ import torch
 from _tiny import fitted_servo
 from neuract.actuators import ActuatorConfig
 from neuract.errors import ConfigError
-from neuract.fit.simulate import JointParamsConfig
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, simulator
 from neuract.neuralactuator.model import servo_json
+from neuract.sim.simulate import JointParamsConfig
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 ACT = ActuatorConfig(type="sts3215", friction="stribeck", control_dt=0.016)

@@ -69,8 +69,8 @@ def test_fitted_servo_simulator_and_torques_are_consistent():
     at the same state (first step, no history effects)."""
     from neuract.actuators import ActuatorConfig
     from neuract.fit.identify import build_model
-    from neuract.fit.simulate import JointParamsConfig
     from neuract.robot import load_robot
+    from neuract.sim.simulate import JointParamsConfig
 
     robot = load_robot("so101")
     model = build_model(ActuatorConfig(type="sts3215", friction="none"),

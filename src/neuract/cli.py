@@ -24,7 +24,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
     "fit": ("neuract.fit.verb", "FitConfig", "identify an actuator model from positions only"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
-    "selfcheck": ("neuract.robot.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
+    "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
     "simulate": ("neuract.pipeline.simulate", "SimulateConfig",
                  "replay commands open loop through a learned simulator"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),

@@ -127,7 +127,6 @@ def check_rerun(cfg: Any, out_dir: str | os.PathLike, name: str = "config.json",
         raise ConfigError(
             f"--out {str(out)!r} holds the output of {_kind(then)} (its {name} is of type "
             f"{json.dumps(then)}), not a run of {_kind(now)} ({now}) to resume. {restart}")
-    from neuract.fit.checkpoint import key_differences
 
     def option(key: str) -> str:
         if not key.startswith("config."):
@@ -150,3 +149,31 @@ def load_resolved(cls: type[C], path: str | os.PathLike) -> C:
     """Load a config written by :func:`save_resolved`."""
     data = json.loads(Path(path).read_text())
     return from_dict(cls, data.get("config", data))
+
+
+_ABSENT = object()
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def key_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(dotted field, old value, new value) as JSON text for every leaf of two run keys that
+    differs; a field present on one side only reads ``(absent)`` on the other."""
+    a, b = _flatten(old), _flatten(new)
+    names = list(b) + [k for k in a if k not in b]
+    out = []
+    for k in names:
+        va, vb = a.get(k, _ABSENT), b.get(k, _ABSENT)
+        sa = "(absent)" if va is _ABSENT else json.dumps(va)
+        sb = "(absent)" if vb is _ABSENT else json.dumps(vb)
+        if sa != sb:
+            out.append((k, sa, sb))
+    return out

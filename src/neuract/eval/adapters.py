@@ -34,7 +34,7 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
     """
     import torch
 
-    from neuract.fit.simulate import simulate
+    from neuract.sim.simulate import simulate
 
     dtype = torch.float64 if dtype is None else dtype
 

@@ -1,14 +1,15 @@
-"""Fitting: differentiable rollouts, the trainer, checkpoints, least squares, excitation.
+"""Fitting: losses, the trainer, checkpoints, least squares, excitation.
 
-- :mod:`~neuract.fit.simulate`: open-loop rollout of a plant + actuator + joint parameters.
+The differentiable rollout they fit through is :mod:`neuract.sim.simulate`.
+
 - :mod:`~neuract.fit.batch`: recorded runs as one tensor batch; splits by run.
 - :mod:`~neuract.fit.trainer`: multiple shooting, horizon curriculum, early stopping, resume.
 - :mod:`~neuract.fit.checkpoint`: safetensors + JSON checkpoints.
 - :mod:`~neuract.fit.identify`: runs on disk -> fitted model (``neuract fit``, :mod:`.verb`).
 - :mod:`~neuract.fit.least_squares`, :mod:`~neuract.fit.excitation`: linear identification.
 
-Names are imported lazily (no work at import time). ``simulate`` and ``identify`` are also
-module names here: use ``neuract.fit.simulate.simulate`` and ``neuract.fit.identify.identify``.
+Names are imported lazily (no work at import time). ``identify`` is also a module name here:
+use ``neuract.fit.identify.identify``.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "JointParams": "neuract.fit.simulate",
-    "JointParamsConfig": "neuract.fit.simulate",
     "RunBatch": "neuract.fit.batch",
     "batch_from_trajectories": "neuract.fit.batch",
     "split_runs": "neuract.fit.batch",

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
 
 from neuract.atomic import atomic_path
+from neuract.config import key_differences
 from neuract.errors import CheckpointError
 
 
@@ -127,34 +128,6 @@ def read_training_state(path: str | os.PathLike) -> dict[str, Any]:
 def normalise_key(key: dict[str, Any]) -> dict[str, Any]:
     """``key`` as it reads back from a checkpoint's JSON metadata (tuples become lists, ...)."""
     return json.loads(json.dumps(key, default=str))
-
-
-_ABSENT = object()
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def key_differences(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(dotted field, old value, new value) as JSON text for every leaf of two run keys that
-    differs; a field present on one side only reads ``(absent)`` on the other."""
-    a, b = _flatten(old), _flatten(new)
-    names = list(b) + [k for k in a if k not in b]
-    out = []
-    for k in names:
-        va, vb = a.get(k, _ABSENT), b.get(k, _ABSENT)
-        sa = "(absent)" if va is _ABSENT else json.dumps(va)
-        sb = "(absent)" if vb is _ABSENT else json.dumps(vb)
-        if sa != sb:
-            out.append((k, sa, sb))
-    return out
 
 
 def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str, Any],

@@ -24,7 +24,6 @@ import torch
 from neuract.actuators import ActuatorConfig, build_actuator
 from neuract.errors import ConfigError, SchemaError
 from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
-from neuract.fit.simulate import JointParams, JointParamsConfig
 from neuract.fit.trainer import (
     PlantFactory,
     SystemModel,
@@ -34,6 +33,7 @@ from neuract.fit.trainer import (
     fit,
     train_key,
 )
+from neuract.sim.simulate import JointParams, JointParamsConfig
 
 
 def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:

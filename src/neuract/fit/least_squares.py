@@ -23,7 +23,7 @@ import scipy.linalg
 import torch
 
 from neuract.errors import NotPhysicallyConsistent, SchemaError
-from neuract.fit.lbfgs import lbfgs
+from neuract.lbfgs import lbfgs
 from neuract.robot.spatial import pi_from_pseudo_inertia, pseudo_inertia
 
 Regressor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -36,7 +36,7 @@ from neuract.fit.checkpoint import (
     read_training_state,
     save_training,
 )
-from neuract.fit.simulate import JointParams, Plant, simulate
+from neuract.sim.simulate import JointParams, Plant, simulate
 
 PlantFactory = Callable[[list[dict[str, Any]]], Plant]
 

@@ -49,9 +49,9 @@ from neuract.fit.identify import (
     load_runs,
     plant_factory,
 )
-from neuract.fit.simulate import JointParamsConfig
 from neuract.fit.trainer import TrainConfig
 from neuract.robot.match import check_joints
+from neuract.sim.simulate import JointParamsConfig
 
 
 @dataclass

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.func import jacfwd, vmap
 
-from neuract.fit.lbfgs import lbfgs
+from neuract.lbfgs import lbfgs
 from neuract.models.base import MODELS, DynamicsModel, check_finite
 from neuract.models.mlp import Standardizer, mlp
 

@@ -255,7 +255,7 @@ def servo_configs(servo: str):
 
     from neuract.actuators import ActuatorConfig
     from neuract.config import from_dict
-    from neuract.fit.simulate import JointParamsConfig
+    from neuract.sim.simulate import JointParamsConfig
 
     try:
         d = json.loads(servo)

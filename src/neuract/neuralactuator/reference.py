@@ -70,7 +70,7 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
     together (one batch per set of known inputs)."""
     if not (isinstance(steps, (int, np.integer)) and steps >= 2):
         raise ConfigError(f"reference_steps={steps!r}; expected an integer >= 2 samples")
-    from neuract.fit.simulate import simulate
+    from neuract.sim.simulate import simulate
 
     steps = int(steps)
     model = float64_servo(system_model)

@@ -12,7 +12,7 @@
 The torque of a model is always ``model.saturate(model.pd_torque(e, qd) + residual)`` with
 ``e``, ``qd`` of the instant the torque is applied at (see :class:`NeuralActuator`). With
 ``prior='servo'`` (simulator mode) the identified servo model drives the arm exactly as the
-identification rollout does (:func:`neuract.fit.simulate.step`: firmware loop, DC motor,
+identification rollout does (:func:`neuract.sim.simulate.step`: firmware loop, DC motor,
 friction budget, joint parameters) and the saturated residual acts as an extra joint torque
 that the friction budget sees like any other load; with a zero residual the rollout is the
 servo model's own.
@@ -54,7 +54,7 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
     """
     from neuract.actuators.base import ActuatorState
     from neuract.actuators.param import cached_params
-    from neuract.fit.simulate import step
+    from neuract.sim.simulate import step
 
     chans = model.cfg.channels
     servo = model.servo_model if model.cfg.prior == "servo" else None

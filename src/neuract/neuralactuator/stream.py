@@ -97,8 +97,8 @@ class _ReferenceStream:
     def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
                  substeps: int = 2):
         from neuract.actuators.param import cached_params
-        from neuract.fit.simulate import control_step
         from neuract.neuralactuator.physics import arm_model
+        from neuract.sim.simulate import control_step
 
         if not (math.isfinite(dt) and dt > 0):
             raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")

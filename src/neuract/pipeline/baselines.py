@@ -87,8 +87,8 @@ def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
 # ------------------------------------------------------------- fitted actuator families
 def fit_joints():
     """Joint parameters of the fitted actuators: the arm model's own armature, no encoder
-    offset, nothing fitted (a :class:`neuract.fit.simulate.JointParamsConfig`)."""
-    from neuract.fit.simulate import JointParamsConfig
+    offset, nothing fitted (a :class:`neuract.sim.simulate.JointParamsConfig`)."""
+    from neuract.sim.simulate import JointParamsConfig
 
     return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
 

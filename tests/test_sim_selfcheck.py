@@ -4,7 +4,7 @@ reference comparison does."""
 from __future__ import annotations
 
 from neuract import cli
-from neuract.robot.selfcheck import SelfCheckConfig, run
+from neuract.sim.selfcheck import SelfCheckConfig, run
 
 
 def test_selfcheck_passes_on_bundled_so101(capsys):
@@ -22,7 +22,7 @@ def test_selfcheck_passes_on_bundled_so101(capsys):
 
 
 def test_selfcheck_fails_when_a_reference_comparison_does(monkeypatch, capsys):
-    import neuract.robot.selfcheck as sc
+    import neuract.sim.selfcheck as sc
 
     real = sc.compare_with_mujoco
 
@@ -36,6 +36,6 @@ def test_selfcheck_fails_when_a_reference_comparison_does(monkeypatch, capsys):
 
 
 def test_selfcheck_verb_registered():
-    assert cli.VERBS["selfcheck"][0] == "neuract.robot.selfcheck"
+    assert cli.VERBS["selfcheck"][0] == "neuract.sim.selfcheck"
     assert cli.main(["selfcheck", "--robot", "planar2", "--n-states", "3", "--seconds",
                      "0.05"]) == 0

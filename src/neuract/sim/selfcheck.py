@@ -23,6 +23,7 @@ from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
 from neuract.robot.dynamics import kinetic_energy, potential_energy
 from neuract.robot.loader import load_robot
 from neuract.robot.validate import compare_with_mujoco, compare_with_pinocchio, mujoco_rollout
+from neuract.sim.rollout import rollout
 
 __all__ = ["SelfCheckConfig", "run"]
 
@@ -46,7 +47,6 @@ class SelfCheckConfig:
 
 
 def _rollout_checks(robot, cfg: SelfCheckConfig) -> dict[str, float]:
-    from neuract.sim import rollout
 
     rng = np.random.default_rng(cfg.seed)
     n, T = robot.n_dof, int(round(cfg.seconds / cfg.dt))
