@@ -53,41 +53,16 @@ from torch import nn
 
 from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
-from neuract.errors import CheckpointError, ConfigError, NeuractError, SchemaError
+from neuract.errors import CheckpointError, ConfigError, SchemaError
+from neuract.neuralactuator import int8op
 from neuract.neuralactuator.export import QUANTIZE
 from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.toolchain import CompilerNotFound, cxx_compiler, require_cxx_compiler
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 AUTOTUNE_MAX_BATCH = 4
 META = "aot.json"
-
-
-class CompilerNotFound(NeuractError, RuntimeError):
-    """No C++ compiler for AOTInductor (install g++ or clang++, or point ``CXX`` at one)."""
-
-
-def cxx_compiler() -> str | None:
-    """Path of the C++ compiler AOTInductor would use, or ``None`` when there is none."""
-    from torch._inductor import cpp_builder
-
-    try:
-        return cpp_builder.get_cpp_compiler()
-    except Exception:  # torch raises InvalidCxxCompiler (or a subprocess error) when absent
-        return None
-
-
-def require_cxx_compiler() -> str:
-    """The compiler's path; raises :class:`CompilerNotFound` naming what was searched."""
-    cxx = cxx_compiler()
-    if cxx is None:
-        import torch._inductor.config as ic
-
-        raise CompilerNotFound(
-            f"AOTInductor needs a C++ compiler; none found (searched {ic.cpp.cxx!r}, "
-            f"CXX={os.environ.get('CXX')!r}). Install g++ or clang++ (e.g. `apt-get install "
-            "g++`) or set CXX; ONNX Runtime (neuract.neuralactuator.export) needs none.")
-    return cxx
 
 
 def inductor_options(batch_size: int) -> dict:
@@ -135,9 +110,7 @@ def package_name(batch_size: int) -> str:
 
 def _ours(name: str) -> bool:
     """Whether a file name is one compile_aot writes (its directory holds nothing else)."""
-    from neuract.neuralactuator.int8op import LIBRARY
-
-    return name in (META, LIBRARY) or (name.startswith("neuralactuator_b")
+    return name in (META, int8op.LIBRARY) or (name.startswith("neuralactuator_b")
                                        and name.endswith(".pt2"))
 
 
@@ -184,8 +157,6 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
                           "(FusedNeuralActuator.quantize_trunk); pass quantize='int8' so the "
                           "operator's library is built beside the packages")
     if quantize == "int8":
-        from neuract.neuralactuator import int8op
-
         int8op.require_avx2()
     require_cxx_compiler()
     cfg = fused.cfg
@@ -261,9 +232,7 @@ class AotActuator:
         self.quantize = self.meta.get("quantize", "none")
         self.extra = self.meta.get("extra") or {}
         if self.quantize == "int8":  # the packages call neuract::linear_w8: load it first
-            from neuract.neuralactuator.int8op import load_op
-
-            load_op(d / self.meta["op_library"], source=self.meta.get("op_source_sha256"))
+            int8op.load_op(d / self.meta["op_library"], source=self.meta.get("op_source_sha256"))
         self._loaders = {}
         for B, entry in self.meta["batch_sizes"].items():
             pkg = d / entry["package"]

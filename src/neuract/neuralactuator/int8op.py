@@ -36,6 +36,7 @@ import torch
 
 from neuract.atomic import atomic_path
 from neuract.errors import NeuractError
+from neuract.neuralactuator.toolchain import require_cxx_compiler
 
 SOURCE = Path(__file__).with_name("csrc") / "linear_w8.cpp"
 LIBRARY = "neuract_ops.so"
@@ -188,7 +189,7 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 
 def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     """Compile ``csrc/linear_w8.cpp`` into ``out_dir/neuract_ops.so`` (atomically) and return
-    its path. Needs a C++ compiler (:func:`~neuract.neuralactuator.compiled.require_cxx_compiler`)
+    its path. Needs a C++ compiler (:func:`~neuract.neuralactuator.toolchain.require_cxx_compiler`)
     and an AVX2 CPU; the library runs only with the torch that built it. It uses torch's
     OpenMP threads over the rows of a batch.
 
@@ -196,8 +197,6 @@ def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     (:func:`cached_library`, copied in; ~10-20 s of compiling saved) and keep a new one there
     (best effort: an unwritable cache is skipped)."""
     from torch.utils import cpp_extension
-
-    from neuract.neuralactuator.compiled import require_cxx_compiler
 
     require_avx2()
     cxx = require_cxx_compiler()
