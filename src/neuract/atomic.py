@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from neuract.errors import ConfigError
+
 _TRIES = 100
 _STALE_S = 60.0
 """a temporary directory younger than this [s] is never removed as a leftover (its writer may
@@ -142,7 +144,6 @@ def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = No
     output of the same kind: it holds ``marker`` (a JSON file that output wrote, e.g.
     ``meta/info.json``) whose content ``kind`` accepts (a predicate on the parsed JSON), and
     only top-level entries ``allowed`` accepts (default: anything)."""
-    from neuract.errors import ConfigError
 
     path = Path(path)
     target = Path(os.path.realpath(path))

@@ -24,7 +24,7 @@ from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.actuators.error_limit import MAX_LIMIT, MIN_LIMIT, ErrorLimit
 from neuract.actuators.friction import FRICTIONS, BudgetFriction, FrictionConfig
 from neuract.actuators.goal_slew import MAX_SPEED, MIN_SPEED, GoalSlew
-from neuract.actuators.neural import NeuralActuator, NeuralConfig
+from neuract.actuators.neural import ActuatorNet, NeuralConfig
 from neuract.actuators.param import Param, finite, option, refuse
 from neuract.actuators.servo import MAX_PUNCH, STS3215, XM430, ServoActuator, ServoConfig
 from neuract.errors import ConfigError
@@ -180,7 +180,7 @@ def _with_residual(cfg: ActuatorConfig, base: Actuator) -> Actuator:
     if cfg.residual == "none":
         return base
     ncfg = dataclasses.replace(cfg.neural, arch=cfg.residual)
-    return NeuralActuator(ncfg, base=base)
+    return ActuatorNet(ncfg, base=base)
 
 
 def _servo_builder(defaults: dict) -> ActuatorBuilder:
@@ -202,7 +202,7 @@ def _neural_builder(arch: str) -> ActuatorBuilder:
                 f"actuator.type={arch!r} is already neural; residual={cfg.residual!r} applies "
                 "to servo types (servo, sts3215, xm430)"
             )
-        return NeuralActuator(dataclasses.replace(cfg.neural, arch=arch))
+        return ActuatorNet(dataclasses.replace(cfg.neural, arch=arch))
 
     return build
 
@@ -231,7 +231,7 @@ __all__ = [
     "GoalSlew",
     "FrictionConfig",
     "History",
-    "NeuralActuator",
+    "ActuatorNet",
     "NeuralConfig",
     "Param",
     "STS3215",

@@ -128,7 +128,7 @@ class _GRUNet(nn.Module):
 _NETS = {"mlp": _MLPNet, "gru": _GRUNet, "transformer": _TransformerNet}
 
 
-class NeuralActuator(Actuator):
+class ActuatorNet(Actuator):
     """A learned actuator, standalone or as a residual on a physical ``base`` actuator.
 
     Standalone: ``tau = softclip(tau_max * net, tau_max)``.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from neuract.control.computed_torque import _gain
+from neuract.errors import ConfigError
 from neuract.models.base import DynamicsModel
 from neuract.models.mlp import MLPModel
 from neuract.models.training import fit_inverse_model
@@ -33,7 +34,6 @@ class ResidualController:
         on: str = "reference",
     ) -> None:
         if on not in ("reference", "measured"):
-            from neuract.errors import ConfigError
 
             raise ConfigError(f"on={on!r}; accepted: 'reference', 'measured'")
         self.baseline = baseline

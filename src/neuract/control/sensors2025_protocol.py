@@ -17,6 +17,7 @@ import torch
 
 from neuract.control.computed_torque import PIDController
 from neuract.control.simulate import simulate
+from neuract.errors import NeuractError
 from neuract.models.base import DynamicsModel
 
 FREQS = (0.3, 0.8, 1.2, 1.8, 2.5)  # [rad/s]
@@ -45,7 +46,6 @@ def pd_steady_states(
         q = (q - torch.linalg.solve(jac, res.detach().unsqueeze(-1)).squeeze(-1)).detach()
     resid = (kp * (q_d - q) - plant.gravity(q)).abs().max()
     if not resid < 1e-8:
-        from neuract.errors import NeuractError
 
         raise NeuractError(f"PD steady states did not converge: residual {float(resid):.3g} N m")
     return q_d, q, kp * (q_d - q)

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from neuract.atomic import atomic_dir, write_json
+from neuract.config import save_resolved
 from neuract.data.schema import CHANNELS, FLOAT_CHANNELS, numpy_dtype
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
@@ -204,7 +205,6 @@ def write_dataset(
         write_json(tmp / "meta" / "info.json", info)
         write_json(tmp / "meta" / "stats.json", compute_stats(trajs))
         if config is not None:
-            from neuract.config import save_resolved
 
             save_resolved(config, tmp)
     return out

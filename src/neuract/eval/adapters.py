@@ -14,6 +14,7 @@ import numpy as np
 
 from neuract.errors import SchemaError
 from neuract.eval.protocol import SimBatch, Simulator
+from neuract.sim.simulate import simulate
 
 __all__ = ["system_model_simulator"]
 
@@ -34,7 +35,6 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
     """
     import torch
 
-    from neuract.sim.simulate import simulate
 
     dtype = torch.float64 if dtype is None else dtype
 

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 
 from neuract.actuators import ActuatorConfig, build_actuator
+from neuract.config import to_dict
+from neuract.data import load_dataset
 from neuract.errors import ConfigError, SchemaError
 from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
 from neuract.fit.trainer import (
@@ -33,6 +35,9 @@ from neuract.fit.trainer import (
     fit,
     train_key,
 )
+from neuract.io.bam import iter_bam_logs
+from neuract.robot import load_robot
+from neuract.robot.pendulum import Pendulum
 from neuract.sim.simulate import JointParams, JointParamsConfig
 
 
@@ -43,7 +48,6 @@ def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
 
     p = Path(path)
     if (p / "meta" / "info.json").is_file():
-        from neuract.data import load_dataset
 
         ds = load_dataset(p)
         n = len(ds) if limit <= 0 else min(limit, len(ds))
@@ -51,7 +55,6 @@ def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
     if not p.exists():
         raise SchemaError(f"--data {str(p)!r}: no such file or directory; expected a dataset "
                           "directory (meta/info.json), BAM logs (*.json) or a .tgz of them")
-    from neuract.io.bam import iter_bam_logs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -67,16 +70,11 @@ def plant_factory(robot: str = "pendulum", dtype: torch.dtype = torch.float64,
     pendulum's arm mass [kg] for runs whose labels give none (default: the K-Scale bench arm
     of the run's length)."""
     if robot == "pendulum":
-        from neuract.robot.pendulum import Pendulum
 
         return lambda labels: Pendulum.from_meta(labels, dtype=dtype, arm_mass=arm_mass)
     if arm_mass is not None:
         raise ConfigError(f"arm_mass {arm_mass!r} applies to the bench pendulum (robot "
                           f"'pendulum'), not to robot {robot!r}")
-    try:
-        from neuract.robot import load_robot
-    except ImportError as exc:  # pragma: no cover - the robot core ships with neuract
-        raise ConfigError(f"robot {robot!r} needs neuract.robot: {exc}") from None
     model = load_robot(robot, dtype=dtype)
     return lambda labels: model
 
@@ -101,7 +99,6 @@ def fit_run_key(batch: RunBatch, actuator: ActuatorConfig, joints: JointParamsCo
     does not (paths, threads, checkpoint cadence); the data path too, as the fingerprint
     identifies the data wherever it lies. A robot given as a file path is keyed by its
     absolute path (``./arm.xml`` and ``/abs/arm.xml`` are the same robot)."""
-    from neuract.config import to_dict
 
     if robot and Path(robot).exists():
         robot = str(Path(robot).resolve())

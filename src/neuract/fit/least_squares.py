@@ -24,6 +24,7 @@ import torch
 
 from neuract.errors import NotPhysicallyConsistent, SchemaError
 from neuract.lbfgs import lbfgs
+from neuract.models.rigid_body import RigidBodyModel
 from neuract.robot.spatial import pi_from_pseudo_inertia, pseudo_inertia
 
 Regressor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -123,7 +124,6 @@ class LeastSquaresResult:
 
     def model(self, regressor: Regressor, v_eps: float = 0.01):
         """A ``RigidBodyModel`` with these parameters."""
-        from neuract.models.rigid_body import RigidBodyModel
 
         return RigidBodyModel(
             regressor, torch.from_numpy(self.beta), len(self.fv), self.columns,

@@ -163,11 +163,11 @@ class SystemModel(nn.Module):
     def warm_start_from(self, other: SystemModel) -> None:
         """Copy a fitted physical model into this one; if this actuator is a neural residual
         on a physical base, ``other``'s actuator becomes that base (the net keeps its init)."""
-        from neuract.actuators.neural import NeuralActuator
+        from neuract.actuators.neural import ActuatorNet
 
         sd = other.state_dict()
-        if (isinstance(self.actuator, NeuralActuator) and self.actuator.base is not None
-                and not isinstance(other.actuator, NeuralActuator)):
+        if (isinstance(self.actuator, ActuatorNet) and self.actuator.base is not None
+                and not isinstance(other.actuator, ActuatorNet)):
             sd = {(k.replace("actuator.", "actuator.base.", 1) if k.startswith("actuator.")
                    else k): v for k, v in sd.items()}
         missing, unexpected = self.load_state_dict(sd, strict=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import warnings
 
-from neuract.errors import RobotModelError, SchemaError
+from neuract.errors import ConfigError, RobotModelError, SchemaError
+from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
 
 
 class DataRepairWarning(UserWarning):
@@ -33,8 +34,6 @@ def robot_joint_count(robot: str) -> int | None:
     be loaded the table :data:`KNOWN_JOINT_COUNTS` answers.
     """
     try:
-        from neuract.robot.bundled import bundled_path
-
         path = bundled_path(robot)
     except (ImportError, RobotModelError):
         return KNOWN_JOINT_COUNTS.get(robot)
@@ -52,16 +51,11 @@ def robot_joint_count(robot: str) -> int | None:
 def known_robots() -> list[str]:
     """Robot names neuract knows: the bundled descriptions
     (``neuract.robot.bundled.BUNDLED_ROBOTS``) and :data:`KNOWN_JOINT_COUNTS`."""
-    try:
-        from neuract.robot.bundled import BUNDLED_ROBOTS
-    except ImportError:  # pragma: no cover - robot package unavailable
-        BUNDLED_ROBOTS = {}
     return sorted(set(BUNDLED_ROBOTS) | set(KNOWN_JOINT_COUNTS))
 
 
 def check_robot_name(robot: str, option: str = "--robot") -> None:
     """Raise :class:`ConfigError` unless ``robot`` is one of :func:`known_robots`."""
-    from neuract.errors import ConfigError
 
     known = known_robots()
     if robot not in known:
@@ -83,7 +77,6 @@ def robot_joint_ranges(robot: str) -> dict[str, tuple[float, float]]:
     """joint name -> (lower, upper) [rad] from the bundled description of ``robot``."""
     import mujoco
 
-    from neuract.robot.bundled import bundled_path
 
     model = mujoco.MjModel.from_xml_path(str(bundled_path(robot)))
     out = {}

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from neuract.atomic import atomic_path
 from neuract.data.schema import CHANNELS
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
@@ -295,7 +296,6 @@ def canonical_mapping(traj: Trajectory) -> ColumnMapping:
 
 def write_csv(traj: Trajectory, path: str | os.PathLike) -> None:
     """Write a trajectory as a CSV in SI units (float repr round-trips exactly)."""
-    from neuract.atomic import atomic_path
 
     mapping = canonical_mapping(traj)
     header = ["t"] + [s.column for s in mapping.columns]

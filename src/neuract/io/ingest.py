@@ -21,9 +21,16 @@ from typing import Annotated, Any
 import tyro
 
 from neuract.atomic import check_dest
-from neuract.data.dataset import DATASET_DEST
+from neuract.data.dataset import DATASET_DEST, write_dataset
+from neuract.data.derivatives import add_derivatives
+from neuract.data.resample import resample
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError, SchemaError
+from neuract.io.bam import _read_member, is_tar, read_bam_log, tar_errors, tar_members
+from neuract.io.common import check_robot_name
+from neuract.io.csv import load_mapping, read_mapped
+from neuract.io.lerobot import read_lerobot
+from neuract.io.nad import read_nad_csv
 from neuract.registry import Registry
 
 Reader = Callable[["IngestConfig"], tuple[list[Any], Callable[[Any], list[Trajectory]]]]
@@ -96,7 +103,6 @@ def _rel_name(cfg: IngestConfig, path: Path) -> str:
 
 @FORMATS.register("nad")
 def _nad(cfg: IngestConfig):
-    from neuract.io.nad import read_nad_csv
 
     def read(p: Path) -> list[Trajectory]:
         return [read_nad_csv(p, robot=cfg.robot, name=_rel_name(cfg, p))]
@@ -106,7 +112,6 @@ def _nad(cfg: IngestConfig):
 
 @FORMATS.register("bam")
 def _bam(cfg: IngestConfig):
-    from neuract.io.bam import _read_member, is_tar, read_bam_log, tar_errors, tar_members
 
     robot = cfg.robot or "pendulum"
     src = cfg.source
@@ -159,7 +164,6 @@ def _bam(cfg: IngestConfig):
 
 @FORMATS.register("lerobot")
 def _lerobot(cfg: IngestConfig):
-    from neuract.io.lerobot import read_lerobot
 
     def read(root: Path) -> list[Trajectory]:
         return read_lerobot(
@@ -191,7 +195,6 @@ def _lerobot(cfg: IngestConfig):
 
 @FORMATS.register("csv")
 def _csv(cfg: IngestConfig):
-    from neuract.io.csv import load_mapping, read_mapped
 
     if cfg.mapping is None:
         raise ConfigError(
@@ -208,11 +211,9 @@ def _csv(cfg: IngestConfig):
 
 def _postprocess(cfg: IngestConfig, tr: Trajectory) -> Trajectory:
     if cfg.resample_hz is not None:
-        from neuract.data.resample import resample
 
         tr = resample(tr, rate_hz=cfg.resample_hz)
     if cfg.derivatives:
-        from neuract.data.derivatives import add_derivatives
 
         tr = add_derivatives(tr, window_s=cfg.derivative_window_s)
     return tr
@@ -365,7 +366,6 @@ def _print_summary(s: dict[str, Any], out: Path) -> None:
 
 def run(cfg: IngestConfig) -> dict[str, Any]:
     """Ingest; returns the summary (also printed unless ``cfg.quiet``)."""
-    from neuract.data.dataset import write_dataset
 
     FORMATS.get(cfg.format)  # unknown format: fail before reading anything
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
@@ -374,7 +374,6 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     # a name neuract does not know is a typo; an arm of its own is given as its MJCF/URDF file
     # (as simulate and adapt resolve it), or named in a CSV column mapping's "robot" field
     if cfg.robot is not None and not Path(cfg.robot).is_file():
-        from neuract.io.common import check_robot_name
 
         try:
             check_robot_name(cfg.robot)

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.func import jacfwd, vmap
 
+from neuract.errors import ConfigError
 from neuract.lbfgs import lbfgs
 from neuract.models.base import MODELS, DynamicsModel, check_finite
 from neuract.models.mlp import Standardizer, mlp
@@ -105,7 +106,6 @@ class InertiaNet(nn.Module):
                  param: str = "cholesky", drop_first_joint: bool = True) -> None:
         super().__init__()
         if param not in ("cholesky", "exp_diag"):
-            from neuract.errors import ConfigError
 
             raise ConfigError(f"inertia param={param!r}; accepted: 'cholesky', 'exp_diag'")
         self.n_dof, self.param, self.drop = n_dof, param, drop_first_joint
@@ -192,7 +192,6 @@ class Sensors2025Model(DynamicsModel):
                  inertia: InertiaNet, coriolis: str = "regressor") -> None:
         super().__init__()
         if coriolis not in ("regressor", "christoffel"):
-            from neuract.errors import ConfigError
 
             raise ConfigError(f"coriolis={coriolis!r}; accepted: 'regressor', 'christoffel'")
         self.n_dof = gravity.n_dof

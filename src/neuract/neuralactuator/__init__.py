@@ -9,13 +9,15 @@ Jacobian channels), ``model`` (architecture, parameter/FLOP counts), ``fused`` (
 inference path), ``checkpoint`` (safetensors + JSON), ``export`` (ONNX + ONNX Runtime),
 ``compiled`` (AOTInductor packages, the fast torch path), ``data`` (episodes flattened for
 training), ``rollout`` (differentiable arm rollouts, simulator / estimator mode, the
-rollout-protocol adapter),
+rollout-protocol adapter), ``actuator`` (a simulator-mode model as an ``Actuator`` that
+:func:`neuract.sim.simulate.simulate` drives like any other family: :class:`TransformerActuator`),
 ``train`` (pose-only torque through the simulator, supervised force / gate / condition, one
 schedule, fine-tuning), ``estimate`` (per-sample torque, force, gate and condition for a
 trajectory, condition threshold calibration), ``stream`` (the same estimates one telemetry
 sample at a time, for a running robot).
 """
 
+from neuract.neuralactuator.actuator import TransformerActuator
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
 from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
 from neuract.neuralactuator.estimate import (
@@ -56,6 +58,7 @@ from neuract.neuralactuator.train import (
 __all__ = [
     "NeuralActuator",
     "NeuralActuatorConfig",
+    "TransformerActuator",
     "FusedNeuralActuator",
     "count_params",
     "count_flops",

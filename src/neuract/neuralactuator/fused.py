@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from neuract.neuralactuator.int8op import quantize_rows
 from neuract.neuralactuator.model import NeuralActuator
 
 
@@ -115,7 +116,6 @@ class FusedNeuralActuator(nn.Module):
         """In place: store the head trunk's weights in int8 per output channel and compute
         the trunk with ``torch.ops.neuract.linear_w8`` (load it first:
         :func:`neuract.neuralactuator.int8op.load_op`). Returns ``self``."""
-        from neuract.neuralactuator.int8op import quantize_rows
 
         if self.trunk_int8:
             return self

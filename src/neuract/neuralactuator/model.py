@@ -26,8 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from neuract.actuators import ActuatorConfig
+from neuract.config import from_dict, to_dict
 from neuract.errors import ConfigError
+from neuract.fit.identify import build_model
 from neuract.neuralactuator.features import channels_for, check_ident_memory
+from neuract.sim.simulate import JointParamsConfig
 
 
 @dataclass
@@ -253,9 +257,6 @@ def servo_configs(servo: str):
     """(ActuatorConfig, JointParamsConfig) from :attr:`NeuralActuatorConfig.servo`."""
     import json
 
-    from neuract.actuators import ActuatorConfig
-    from neuract.config import from_dict
-    from neuract.sim.simulate import JointParamsConfig
 
     try:
         d = json.loads(servo)
@@ -269,7 +270,6 @@ def servo_configs(servo: str):
 
 def servo_module(cfg: NeuralActuatorConfig, fitted: nn.Module | None = None) -> nn.Module:
     """The frozen float32 servo model of ``cfg.servo`` (with ``fitted``'s values if given)."""
-    from neuract.fit.identify import build_model
 
     acfg, jcfg = servo_configs(cfg.servo)
     module = build_model(acfg, jcfg, cfg.n_joints, dtype=torch.float32)
@@ -287,7 +287,6 @@ def servo_json(actuator, joints) -> str:
     """The :attr:`NeuralActuatorConfig.servo` string of (ActuatorConfig, JointParamsConfig)."""
     import json
 
-    from neuract.config import to_dict
 
     return json.dumps({"actuator": to_dict(actuator), "joints": to_dict(joints)},
                       sort_keys=True)

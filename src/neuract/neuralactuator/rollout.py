@@ -23,9 +23,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from neuract.actuators.base import ActuatorState
+from neuract.actuators.param import cached_params
 from neuract.errors import ConfigError
 from neuract.neuralactuator.features import assemble
 from neuract.neuralactuator.model import NeuralActuator
+from neuract.sim.simulate import step
 
 
 class _Loaded:
@@ -52,9 +55,6 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
     known input, used by a ``servo`` prior; None: the servo's configured voltage). Returns
     q: (B, H, n) simulated at t0+1 .. t0+H. Only the commands enter after t0.
     """
-    from neuract.actuators.base import ActuatorState
-    from neuract.actuators.param import cached_params
-    from neuract.sim.simulate import step
 
     chans = model.cfg.channels
     servo = model.servo_model if model.cfg.prior == "servo" else None

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from neuract.robot.kinematics import link_poses, motion_subspace
+from neuract.robot.kinematics import _attached_poses, _extend, link_poses, motion_subspace
 from neuract.robot.spatial import cross, inertia_from_vec, transform_pi
 
 __all__ = [
@@ -139,7 +139,6 @@ def _link_wrenches(robot, q_pos_body: Tensor, f_ext: Tensor) -> Tensor:
 
 
 def _ext_forces(robot, q, R, p, f_ext):
-    from neuract.robot.kinematics import _attached_poses, _extend
 
     Re, pe = _extend(robot, R, p)
     pos, _ = _attached_poses(Re, pe, robot.body_link, robot.body_R, robot.body_p)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from neuract.errors import RobotModelError
 from neuract.robot.spatial import cross
 
 __all__ = [
@@ -111,7 +112,6 @@ def _index(names: tuple[str, ...], key: str | int, kind: str) -> int:
     try:
         return names.index(key)
     except ValueError:
-        from neuract.errors import RobotModelError
 
         raise RobotModelError(f"unknown {kind} {key!r}; known: {', '.join(names)}") from None
 

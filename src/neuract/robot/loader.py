@@ -30,6 +30,7 @@ import torch
 
 from neuract.errors import RobotModelError
 from neuract.robot.bundled import bundled_path
+from neuract.robot.model import Robot
 from neuract.robot.spatial import pi_from_com, pi_transform_matrix, transform_pi
 
 __all__ = ["load_mj_model", "load_robot", "robot_from_mj_model"]
@@ -114,7 +115,6 @@ def load_mj_model(name_or_path: str | Path | mujoco.MjModel) -> mujoco.MjModel:
 def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float64,
                         device="cpu"):
     """Build the differentiable :class:`Robot` from a compiled MuJoCo model."""
-    from neuract.robot.model import Robot
 
     def oname(kind, i):
         return mujoco.mj_id2name(mj, kind, i) or f"{kind.name[4:].lower()}{i}"

@@ -31,6 +31,7 @@ import mujoco
 import numpy as np
 
 from neuract.errors import RobotModelError
+from neuract.robot.bundled import bundled_path
 
 SHARED_ROBOTS = Path(__file__).resolve().parents[3].parent / "shared" / "robots"
 _REFERENCE = {"so101": "so101_new_calib.xml", "omx": "open_manipulator_x.xml"}
@@ -65,8 +66,6 @@ def description_xml(robot: str) -> str:
         raise RobotModelError(f"twin robot {robot!r} unknown; twin robots: so101, omx")
     path = None
     try:
-        from neuract.robot.bundled import bundled_path
-
         path = bundled_path(robot)
     except Exception:  # bundled file not there yet: fall back to the reference description
         path = SHARED_ROBOTS / _REFERENCE[robot]

@@ -27,6 +27,8 @@ import numpy as np
 
 from neuract.errors import SchemaError
 from neuract.eval.metrics import true_runs
+from neuract.twin.config import ROBOT_SPECS
+from neuract.twin.generate import run_chunk
 
 DEFLECTION_BINS = (0, 1, 2, 4, 8)
 """lower edges of the deflection histogram [encoder steps]"""
@@ -132,8 +134,6 @@ def contact_visibility(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.
     force has moved the arm from where it would be without it: the largest joint difference
     in encoder steps, bins from :data:`DEFLECTION_BINS`) and the counts per task.
     ``progress(done, total)``."""
-    from neuract.twin.config import ROBOT_SPECS
-    from neuract.twin.generate import run_chunk
 
     lsb = 2 * np.pi / ROBOT_SPECS[cfg.robot]().registers.steps_per_rev
     deflection = np.zeros(len(DEFLECTION_BINS), dtype=np.int64)
@@ -241,8 +241,6 @@ def hidden_lag(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
     pushes leaves the weight); ``stride`` > 1 examines fewer cut points, so its values are
     lower bounds. ``batch``: counterfactual episodes simulated together.
     ``progress(done, total)`` per episode."""
-    from neuract.twin.config import ROBOT_SPECS
-    from neuract.twin.generate import run_chunk
 
     for k, v in (("stride", stride), ("batch", batch)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
