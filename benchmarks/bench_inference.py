@@ -97,7 +97,7 @@ def twin_estimator_config() -> NeuralActuatorConfig:
     step of the 128-unit gate adds 0.23 M FLOPs (``count_flops``) to the network's."""
     from bench_neuralactuator_twin import config as twin_config
     from neuract.actuators import ActuatorConfig
-    from neuract.neuralactuator.model import servo_json
+    from neuract.neuralactuator.config import servo_json
     from neuract.pipeline.experiment import na_config, so101_setup
     from neuract.sim.simulate import JointParamsConfig
 

@@ -114,10 +114,10 @@ def score_gate(model, test) -> dict:
 
 
 def run_seed(v: Variant, seed: int) -> dict:
+    from neuract.neuralactuator.calibrate import gate_samples, select_gate_filter
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
-    from neuract.neuralactuator.estimate import gate_samples, select_gate_filter
+    from neuract.neuralactuator.gate import RecurrentGate
     from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
-    from neuract.neuralactuator.model import RecurrentGate
     from neuract.pipeline.experiment import gate_train_config
     from neuract.pipeline.twin_experiment import gate_extra_rows
 

@@ -13,7 +13,7 @@ from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, sim_rollout
 from neuract.neuralactuator.actuator import TransformerActuator
 from neuract.neuralactuator.checkpoint import save_checkpoint
-from neuract.neuralactuator.model import servo_json
+from neuract.neuralactuator.config import servo_json
 from neuract.robot import load_robot
 from neuract.sim.simulate import JointParamsConfig, simulate
 

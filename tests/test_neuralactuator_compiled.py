@@ -18,8 +18,9 @@ from neuract.neuralactuator.compiled import (
     cxx_compiler,
     inductor_options,
 )
+from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.model import NeuralActuator
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, d_trunk=48, n_joints=2, history=4)
 needs_cxx = pytest.mark.skipif(cxx_compiler() is None, reason="no C++ compiler for AOTInductor")

@@ -10,16 +10,16 @@ import torch
 
 from neuract.errors import ConfigError
 from neuract.neuralactuator import NeuralActuatorConfig, estimate
+from neuract.neuralactuator.calibrate import gate_samples, select_gate_filter, set_gate_decision_lag
 from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
-from neuract.neuralactuator.estimate import gate_samples, select_gate_filter, set_gate_decision_lag
 from neuract.neuralactuator.features import windows
+from neuract.neuralactuator.gate import lagged_probability
 from neuract.neuralactuator.gate_rnn import (
     GateTrainConfig,
     best_f1,
     gate_probabilities,
     train_gate_rnn,
 )
-from neuract.neuralactuator.model import lagged_probability
 from test_neuralactuator_gate_lag import future_task
 from test_neuralactuator_gate_rnn import make_model, tiny_gate_experiment
 

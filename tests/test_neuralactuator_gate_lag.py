@@ -11,7 +11,9 @@ from neuract.errors import ConfigError, SchemaError
 from neuract.eval.metrics import gate_counts
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
 from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
+from neuract.neuralactuator.config import MAX_GATE_LAG
 from neuract.neuralactuator.features import windows
+from neuract.neuralactuator.gate import RecurrentGate, decision_delay, lagged_probability
 from neuract.neuralactuator.gate_rnn import (
     GateRows,
     GateTrainConfig,
@@ -19,14 +21,7 @@ from neuract.neuralactuator.gate_rnn import (
     gate_probabilities,
     train_gate_rnn,
 )
-from neuract.neuralactuator.model import (
-    MAX_GATE_LAG,
-    RecurrentGate,
-    count_flops,
-    count_params,
-    decision_delay,
-    lagged_probability,
-)
+from neuract.neuralactuator.model import count_flops, count_params
 from test_neuralactuator_gate_rnn import TINY, make_model, memory_task, tiny_gate_experiment
 
 

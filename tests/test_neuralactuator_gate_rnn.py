@@ -146,7 +146,7 @@ def test_convolution_front_is_causal_and_streams_in_pieces():
     """The convolution front's state carries each layer's last inputs: an episode fed in
     pieces (one sample, a few, many) gives the logits of feeding it whole; a row changes no
     logit before it; at an episode's start the layers see zero inputs before the first row."""
-    from neuract.neuralactuator.model import RecurrentGate, gate_state_size
+    from neuract.neuralactuator.gate import RecurrentGate, gate_state_size
 
     torch.manual_seed(0)
     g = RecurrentGate(12, 16, conv=3).double()

@@ -14,8 +14,8 @@ import torch
 from neuract.errors import ConfigError
 from neuract.neuralactuator import int8op
 from neuract.neuralactuator.compiled import AotActuator, compile_aot, cxx_compiler
+from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuatorConfig
 from test_neuralactuator_compiled import TINY, trained_like
 
 needs_op = pytest.mark.skipif(cxx_compiler() is None or not int8op.cpu_supported(),

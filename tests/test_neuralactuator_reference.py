@@ -14,7 +14,7 @@ from _tiny import fitted_servo
 from neuract.actuators import ActuatorConfig
 from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator import NeuralActuatorConfig
-from neuract.neuralactuator.model import servo_json
+from neuract.neuralactuator.config import servo_json
 from neuract.neuralactuator.reference import reference_channels
 from neuract.sim.simulate import JointParamsConfig, simulate
 

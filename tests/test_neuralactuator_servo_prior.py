@@ -12,7 +12,7 @@ from _tiny import fitted_servo
 from neuract.actuators import ActuatorConfig
 from neuract.errors import ConfigError
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, simulator
-from neuract.neuralactuator.model import servo_json
+from neuract.neuralactuator.config import servo_json
 from neuract.sim.simulate import JointParamsConfig
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)

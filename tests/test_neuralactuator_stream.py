@@ -11,7 +11,7 @@ import torch
 
 from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
-from neuract.neuralactuator.estimate import gate_samples
+from neuract.neuralactuator.calibrate import gate_samples
 from neuract.neuralactuator.stream import StreamingEstimator
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)

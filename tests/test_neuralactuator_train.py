@@ -355,7 +355,7 @@ def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
 
 
 def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
-    from neuract.neuralactuator.estimate import smooth_causal
+    from neuract.neuralactuator.filters import smooth_causal
 
     t = np.arange(0, 20, 0.02)
     p = np.zeros((len(t), 2))
@@ -474,7 +474,7 @@ def test_any_number_of_steps_trains(robot, steps):
 
 def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
     from neuract.errors import ConfigError
-    from neuract.neuralactuator.estimate import gate_filter, hysteresis
+    from neuract.neuralactuator.filters import gate_filter, hysteresis
 
     p = np.array([0.1, 0.7, 0.5, 0.35, 0.2, 0.5, 0.65, np.nan, 0.9])
     on = hysteresis(p, 0.6, 0.3)
@@ -506,7 +506,7 @@ def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
 
 
 def est_shift(p, th):
-    from neuract.neuralactuator.estimate import shift_threshold
+    from neuract.neuralactuator.filters import shift_threshold
 
     return shift_threshold(p, th)
 
@@ -550,7 +550,8 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     """A model's calibrated gate filter (smoothing, release threshold) is applied with the
     model's own threshold; a caller that sets the threshold gets a plain threshold, which is
     what the calibrations read."""
-    from neuract.neuralactuator.estimate import estimate, gate_filter
+    from neuract.neuralactuator.estimate import estimate
+    from neuract.neuralactuator.filters import gate_filter
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
 
@@ -567,7 +568,7 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     np.testing.assert_allclose(estimate(model, tr, gate_threshold=0.5)["contact_prob"][v],
                                raw[v], rtol=1e-12)
     # a model with only a calibrated threshold (no filter): the plain log-odds shift
-    from neuract.neuralactuator.estimate import shift_threshold
+    from neuract.neuralactuator.filters import shift_threshold
 
     del model.gate_tau_s, model.gate_release
     np.testing.assert_array_equal(estimate(model, tr)["contact_prob"][v],

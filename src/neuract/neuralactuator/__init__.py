@@ -4,32 +4,32 @@
 >>> model = NeuralActuator(cfg)              # ~1.42 M parameters, ~5.4 M FLOPs per sample
 >>> tau, force, gate_logit, cond = model(x)  # x: (B, 8, n_joints * n_channels) raw features
 
-Modules: ``features`` (channels per mode, windows, statistics), ``physics`` (gravity torque and
-Jacobian channels), ``model`` (architecture, parameter/FLOP counts), ``fused`` (folded
-inference path), ``checkpoint`` (safetensors + JSON), ``export`` (ONNX + ONNX Runtime),
-``compiled`` (AOTInductor packages, the fast torch path), ``data`` (episodes flattened for
-training), ``rollout`` (differentiable arm rollouts, simulator / estimator mode, the
-rollout-protocol adapter), ``actuator`` (a simulator-mode model as an ``Actuator`` that
-:func:`neuract.sim.simulate.simulate` drives like any other family: :class:`TransformerActuator`),
-``train`` (pose-only torque through the simulator, supervised force / gate / condition, one
-schedule, fine-tuning), ``estimate`` (per-sample torque, force, gate and condition for a
-trajectory, condition threshold calibration), ``stream`` (the same estimates one telemetry
-sample at a time, for a running robot).
+Modules: ``config`` (:class:`NeuralActuatorConfig`: architecture, mode, channels, priors),
+``features`` (channels per mode, windows, statistics), ``physics`` (gravity torque and Jacobian
+channels), ``model`` (the network, parameter/FLOP counts), ``gate`` (the recurrent contact gate
+and its fixed-lag decisions), ``fused`` (folded inference path), ``checkpoint`` (safetensors +
+JSON), ``export`` (ONNX + ONNX Runtime), ``compiled`` (AOTInductor packages, the fast torch
+path), ``data`` (episodes flattened for training), ``rollout`` (differentiable arm rollouts,
+simulator / estimator mode, the rollout-protocol adapter), ``actuator`` (a simulator-mode
+model as an ``Actuator`` that :func:`neuract.sim.simulate.simulate` drives like any other
+family: :class:`TransformerActuator`), ``train`` (pose-only torque through the simulator,
+supervised force / gate / condition, one schedule, fine-tuning), ``estimate`` (per-sample
+torque, force, gate and condition for a trajectory), ``filters`` (the gate's and condition's
+decision filters), ``calibrate`` (their thresholds and smoothing from labelled episodes),
+``stream`` (the same estimates one telemetry sample at a time, for a running robot).
 """
 
 from neuract.neuralactuator.actuator import TransformerActuator
-from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
-from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
-from neuract.neuralactuator.estimate import (
-    EstimateInputs,
+from neuract.neuralactuator.calibrate import (
     calibrate_condition,
     calibrate_gate,
-    estimate,
-    estimate_inputs,
-    estimator,
     select_condition_smoothing,
     select_gate_filter,
 )
+from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
+from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
+from neuract.neuralactuator.config import NeuralActuatorConfig
+from neuract.neuralactuator.estimate import EstimateInputs, estimate, estimate_inputs, estimator
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
     MODES,
@@ -40,12 +40,7 @@ from neuract.neuralactuator.features import (
     windows,
 )
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import (
-    NeuralActuator,
-    NeuralActuatorConfig,
-    count_flops,
-    count_params,
-)
+from neuract.neuralactuator.model import NeuralActuator, count_flops, count_params
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
 from neuract.neuralactuator.stream import StreamingEstimator
 from neuract.neuralactuator.train import (

@@ -18,12 +18,8 @@ from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError
 from neuract.fit.checkpoint import load_weights, save_weights
-from neuract.neuralactuator.model import (
-    NeuralActuator,
-    NeuralActuatorConfig,
-    count_flops,
-    count_params,
-)
+from neuract.neuralactuator.config import NeuralActuatorConfig
+from neuract.neuralactuator.model import NeuralActuator, count_flops, count_params
 
 KIND = "neuralactuator"
 FORMAT = 1

@@ -55,9 +55,10 @@ from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator import int8op
+from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.export import QUANTIZE
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.model import NeuralActuator
 from neuract.neuralactuator.toolchain import CompilerNotFound, cxx_compiler, require_cxx_compiler
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")

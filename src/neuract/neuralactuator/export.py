@@ -8,7 +8,7 @@ outputs ``tau (B, J) [N m]``, ``force (B, 3) [N]``, ``gate_logit (B,)``,
 ``condition_logits (B, J, K)``. A model with a recurrent contact gate
 (``NeuralActuatorConfig.gate_rnn``) has a second input, ``gate_state (B, S)`` (the gate's state
 after the previous sample: the GRU state, and with ``gate_conv`` each convolution's last
-inputs, :attr:`~neuract.neuralactuator.model.RecurrentGate.state_size`; zeros at an episode's
+inputs, :attr:`~neuract.neuralactuator.gate.RecurrentGate.state_size`; zeros at an episode's
 start), ``gate_logit`` is the recurrent gate's logit for the window's last sample, and a fifth
 output ``gate_state_out (B, S)`` is the state to pass with the next sample
 (:class:`OnnxActuator` and its ``runner`` carry it). A fixed-lag gate
@@ -49,7 +49,8 @@ import torch
 from neuract.atomic import atomic_path
 from neuract.errors import CheckpointError, ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.model import NeuralActuator, check_gate_trained, gate_state_size
+from neuract.neuralactuator.gate import gate_state_size
+from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 
 OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
 STATE_IN, STATE_OUT = "gate_state", "gate_state_out"

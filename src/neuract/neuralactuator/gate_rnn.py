@@ -1,4 +1,4 @@
-"""Training of the recurrent contact gate (:class:`~neuract.neuralactuator.model.RecurrentGate`).
+"""Training of the recurrent contact gate (:class:`~neuract.neuralactuator.gate.RecurrentGate`).
 
 An estimator-mode NeuralActuator decides contact from one window (``history`` samples, 0.13 s
 at 60 Hz). A light push that the servo holds against reads, sample by sample, much like a
@@ -18,7 +18,7 @@ It is trained after the rest of the model, which it leaves unchanged:
   iterations runs it over the calibration episodes from their start, as the estimator does;
   the weights with the best calibration F1 (at their own best threshold) are kept. The
   thresholds and the gate filter are calibrated afterwards as for the gate head
-  (:func:`~neuract.neuralactuator.estimate.select_gate_filter`).
+  (:func:`~neuract.neuralactuator.calibrate.select_gate_filter`).
 
 A fixed-lag gate (``NeuralActuatorConfig.gate_lag`` = D) is trained the same way with one
 logit per lag k = 0 .. D, each against the label k samples back (the loss averages them all);
@@ -51,8 +51,9 @@ import torch.nn.functional as F
 
 from neuract.errors import ConfigError
 from neuract.eval.metrics import decision_f1
-from neuract.neuralactuator.estimate import _GRID
-from neuract.neuralactuator.model import NeuralActuator, RecurrentGate, lagged_probability
+from neuract.neuralactuator.calibrate import _GRID
+from neuract.neuralactuator.gate import RecurrentGate, lagged_probability
+from neuract.neuralactuator.model import NeuralActuator
 
 
 @dataclass
@@ -156,7 +157,7 @@ def gate_probabilities(gate: RecurrentGate, eps: Sequence[GateRows],
                        lag: int | None = None) -> list[np.ndarray]:
     """The recurrent gate's contact probability over each episode, from its start (a
     fixed-lag gate's decided at ``lag``, default its largest:
-    :func:`~neuract.neuralactuator.model.lagged_probability`)."""
+    :func:`~neuract.neuralactuator.gate.lagged_probability`)."""
     lag = gate.lag if lag is None else lag
     return [lagged_probability(gate(torch.from_numpy(e.rows)[None])[0][0], lag).numpy()
             for e in eps]

@@ -33,11 +33,6 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator.estimate import (
-    check_gate_filter,
-    resolve_filters,
-    shift_threshold,
-)
 from neuract.neuralactuator.features import (
     CONTEXT_CHANNELS,
     EFFORT_CHANNELS,
@@ -50,6 +45,7 @@ from neuract.neuralactuator.features import (
     ident_regressors,
     source_channels,
 )
+from neuract.neuralactuator.filters import check_gate_filter, resolve_filters, shift_threshold
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
@@ -60,7 +56,7 @@ from neuract.neuralactuator.reference import (
 
 
 class _CausalMean:
-    """:func:`~neuract.neuralactuator.estimate.smooth_causal` one sample at a time. That
+    """:func:`~neuract.neuralactuator.filters.smooth_causal` one sample at a time. That
     function gives its first sample the weight of the interval to the second; the first
     output is the first sample itself whatever that weight, so the average starts one sample
     late, when the interval is known."""
@@ -352,7 +348,7 @@ class StreamingEstimator:
         return owed
 
     def _gate_decision(self, t: float, p: float) -> float:
-        """:func:`~neuract.neuralactuator.estimate.gate_filter`, one sample at a time."""
+        """:func:`~neuract.neuralactuator.filters.gate_filter`, one sample at a time."""
         if self._gate is not None:
             p = float(self._gate.update(t, np.float64(p)))
         on, off = self.gate_threshold, self.gate_release

@@ -36,9 +36,10 @@ import torch
 import torch.nn.functional as F
 
 from neuract.errors import ConfigError
+from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.data import FlatData, flatten
 from neuract.neuralactuator.features import feature_stats
-from neuract.neuralactuator.model import NeuralActuator, NeuralActuatorConfig, servo_module
+from neuract.neuralactuator.model import NeuralActuator, servo_module
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout
 
 

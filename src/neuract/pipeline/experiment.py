@@ -100,7 +100,7 @@ class ExperimentConfig:
     gate_tau_grid: tuple[float, ...] = ()
     """candidate time constants [s] (0: none) of the estimator's contact-gate smoothing,
     chosen on the calibration episodes with a detection and a release threshold
-    (hysteresis; :func:`neuract.neuralactuator.estimate.select_gate_filter`); empty: one
+    (hysteresis; :func:`neuract.neuralactuator.calibrate.select_gate_filter`); empty: one
     plain threshold"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
@@ -363,8 +363,8 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
 def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     """The recurrent gate's training schedule of an experiment (its options named as
     ``ExperimentConfig`` fields when refused)."""
+    from neuract.neuralactuator.config import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
     from neuract.neuralactuator.gate_rnn import GateTrainConfig
-    from neuract.neuralactuator.model import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
 
     if not _is_int(cfg.gate_rnn, 0):
         raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
@@ -588,8 +588,9 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         simulator,
         train_neuralactuator,
     )
+    from neuract.neuralactuator.calibrate import gate_samples
     from neuract.neuralactuator.data import per_joint_condition
-    from neuract.neuralactuator.estimate import DEFAULT_CONDITION_TAU_S, gate_samples
+    from neuract.neuralactuator.filters import DEFAULT_CONDITION_TAU_S
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop
@@ -636,7 +637,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         servo = ""
         if ((mode == "simulator" and cfg.sim_prior == "servo")
                 or (mode == "estimator" and cfg.reference_steps)):
-            from neuract.neuralactuator.model import servo_json
+            from neuract.neuralactuator.config import servo_json
 
             servo = servo_json(fit_configs[best_par], bl.fit_joints())
         ncfg = na_config(setup, mode, cfg.size, n, cfg.physics, cfg.context_s, servo,

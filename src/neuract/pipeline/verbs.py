@@ -385,7 +385,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     import torch
 
     from neuract.atomic import atomic_dir, write_json
-    from neuract.neuralactuator.estimate import resolve_filters
+    from neuract.neuralactuator.filters import resolve_filters
 
     torch.set_num_threads(1)
     out_dir = Path(cfg.out)
