@@ -4,7 +4,7 @@ All quantities are SI at the servo's output shaft (after the gearbox): torque [N
 speed [rad/s], current [A], voltage [V], resistance [Ohm], temperature [degC], time [s].
 A range ``(lo, hi)`` is sampled uniformly per unit and per joint; ``(x, x)`` fixes it.
 
-Sources of the defaults (see also ``docs`` in the twin README section):
+Sources of the defaults (see also `neuract twin` in docs/cli.md):
 
 - STS3215 (SO-101): LeRobot writes P_Coefficient=16, D_Coefficient=32, I=0 on the SO-101
   follower. Firmware P semantics measured on the K-Scale STS3215 bench
