@@ -310,3 +310,44 @@ def test_fresh_test_scores_several_gates_as_each_alone(bench):
         np.testing.assert_array_equal(tasks, tasks1)
         assert bins == bins1
     assert len({rec["gate"]["f1"] for rec, *_ in together}) > 1  # three different gates
+
+
+def test_summarize_headline_is_short_and_has_no_study(bench, monkeypatch):
+    """The README's table: at most MAX_HEADLINE_ROWS rows, each from a user-facing
+    benchmark's result file, every one readable from the committed results."""
+    summ = bench("summarize")
+    files = [f for f, _ in summ.HEADLINE]
+    assert 0 < len(files) <= summ.MAX_HEADLINE_ROWS == 20
+    assert set(files) <= set(summ.SOURCES) and not set(files) & set(summ.STUDY_SOURCES)
+    assert not any(f.startswith("gate_") for f in files)
+    table = summ.headline_table().splitlines()
+    assert len(table) == 2 + len(files)
+    assert not [ln for ln in table if "unreadable" in ln or "not yet measured" in ln]
+    assert all(ln.count(" | ") == 4 for ln in table[2:])
+    # a row function that cannot read its file says so instead of failing the table
+    rows = summ.HEADLINE
+    monkeypatch.setattr(summ, "HEADLINE", [("dynamics.json", lambda d: d["no such key"])])
+    assert "unreadable result file" in summ.headline_table()
+    monkeypatch.setattr(summ, "HEADLINE", rows * 2)
+    with pytest.raises(ValueError, match="at most 20"):
+        summ.headline_table()
+
+
+def test_summarize_full_table_keeps_every_file_and_studies_apart(bench):
+    summ = bench("summarize")
+    md = summ.summary_markdown()
+    bench_part, study_part = md.split("## Studies", 1)
+    for f in summ.SOURCES:
+        assert f"[{f[:-5]}.md]({f[:-5]}.md)" in bench_part or f"| {f[:-5]} |" in bench_part, f
+    for f in summ.STUDY_SOURCES:
+        assert f"({f[:-5]}.md)" in study_part or f"| {f[:-5]} |" in study_part, f
+        assert f"({f[:-5]}.md)" not in bench_part, f
+    assert "benchmarks/results/" not in md  # links relative to summary.md
+
+
+def test_summarize_replaces_only_the_marked_block(bench):
+    summ = bench("summarize")
+    text = f"intro\n{summ.BEGIN}\nold\ntable\n{summ.END}\noutro {summ.BEGIN[:4]}\n"
+    assert summ.replace_block(text, "| new |") == \
+        f"intro\n{summ.BEGIN}\n| new |\n{summ.END}\noutro {summ.BEGIN[:4]}\n"
+    assert summ.replace_block("no markers here\n", "| new |") == "no markers here\n"
