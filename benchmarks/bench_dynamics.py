@@ -33,7 +33,7 @@ import mujoco
 import numpy as np
 import torch
 
-from _machine import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from common import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from neuract.atomic import write_json, write_text
 from neuract.robot import bundled_path, load_robot
 from neuract.robot.validate import random_states, reference_model

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from _machine import cpu_flags, cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from common import cpu_flags, cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import (  # noqa: E402
     FusedNeuralActuator,
@@ -95,7 +95,7 @@ def twin_estimator_config() -> NeuralActuatorConfig:
     STS3215 servo stands in for the fitted one: the network is the same. Its recurrent
     contact gate (``gate_rnn``) is left out: the AOT packages carry no gate state, and one
     step of the 128-unit gate adds 0.23 M FLOPs (``count_flops``) to the network's."""
-    from bench_neuralactuator_twin import config as twin_config
+    from common import twin_config
     from neuract.actuators import ActuatorConfig
     from neuract.neuralactuator.config import servo_json
     from neuract.pipeline.experiment import na_config, so101_setup

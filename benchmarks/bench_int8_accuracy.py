@@ -108,20 +108,20 @@ def figures(rec: dict) -> dict:
 
 
 def main() -> int:
-    from _machine import cpu_flags
-    from bench_neuralactuator_twin import (
+    from common import (
         ESTIMATOR_CHECKPOINT,
         checkpoint_gate,
-        config,
+        cpu_flags,
         load_estimator,
         machine,
+        twin_config,
     )
 
     torch.set_num_threads(1)
     model = load_estimator()
     if model is None:
         return 2
-    cfg = config()
+    cfg = twin_config()
     print("generating the twin benchmark's test episodes ...", flush=True)
     test = test_episodes(cfg)
     rows, out = [], {"checkpoint": str(ESTIMATOR_CHECKPOINT.relative_to(ROOT)),

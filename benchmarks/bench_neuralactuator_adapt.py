@@ -29,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
+from common import RESULTS, ROOT, machine, progress_printer  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.experiment import ExperimentConfig, run_experiment, so101_setup  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -39,8 +39,7 @@ from neuract.pipeline.twin_experiment import (  # noqa: E402
     split_by_task,
 )
 
-RESULTS = twin.RESULTS
-RUN = twin.ROOT / "runs" / "bench_neuralactuator_adapt"
+RUN = ROOT / "runs" / "bench_neuralactuator_adapt"
 BASE_MINUTES = 36.0
 NEW_MINUTES = 8.0
 NEW_SEED = 101
@@ -58,7 +57,7 @@ def main() -> int:
     from neuract.pipeline.verbs import load_model
 
     torch.set_num_threads(1)
-    progress = twin._progress()
+    progress = progress_printer()
     t_all = time.perf_counter()
     setup = so101_setup()
     exp = ExperimentConfig(sim_steps=300, est_steps=0, baseline_iters=40, neural_baselines=(),
@@ -107,7 +106,7 @@ def main() -> int:
                      f"({sum(len(t) for t in adapt_eps)} samples), {len(test_eps)} test episodes",
             "protocol": f"neuract.eval open-loop rollouts (simulator mode), horizons "
                         f"{list(HORIZONS)}, history 8; arm-mean joint MAE [deg]",
-            "machine": twin.machine(),
+            "machine": machine(),
             "adapt": {k: summary[k] for k in ("steps", "seconds")},
             "base_parametric": base_servo,
             "seconds": round(time.perf_counter() - t_all, 1),

@@ -2,7 +2,7 @@
 figure whose test split holds only about 37 episodes.
 
 Each seed generates its own 72 min of 'degraded'-task twin data
-(``bench_neuralactuator_twin.condition_config()`` with ``TwinDataConfig(seed=s)``) and runs
+(``common.twin_condition_config()`` with ``TwinDataConfig(seed=s)``) and runs
 the same experiment: the parametric servo fit the reference channels build on,
 NeuralActuator in estimator mode, the threshold / SVM / random-forest baselines and the random
 forest on the identification channels. Seed 1 is the
@@ -22,13 +22,19 @@ import dataclasses
 import json
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    progress_printer,
+    seeds_main,
+    twin_condition_config,
+    write_seeds_summary,
+)
 from neuract.atomic import write_json  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
@@ -37,10 +43,8 @@ from neuract.pipeline.report import (  # noqa: E402
 )
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 SEEDS_DIR = RESULTS / "twin_condition_seeds"
-BENCH_SEED = twin.condition_config().data.seed
+BENCH_SEED = twin_condition_config().data.seed
 MODELS = (("NeuralActuator", "NeuralActuator"), ("condition svm", "SVM"),
           ("condition random_forest", "random forest"),
           ("condition random_forest (identification channels)",
@@ -61,10 +65,10 @@ def figures(res: dict) -> dict:
 
 
 def run_seed(seed: int) -> dict:
-    cfg = twin.condition_config()
+    cfg = twin_condition_config()
     cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_twin_condition_seed{seed}",
                               data=dataclasses.replace(cfg.data, seed=seed))
-    res = run_twin_experiment(cfg, twin._progress(), title=f"condition, twin seed {seed}")
+    res = run_twin_experiment(cfg, progress_printer(), title=f"condition, twin seed {seed}")
     out = {"seed": seed, **figures(public(res))}
     write_json(SEEDS_DIR / f"seed_{seed}.json", out)
     print(json.dumps(out, indent=1))
@@ -94,7 +98,7 @@ def summarize() -> int:
            "note": f"seed {BENCH_SEED} = the twin benchmark's condition experiment "
                    "(neuralactuator_twin.json); other seeds: the same configuration on their "
                    "own twin data and split"}
-    return twin.write_seeds_summary(
+    return write_seeds_summary(
         "neuralactuator_twin_condition_seeds", out,
         "Motor condition on the SO-101 twin, over data seeds",
         "Each seed: its own 72 min of 'degraded'-task twin data (half of the episodes with "
@@ -110,7 +114,7 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    return twin.seeds_main(argv, [3, 5], run_seed, summarize, bench_seed=BENCH_SEED)
+    return seeds_main(argv, [3, 5], run_seed, summarize, bench_seed=BENCH_SEED)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
+from common import RESULTS, ROOT, describe_twin, progress_printer, twin_config  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import public, summary_markdown  # noqa: E402
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
@@ -39,18 +39,18 @@ REFERENCE_STEPS = 0
 
 def main() -> int:
     torch.set_num_threads(1)
-    cfg = twin.config()
+    cfg = twin_config()
     cfg = dataclasses.replace(
-        cfg, out=twin.ROOT / "runs" / "bench_neuralactuator_twin_omx",
+        cfg, out=ROOT / "runs" / "bench_neuralactuator_twin_omx",
         # (no extra worn-motor push episodes: measured without them)
         data=dataclasses.replace(cfg.data, robot="omx", minutes=MINUTES, worn_train_minutes=0.0),
         experiment=dataclasses.replace(cfg.experiment, est_steps=EST_STEPS,
                                        reference_steps=REFERENCE_STEPS))
-    res = run_twin_experiment(cfg, twin._progress())
+    res = run_twin_experiment(cfg, progress_printer())
     out = public(res)
-    out["benchmark"] = twin.describe(cfg)
-    twin.RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(twin.RESULTS / "neuralactuator_twin_omx.json", out)
+    out["benchmark"] = describe_twin(cfg)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_json(RESULTS / "neuralactuator_twin_omx.json", out)
     b = out["benchmark"]
     pre = (f"Dataset: {b['dataset']}. Split: {b['split']}. Machine: {b['machine']}. The SO-101 "
            f"twin benchmark's configuration with {EST_STEPS} estimator steps; contact = "
@@ -58,7 +58,7 @@ def main() -> int:
            "report.html. Reproduce: `.venv/bin/python "
            "benchmarks/bench_neuralactuator_twin_omx.py`.")
     md = summary_markdown(out, "NeuralActuator on the OpenManipulator-X twin", pre)
-    write_text(twin.RESULTS / "neuralactuator_twin_omx.md", md)
+    write_text(RESULTS / "neuralactuator_twin_omx.md", md)
     print(md)
     return 0
 

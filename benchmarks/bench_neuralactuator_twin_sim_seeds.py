@@ -18,19 +18,16 @@ import dataclasses
 import json
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
+from common import RESULTS, ROOT, progress_printer, seeds_main, twin_config  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 SEEDS_DIR = RESULTS / "twin_sim_seeds"
 HORIZONS = ("10", "50", "100", "300", "600")
 
@@ -44,13 +41,13 @@ def rollouts(res: dict) -> dict[str, dict[str, float]]:
 
 
 def run_seed(seed: int) -> dict:
-    cfg = twin.config()
+    cfg = twin_config()
     exp = dataclasses.replace(cfg.experiment, est_steps=0, neural_baselines=(),
                               figure_samples=50)
     cfg = dataclasses.replace(cfg, out=ROOT / "runs" / f"bench_neuralactuator_twin_sim_s{seed}",
                               experiment=exp,  # the benchmark's data: worn push episodes too
                               data=dataclasses.replace(cfg.data, seed=seed))
-    res = run_twin_experiment(cfg, twin._progress(),
+    res = run_twin_experiment(cfg, progress_printer(),
                               title=f"NeuralActuator simulator mode, twin seed {seed}")
     row = {"seed": seed, "rollouts": rollouts(res), "best_parametric": res["best_parametric"],
            "n_test_episodes": res["n_test"]}
@@ -100,7 +97,7 @@ def summarize() -> int:
 
 
 def main(argv: list[str]) -> int:
-    return twin.seeds_main(argv, [11, 13], run_seed, summarize)
+    return seeds_main(argv, [11, 13], run_seed, summarize)
 
 
 if __name__ == "__main__":

@@ -47,72 +47,40 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from neuract.actuators import ActuatorConfig, NeuralConfig, build_actuator
+from common import (
+    HELD_OUT_KP,
+    HELD_OUT_MASS,
+    STS3215_CONTEXT,
+    STS3215_CTX_SCALE,
+    STS3215_DATA,
+    STS3215_VARIANTS,
+    sts3215_load,
+    sts3215_model,
+    sts3215_plant,
+    sts3215_rollout,
+    sts3215_scores,
+    sts3215_split,
+)
+from neuract.actuators import NeuralConfig
 from neuract.atomic import write_json, write_text
-from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
+from neuract.fit.batch import RunBatch
 from neuract.fit.trainer import SystemModel, TrainConfig, fit
 from neuract.robot.pendulum import Pendulum
-from neuract.sim.simulate import JointParams, JointParamsConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "kscale_sts3215_12v"
 PEERS_PY = Path(os.environ.get("NEURACT_PEERS_PYTHON", "/work/peers-venv/bin/python"))
-HELD_OUT_KP, HELD_OUT_MASS = 16, 0.969
-PLANT = lambda labels: Pendulum.from_meta(labels)  # noqa: E731
-CONTEXT, CTX_SCALE = ("kp", "voltage", "torque_enable"), (32.0, 12.0, 1.0)
 MENAGERIE = dict(damping=0.60, armature=0.028, frictionloss=0.052, kp_at_32=17.8,
                  forcerange=3.35)
 
 
 # ----------------------------------------------------------------------------- data ------
-def load(data_dir: Path) -> RunBatch:
-    from neuract.io.bam import iter_kscale_runs
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # one repair summary is printed below instead
-        trajs = list(iter_kscale_runs(data_dir / "raw.tgz"))
-    dropped = sum(t.meta.counts.get("dropped_samples", 0) for t in trajs)
-    masked = sum(t.meta.counts.get("masked_samples", 0) for t in trajs)
-    print(f"loaded {len(trajs)} runs; reader dropped {dropped} dropout samples, masked "
-          f"{masked} read glitches")
-    # measured supply: per-run median (robust to the odd glitched voltage read)
-    return batch_from_trajectories(trajs, dt=0.01, voltage="median")
-
-
-def protocol_split(b: RunBatch, seed: int = 0) -> tuple[list[int], list[int], list[int]]:
-    test = [i for i, lab in enumerate(b.labels)
-            if int(lab["kp"]) == HELD_OUT_KP or abs(float(lab["mass"]) - HELD_OUT_MASS) < 1e-6]
-    rest = [i for i in range(len(b)) if i not in set(test)]
-    tr, va = split_runs(len(rest), 0.1, seed)
-    return [rest[i] for i in tr], [rest[i] for i in va], test
-
-
-def scores(q_sim: np.ndarray, b: RunBatch) -> dict:
-    """Held-out MAE over all valid samples, per trajectory type and per kp."""
-    err = np.abs(q_sim - b.q.numpy()[..., 0]) * b.mask.numpy()[..., 0]
-    cnt = b.mask.numpy()[..., 0].sum(1)
-    run_sum = err.sum(1)
-    groups = lambda key: sorted({str(lab[key]) for lab in b.labels})  # noqa: E731
-
-    def mae(sel):
-        sel = np.asarray(sel)
-        return float(run_sum[sel].sum() / cnt[sel].sum())
-
-    out = {"heldout_mae_rad": mae(np.ones(len(b), bool)),
-           "per_trajectory": {g: mae([str(lab["trajectory"]) == g for lab in b.labels])
-                              for g in groups("trajectory")},
-           "per_kp": {g: mae([str(lab["kp"]) == g for lab in b.labels]) for g in groups("kp")},
-           "per_mass": {g: mae([str(lab["mass"]) == g for lab in b.labels])
-                        for g in groups("mass")}}
-    return out
-
-
+# the data, the split, the score and our models' rollout are common.py's (the diagnostics
+# study reads them too)
 REPEAT_KEYS = ("mass", "length", "kp", "trajectory")
 
 
@@ -142,14 +110,6 @@ def repeat_floor(b: RunBatch) -> dict:
                         sn[0], sn[1] = sn[0] + s, sn[1] + n
     per = {f: {g: s / max(n, 1.0) for g, (s, n) in sorted(d.items())} for f, d in acc.items()}
     return {"all": tot / max(cnt, 1.0), **per}
-
-
-def rollout_np(model: SystemModel, b: RunBatch, substeps: int) -> np.ndarray:
-    with torch.no_grad():
-        chunks = [model.rollout(PLANT(b.select(range(s, min(s + 256, len(b)))).labels),
-                                b.select(range(s, min(s + 256, len(b)))), substeps)
-                  for s in range(0, len(b), 256)]
-    return torch.cat(chunks)[..., 0].numpy()
 
 
 # ------------------------------------------------------------------ (a) MuJoCo menagerie --
@@ -192,26 +152,6 @@ def menagerie_mujoco(test: RunBatch, substeps: int = 5, params: dict | None = No
 
 
 # --------------------------------------------------------------------- ours --------------
-def make_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
-               residual: str = "none", smooth: bool = False, punch: float = 0.0,
-               fit_error_gain: bool = False, neural: NeuralConfig | None = None,
-               arch: str | None = None, error_limit: float = 0.0,
-               goal_slew: float = 0.0) -> SystemModel:
-    cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
-                         backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
-                         punch=punch, fit_error_gain=fit_error_gain, error_limit=error_limit,
-                         goal_slew=goal_slew,
-                         neural=neural or NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE))
-    act = build_actuator(cfg)
-    joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
-    model = SystemModel(act, joints).double()
-    fr = getattr(act, "friction", None)
-    if fr is not None:  # start from the order of magnitude of published fits
-        fr.friction_base.set(0.05)
-        fr.friction_viscous.set(0.06)
-    return model
-
-
 def train_cfg(quick: bool, neural: bool = False, seed: int = 0, iters: tuple = (150, 80)
               ) -> TrainConfig:
     """Fit schedules: short windows first (multiple shooting), then 3 s windows; validation
@@ -240,7 +180,8 @@ def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfi
         print(f"  [{name}] loaded cached fit {path}")
         return model, float(meta["fit_seconds"]), float(meta["val_mae"])
     t0 = time.perf_counter()
-    rep = fit(model, PLANT, train, val, cfg, log=lambda s: print(f"  [{name}] {s}", flush=True))
+    rep = fit(model, sts3215_plant, train, val, cfg,
+              log=lambda s: print(f"  [{name}] {s}", flush=True))
     secs = time.perf_counter() - t0
     if path is not None:
         save_weights(model, path, {"fit_seconds": secs, "val_mae": rep["best_val"]})
@@ -250,8 +191,8 @@ def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfi
 def kscale_published(test: RunBatch, which: str, volt: float | None, substeps: int = 1
                      ) -> np.ndarray:
     """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model."""
-    p = json.loads((DATA / "orig_docs" / "friction_params" / f"{which}.json").read_text())
-    model = make_model(friction=which)
+    p = json.loads((STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json").read_text())
+    model = sts3215_model(friction=which)
     act, fr = model.actuator, model.actuator.friction
     act.kt.set(p["kt"])
     act.R.set(p["R"])
@@ -262,7 +203,7 @@ def kscale_published(test: RunBatch, which: str, volt: float | None, substeps: i
     model.joints.offset.set(p["q_offset"])
     b = test if volt is None else dataclasses.replace(test, voltage=torch.full_like(
         test.voltage, volt))
-    return rollout_np(model, b, substeps)
+    return sts3215_rollout(model, b, substeps)
 
 
 # --------------------------------------------------------------------- peers -------------
@@ -296,42 +237,10 @@ def peer_payload(b: RunBatch) -> dict:
             "kp": np.array([float(x["kp"]) for x in lab]), "dt": np.array(b.dt)}
 
 
-VARIANTS = {  # our parametric models: make_model kwargs (+ substeps)
-    "ours_m1": dict(friction="m1"),
-    "ours_m6": dict(friction="m6"),
-    "ours_m1_delay": dict(friction="m1", delay=0.03),
-    "ours_m6_delay": dict(friction="m6", delay=0.03),
-    "ours_m1_delay_punch": dict(friction="m1", delay=0.03, punch=0.02),
-    "ours_m6_delay_punch": dict(friction="m6", delay=0.03, punch=0.02),
-    "ours_m6_delay_punch_backlash": dict(friction="m6", delay=0.03, punch=0.02,
-                                         backlash=0.01),
-    "ours_m6_delay_punch_gain": dict(friction="m6", delay=0.03, punch=0.02,
-                                     fit_error_gain=True),
-    "ours_m6_delay_punch_gain_sub2": dict(friction="m6", delay=0.03, punch=0.02,
-                                          fit_error_gain=True, substeps=2),
-    "ours_m6_delay_punch_gain_backlash_sub2": dict(friction="m6", delay=0.03, punch=0.02,
-                                                   fit_error_gain=True, backlash=0.01,
-                                                   substeps=2),
-    # firmware clamp of the position error: initial 0.6 rad read off the training runs
-    # (implied duty flattens there at kp 4-12), fitted from it
-    "ours_m6_delay_punch_gain_backlash_elim_sub2": dict(
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        error_limit=0.6, substeps=2),
-    # + firmware speed limit of the internal goal: initial 5 rad/s chosen on the
-    # VALIDATION runs with the model above (no refit; 3 to 20 rad/s tried), then fitted
-    "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": dict(
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        error_limit=0.6, goal_slew=5.0, substeps=2),
-    "ours_m6_delay_punch_gain_backlash_slew_sub2": dict(  # ablation: no error clamp
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        goal_slew=5.0, substeps=2),
-}
-
-
 # --------------------------------------------------------------------- main --------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--data", type=Path, default=STS3215_DATA)
     ap.add_argument("--quick", action="store_true", help="few iterations, subsampled runs")
     ap.add_argument("--limit-train", type=int, default=0, help="subsample training runs")
     ap.add_argument("--limit-test", type=int, default=0, help="subsample test runs")
@@ -359,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"data not found: {args.data / 'raw.tgz'}", file=sys.stderr)
         return 2
     want = lambda name: args.models is None or name in args.models  # noqa: E731
-    b = load(args.data)
-    tr_idx, va_idx, te_idx = protocol_split(b)
+    b = sts3215_load(args.data)
+    tr_idx, va_idx, te_idx = sts3215_split(b)
     rng = np.random.default_rng(0)
     if args.quick:
         args.limit_train = args.limit_train or 96
@@ -381,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         models.update(prev["models"])
 
     def record(name, q_sim, fit_s, **extra):
-        s = scores(q_sim, test)
+        s = sts3215_scores(q_sim, test)
         models[name] = {**s, "fit_seconds": fit_s, **extra}
         print(f"{name:32s} held-out MAE {s['heldout_mae_rad']:.4f} rad  (fit {fit_s:.0f} s)",
               flush=True)
@@ -444,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                          "test simulated in MuJoCo C")
     # (d) ours, parametric
     fitted: dict[str, tuple[SystemModel, float, int]] = {}
-    variants = VARIANTS
+    variants = STS3215_VARIANTS
     cache = args.cache
     for name, kw in variants.items():
         if not want(name):
@@ -452,18 +361,19 @@ def main(argv: list[str] | None = None) -> int:
         cfg = train_cfg(args.quick)
         kw = dict(kw)
         cfg.substeps = kw.pop("substeps", cfg.substeps)  # physics steps per 10 ms
-        model, secs, vmae = fit_ours(make_model(**kw), train, val, cfg, name, cache)
+        model, secs, vmae = fit_ours(sts3215_model(**kw), train, val, cfg, name, cache)
         fitted[name] = (model, vmae, cfg.substeps)
-        record(name, rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
+        record(name, sts3215_rollout(model, test, cfg.substeps), secs, val_mae_rad=vmae,
                parameters=model.physical_parameters(), config=kw, substeps=cfg.substeps)
     # (e) ours, neural
     if want("ours_mlp"):
         torch.manual_seed(0)
-        ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32, tau_max=5.0)
-        model = make_model(arch="mlp", neural=ncfg)
+        ncfg = NeuralConfig(context=STS3215_CONTEXT, context_scale=STS3215_CTX_SCALE, hidden=32,
+                            tau_max=5.0)
+        model = sts3215_model(arch="mlp", neural=ncfg)
         cfg = train_cfg(args.quick, neural=True, iters=(100, 50))
         model, secs, vmae = fit_ours(model, train, val, cfg, "ours_mlp", cache)
-        record("ours_mlp", rollout_np(model, test, cfg.substeps), secs, val_mae_rad=vmae,
+        record("ours_mlp", sts3215_rollout(model, test, cfg.substeps), secs, val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
     # the residual sits on the parametric model with the best VALIDATION error
     base_name = min(fitted, key=lambda n: fitted[n][1]) if fitted else None
@@ -473,14 +383,14 @@ def main(argv: list[str] | None = None) -> int:
             continue
         torch.manual_seed(0)
         kw = {k: v for k, v in variants[base_name].items() if k != "substeps"}
-        ncfg = NeuralConfig(context=CONTEXT, context_scale=CTX_SCALE, hidden=32,
+        ncfg = NeuralConfig(context=STS3215_CONTEXT, context_scale=STS3215_CTX_SCALE, hidden=32,
                             residual_scale=0.5)
-        model = make_model(residual=arch, neural=ncfg, **kw)
+        model = sts3215_model(residual=arch, neural=ncfg, **kw)
         model.warm_start_from(fitted[base_name][0])  # the fitted model becomes the base
         cfg = train_cfg(args.quick, neural=True)
         cfg.substeps = fitted[base_name][2]
         model, secs, vmae = fit_ours(model, train, val, cfg, f"{name}__on__{base_name}", cache)
-        record(name, rollout_np(model, test, cfg.substeps), secs, base=base_name,
+        record(name, sts3215_rollout(model, test, cfg.substeps), secs, base=base_name,
                val_mae_rad=vmae,
                n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
                parameters=model.physical_parameters())
@@ -615,7 +525,7 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
             x, y = models[a]["heldout_mae_rad"], models[c]["heldout_mae_rad"]
             lines.append(f"| {e} | {a}: {x:.4f} | {c}: {y:.4f} | {100 * (y - x) / x:+.0f} % |")
     lines += ["", "Findings (see the effects table; time-series numbers from "
-              "`benchmarks/diagnose_sts3215.py`, results/sts3215_diagnostics.json): the "
+              "`benchmarks/studies/diagnose_sts3215.py`, results/sts3215_diagnostics.json): the "
               "largest single effect is the firmware's speed limit on its internal goal "
               "(fitted 4.9 rad/s, about 3200 encoder steps/s): the servo moves an internal "
               "goal towards a new command at that speed instead of acting on it at once. It "

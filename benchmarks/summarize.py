@@ -1,9 +1,16 @@
-"""Collect the headline figure of every benchmark result file into one table.
+"""Collect the figures of every benchmark result file into two tables.
 
-Reads ``benchmarks/results/*.json`` (written by the ``bench_*.py`` scripts), writes
-``benchmarks/results/summary.md`` and replaces the block between the ``results:begin`` /
-``results:end`` markers in the README. Nothing here measures anything: it only copies
-figures out of the result files, so the README cannot drift from them.
+Reads ``benchmarks/results/*.json`` (written by the ``bench_*.py`` scripts in ``benchmarks/``
+and ``benchmarks/studies/``) and writes
+
+- the headline table (:data:`HEADLINE`: at most :data:`MAX_HEADLINE_ROWS` rows, one per figure
+  a user of the library cares about, with its target or peer beside it; no study) between the
+  ``results:begin`` / ``results:end`` markers of the README, touching nothing else there;
+- the full table (every row of every result file, the studies' in a section of their own) to
+  ``benchmarks/results/summary.md``.
+
+Nothing here measures anything: it only copies figures out of the result files, so the README
+cannot drift from them.
 
     python benchmarks/summarize.py
 """
@@ -15,10 +22,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from neuract.atomic import write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+MAX_HEADLINE_ROWS = 20
+"""the most rows the README's headline table may have"""
 
 Row = tuple[str, str, str, str]  # (area, figure, ours, target or peer)
 
@@ -481,21 +492,25 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
     "sts3215_pendulum.json": _sts,
     "twin.json": _twin,
-    "twin_current_noise.json": _twin_current_noise,
     "planar2_sensors2025.json": _planar2,
     "real_arms.json": _real_arms,
     "neuralactuator_twin.json": _na_twin,
     "neuralactuator_twin_seeds.json": _na_twin_seeds,
     "neuralactuator_twin_gate_seeds.json": _na_twin_gate_seeds,
     "neuralactuator_twin_condition_seeds.json": _na_twin_condition_seeds,
-    "neuralactuator_twin_friction.json": _na_twin_friction,
-    "gate_observability.json": _gate_observability,
     "neuralactuator_twin_sim_seeds.json": _na_twin_sim_seeds,
     "neuralactuator_twin_omx.json": _na_twin_omx,
     "neuralactuator_adapt.json": _na_adapt,
     "neuralactuator_nad.json": _na_nad,
     "inference.json": _inference,
     "int8_accuracy.json": _int8,
+}
+"""the result files of the user-facing benchmarks (``benchmarks/bench_*.py``) and their rows"""
+
+STUDY_SOURCES: dict[str, Callable[[dict], list[Row]]] = {
+    "twin_current_noise.json": _twin_current_noise,
+    "neuralactuator_twin_friction.json": _na_twin_friction,
+    "gate_observability.json": _gate_observability,
     "gate_worn_motor.json": _worn,
     "gate_stiction.json": _stiction,
     "gate_long_episodes.json": _long_gate,
@@ -506,34 +521,353 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "gate_conv.json": _retrained_gate("gate with a convolution front"),
     "gate_decide.json": _decided_gate,
 }
+"""the result files of the studies (``benchmarks/studies/bench_*.py``) and their rows"""
 
 
-def build_table() -> str:
-    lines = ["| area | figure | measured | target / note | source |", "|---|---|---|---|---|"]
-    for fname, fn in SOURCES.items():
-        path = RESULTS / fname
-        if not path.is_file():
+# ------------------------------------------------------------------ headline table ------
+def _load(fname: str) -> dict | None:
+    """A result file's contents, or None where it is not there yet."""
+    path = RESULTS / fname
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _met(ok: bool | None) -> str:
+    return {True: " (met)", False: " (NOT met)"}.get(ok, "")
+
+
+def _na(res: dict) -> dict:
+    """NeuralActuator's estimator-mode record of a twin or NAD run."""
+    return next(e for e in res["estimation"] if e["model"] == "NeuralActuator")
+
+
+def _rollout(res: dict, model: str, h) -> float | None:
+    return next((r.get("arm_mean_deg") for r in res.get("rollouts", [])
+                 if r["model"] == model and str(r["horizon"]) == str(h)), None)
+
+
+def _longest(res: dict, model: str = "NeuralActuator"):
+    """The longest rollout horizon of ``model`` ('full' beats any number)."""
+    hs = [r["horizon"] for r in res.get("rollouts", []) if r["model"] == model]
+    return "full" if "full" in hs else max(hs)
+
+
+def _h_dynamics(d: dict) -> Row:
+    return ("dynamics", "SO-101 differentiable rollout, forward + backward, against MuJoCo's "
+            "forward pass alone (time ratio, lower is better)",
+            _f(d.get("rollout_ratio_vs_mujoco")), "<= 10")
+
+
+def _inference_best(d: dict, key: str, pick) -> tuple[str, float, float | None]:
+    """(backend, value, torch eager's value) of the default model's best backend by ``key``."""
+    back = {k: v[key] for k, v in d["backends"].items()
+            if not k.startswith(("naive", "twin")) and v.get(key) is not None}
+    best = pick(back, key=back.get)
+    return best, back[best], back.get("torch-eager")
+
+
+def _h_latency(d: dict) -> Row:
+    best, v, eager = _inference_best(d, "batch1_p50_ms", min)
+    return ("inference", f"NeuralActuator step, batch 1, p50 latency [ms], fastest backend "
+            f"({best})", _f(v), f"target <= {_f(d['targets']['batch1_p50_ms'])}"
+            f"{_met(v <= d['targets']['batch1_p50_ms'])}; torch eager {_f(eager)}")
+
+
+def _h_throughput(d: dict) -> Row:
+    best, v, eager = _inference_best(d, "batch32_samples_per_s", max)
+    t = d["targets"]["batch32_samples_per_s"]
+    return ("inference", f"NeuralActuator, batch 32, throughput [samples/s], fastest backend "
+            f"({best})", _f(v), f"target >= {_f(float(t))}{_met(v >= t)}; torch eager "
+            f"{_f(eager)}")
+
+
+def _h_twin(d: dict) -> Row:
+    rf = d.get("realtime_factor", {})
+    return ("twin", "simulated telemetry seconds per wall-clock second (one process)",
+            ", ".join(f"{r} {_f(v)}x" for r, v in rf.items()),
+            ">= 100x" + _met(all(v >= 100 for v in rf.values()) if rf else None))
+
+
+def _h_sts(d: dict) -> Row:
+    mae = {k: v["heldout_mae_rad"] for k, v in d.get("models", {}).items()
+           if isinstance(v, dict) and v.get("heldout_mae_rad") is not None}
+    ours = {k: v for k, v in mae.items() if k.startswith(("ours", "neuract"))}
+    best = min(ours, key=ours.get)
+    peers = []
+    for name, prefix in (("BAM, best fit or published", ("bam", "kscale")),
+                         ("MuJoCo Menagerie", ("menagerie",)), ("mujoco.sysid", ("mujoco_sysid",))):
+        cand = {k: v for k, v in mae.items() if k.startswith(prefix)}
+        if cand:
+            k = min(cand, key=cand.get)
+            peers.append(f"{name} ({k}) {_f(cand[k])}")
+    return ("STS3215 pendulum (real servo)", f"held-out position MAE [rad], best neuract model "
+            f"({best})", _f(ours[best]), f"target <= 0.015{_met(ours[best] <= 0.015)}; "
+            + "; ".join(peers))
+
+
+def _h_nad_rollout(d: dict) -> Row:
+    ours, servo = [], []
+    for robot in ("omx", "so101"):
+        r = d[robot]
+        h = _longest(r)
+        ours.append(f"{robot} {_f(_rollout(r, 'NeuralActuator', h))}")
+        servo.append(f"{robot} {_f(_rollout(r, 'MuJoCo default servo', h))}")
+    rel = d["benchmark"]["release_numbers"]
+    return ("NAD (real arms)", "open-loop rollout, arm-mean joint MAE [deg], whole test "
+            "episodes [simulator]", ", ".join(ours),
+            f"MuJoCo default servo {', '.join(servo)}; the NeuralActuator release (full NAD, "
+            f"its own metrics): omx {rel['omx_no_load_joint_deg']} without load, "
+            f"{rel['omx_force_sensor_tasks_joint_deg']} on the force-sensor tasks; so101 worst "
+            f"joint {rel['so101_worst_joint_deg']}")
+
+
+def _h_nad_force(d: dict) -> Row:
+    tuned, own = [], []
+    for robot in ("omx", "so101"):
+        r = d[robot]
+        ft = ((r.get("twin_pretrained") or {}).get("fine_tuned") or {}).get("force") or {}
+        tuned.append(f"{robot} {_f(ft.get('all'))}")
+        own.append(f"{robot} {_f((_na(r).get('force') or {}).get('all'))}")
+    rel = d["benchmark"]["release_numbers"]
+    return ("NAD (real arms)", "end-effector force MAE [N], pretrained on the twin, then "
+            "fine-tuned on the train files [estimator]", ", ".join(tuned),
+            f"target <= 0.3; trained on the train files only {', '.join(own)}; the release "
+            f"(full NAD): omx contact force {rel['omx_contact_force_N']}, so101 "
+            f"{rel['so101_force_N']}")
+
+
+def _targets(res: dict) -> dict[str, dict]:
+    """The twin targets of a run (``neuract.pipeline.report.targets``) by their first word
+    (torque, force, gate, condition)."""
+    from neuract.pipeline.report import targets
+
+    return {t["target"].split(" ")[0]: t for t in targets(res)}
+
+
+def _h_twin_torque(d: dict) -> Row:
+    t = _targets(d)["torque"]
+    return ("NeuralActuator, SO-101 twin", "joint torque from telemetry, RMSE [N m] against "
+            "the best parametric servo model [estimator]", t["value"],
+            f"target >= 2x lower{_met(t['met'])}")
+
+
+def _h_twin_force(d: dict) -> Row:
+    f = _na(d).get("force") or {}
+    return ("NeuralActuator, SO-101 twin", "end-effector force MAE [N] [estimator]",
+            _f(f.get("all")), f"target <= 0.3{_met(f.get('all') <= 0.3)}; contact samples "
+            f"{_f(f.get('contact'))}, no contact {_f(f.get('no_contact'))}")
+
+
+def _h_twin_gate(d: dict) -> Row:
+    f1 = (_na(d).get("gate") or {}).get("f1")
+    note = f"target >= 0.95{_met(f1 >= 0.95)} on this split"
+    st = _load("neuralactuator_twin_gate_seeds.json")
+    if st:
+        v = st["stats"]["gate_f1"]
+        note += (f"; {len(st['seeds'])} data seeds {_f(v['mean'])} +- {_f(v['sd'], 2)} ("
+                 + ", ".join(f"{_f(x)}" for x in v["values"]) + ")")
+    return ("NeuralActuator, SO-101 twin", "contact gate F1 (recurrent gate) [estimator]",
+            _f(f1), note)
+
+
+def _h_twin_condition(d: dict) -> Row:
+    acc = ((_na(d).get("condition") or {}).get("accuracy"))
+    cond = d.get("condition_experiment") or {}
+    run = (_na(cond).get("condition") or {}).get("accuracy") if cond else None
+    note = f"target >= 95 %{_met(acc >= 0.95)}"
+    if run is not None:
+        note += (f"; the condition run (half the episodes with degraded motors) "
+                 f"{100 * run:.1f} %")
+    st = _load("neuralactuator_twin_condition_seeds.json")
+    if st:
+        v = st["stats"]["NeuralActuator accuracy"]
+        note += (f", over {len(st['seeds'])} data seeds {100 * v['mean']:.1f} +- "
+                 f"{100 * v['sd']:.1f} %")
+        rf = st["stats"].get("random forest (identification channels) accuracy")
+        if rf:
+            note += f" (best peer, a random forest: {100 * rf['mean']:.1f} %)"
+    return ("NeuralActuator, SO-101 twin", "motor condition accuracy (episode has a degraded "
+            "motor) [estimator]", f"{100 * acc:.1f} %", note)
+
+
+def _h_twin_rollout(d: dict) -> Row:
+    h = _longest(d)
+    others = {r["model"]: r.get("arm_mean_deg") for r in d["rollouts"]
+              if str(r["horizon"]) == str(h) and r["model"] != "NeuralActuator"
+              and r.get("arm_mean_deg") is not None}
+    best = min(others, key=others.get)
+    note = (f"MuJoCo default servo {_f(others.get('MuJoCo default servo'))}; best other model "
+            f"({best}) {_f(others[best])}")
+    st = _load("neuralactuator_twin_sim_seeds.json")
+    if st and str(h) in st["stats"]:
+        s = st["stats"][str(h)]
+        note += (f"; {len(st['seeds'])} data seeds {_f(s['ours_mean'])} +- {_f(s['ours_sd'], 2)}"
+                 f", best on every seed: {'yes' if s['ours_best_on_every_seed'] else 'no'}")
+    return ("NeuralActuator, SO-101 twin", f"open-loop rollout, arm-mean joint MAE [deg], "
+            f"{h} samples [simulator]", _f(_rollout(d, "NeuralActuator", h)), note)
+
+
+def _h_omx(d: dict) -> Row:
+    ts = _targets(d)
+    na = _na(d)
+    g = (na.get("gate") or {}).get("f1")
+    c = (na.get("condition") or {}).get("accuracy")
+    ratio = ts["torque"]["value"].rsplit("(", 1)[-1].rstrip(")") if "torque" in ts else "n/a"
+    missed = [k for k, t in ts.items() if not t["met"]]
+    return ("NeuralActuator, OpenManipulator-X twin", "torque vs best parametric / force MAE "
+            "[N] / gate F1 / condition accuracy [estimator]",
+            f"{ratio} / {_f((na.get('force') or {}).get('all'))} / {_f(g)} / "
+            f"{100 * c:.1f} %" if c is not None else "-",
+            f">= 2x / <= 0.3 / >= 0.95 / >= 95 %: {len(ts) - len(missed)} of {len(ts)} met"
+            + (f" (not: {', '.join(missed)})" if missed else ""))
+
+
+def _h_adapt(d: dict) -> Row:
+    roll = d["rollouts"]
+    ad = next(k for k in roll if k.startswith("NeuralActuator adapted"))
+    h = max(roll[ad], key=int)
+    scratch = next((k for k in roll if "from scratch" in k), None)
+    return ("NeuralActuator, new twin unit", f"open-loop rollout, arm-mean joint MAE [deg], "
+            f"{h} samples, {ad} [simulator]", _f(roll[ad][h]),
+            f"unadapted {_f(roll['NeuralActuator (base, old units)'][h])}"
+            + (f"; {scratch} {_f(roll[scratch][h])}" if scratch else ""))
+
+
+def _h_planar2(d: dict) -> Row:
+    return ("identification, Sensors 2025 planar arm", "gravity R^2 / inertia max relative "
+            "error / computed-torque tracking RMS learned vs true",
+            f"{_f(d.get('gravity_r2'), 6)} / {_f(d.get('inertia_max_rel_error'))} / "
+            f"{_f(d.get('tracking_rms_ratio'))}", ">= 0.9999 / <= 0.02 / <= 1.2" + _met(
+                d["gravity_r2"] >= 0.9999 and d["inertia_max_rel_error"] <= 0.02
+                and d["tracking_rms_ratio"] <= 1.2))
+
+
+def _h_real_arms(d: dict) -> Row:
+    best, peer = [], []
+    for ds, body in d.get("datasets", {}).items():
+        means = {m: sum(v["nmse"]) / len(v["nmse"]) for m, v in body.get("models", {}).items()
+                 if isinstance(v, dict) and v.get("nmse")}
+        fitted = {m: v for m, v in means.items() if "no fit" not in m}
+        if fitted:
+            m = min(fitted, key=fitted.get)
+            best.append(f"{ds.split('_')[0]} {_f(fitted[m])} ({m.split(' (')[0]})")
+        given = {m: v for m, v in means.items() if "no fit" in m}
+        if given:
+            peer.append(f"{ds.split('_')[0]} {_f(min(given.values()))}")
+    return ("real arms, inverse dynamics", "held-out torque nMSE (mean over joints), best "
+            "fitted model per arm", "; ".join(best),
+            "published parameters without a fit: " + ", ".join(peer) if peer else "-")
+
+
+def _h_int8(d: dict) -> Row:
+    m = d["models"]
+    f32, q = m["torch (float32)"], m["ONNX Runtime (int8 trunk)"]
+    keys = ("torque_rmse", "force_mae", "gate_f1", "condition_accuracy")
+    return ("NeuralActuator int8 export (ONNX)", "torque RMSE / force MAE / gate F1 / condition "
+            "accuracy with the int8 trunk [estimator]",
+            " / ".join(_f(q.get(k), 4) for k in keys),
+            "float32 " + " / ".join(_f(f32.get(k), 4) for k in keys)
+            + "; the twin benchmark's estimator on its test episodes")
+
+
+HEADLINE: list[tuple[str, Callable[[dict], Row]]] = [
+    ("dynamics.json", _h_dynamics),
+    ("inference.json", _h_latency),
+    ("inference.json", _h_throughput),
+    ("twin.json", _h_twin),
+    ("sts3215_pendulum.json", _h_sts),
+    ("neuralactuator_nad.json", _h_nad_rollout),
+    ("neuralactuator_nad.json", _h_nad_force),
+    ("neuralactuator_twin.json", _h_twin_torque),
+    ("neuralactuator_twin.json", _h_twin_force),
+    ("neuralactuator_twin.json", _h_twin_gate),
+    ("neuralactuator_twin.json", _h_twin_condition),
+    ("neuralactuator_twin.json", _h_twin_rollout),
+    ("neuralactuator_twin_omx.json", _h_omx),
+    ("neuralactuator_adapt.json", _h_adapt),
+    ("planar2_sensors2025.json", _h_planar2),
+    ("real_arms.json", _h_real_arms),
+    ("int8_accuracy.json", _h_int8),
+]
+"""the README's rows: (the result file, its row); each file must be a user-facing
+benchmark's (:data:`SOURCES`)"""
+
+ERRORS = (KeyError, TypeError, ValueError, ZeroDivisionError, ImportError, StopIteration)
+"""what a result file of another layout raises in a row function (the row says so)"""
+
+
+def _link(fname: str, prefix: str) -> str:
+    md = fname[:-5] + ".md"
+    return f"[{md}]({prefix}{md})" if (RESULTS / md).is_file() else fname
+
+
+def headline_table(prefix: str = "benchmarks/results/") -> str:
+    """The README's table: one row per :data:`HEADLINE` entry, links under ``prefix``."""
+    if len(HEADLINE) > MAX_HEADLINE_ROWS:
+        raise ValueError(f"HEADLINE has {len(HEADLINE)} rows; the README takes at most "
+                         f"{MAX_HEADLINE_ROWS}")
+    lines = ["| area | figure | measured | target / peer | source |", "|---|---|---|---|---|"]
+    for fname, fn in HEADLINE:
+        d = _load(fname)
+        if d is None:
             lines.append(f"| {fname[:-5]} | not yet measured | - | - | - |")
             continue
         try:
-            rows = fn(json.loads(path.read_text()))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, ImportError) as exc:
-            rows = [(fname[:-5], f"unreadable result file ({exc})", "-", "-")]
-        md = fname[:-5] + ".md"
-        link = f"[{md}](benchmarks/results/{md})" if (RESULTS / md).is_file() else fname
-        lines += [f"| {a} | {f} | {o} | {t} | {link} |" for a, f, o, t in rows]
+            a, f, o, t = fn(d)
+        except ERRORS as exc:
+            a, f, o, t = fname[:-5], f"unreadable result file ({exc!r})", "-", "-"
+        lines.append(f"| {a} | {f} | {o} | {t} | {_link(fname, prefix)} |")
     return "\n".join(lines)
 
 
+def build_table(sources: dict[str, Callable[[dict], list[Row]]] | None = None,
+                prefix: str = "benchmarks/results/") -> str:
+    """The full table of ``sources`` (default: :data:`SOURCES` and :data:`STUDY_SOURCES`),
+    links under ``prefix``."""
+    lines = ["| area | figure | measured | target / note | source |", "|---|---|---|---|---|"]
+    for fname, fn in (sources if sources is not None else {**SOURCES, **STUDY_SOURCES}).items():
+        d = _load(fname)
+        if d is None:
+            lines.append(f"| {fname[:-5]} | not yet measured | - | - | - |")
+            continue
+        try:
+            rows = fn(d)
+        except ERRORS as exc:
+            rows = [(fname[:-5], f"unreadable result file ({exc})", "-", "-")]
+        lines += [f"| {a} | {f} | {o} | {t} | {_link(fname, prefix)} |" for a, f, o, t in rows]
+    return "\n".join(lines)
+
+
+def summary_markdown() -> str:
+    """``benchmarks/results/summary.md``: every row, the benchmarks' then the studies'."""
+    return ("# Benchmark summary\n\n"
+            "Every figure of every result file (the README shows the headline rows only). "
+            "Regenerate with `python benchmarks/summarize.py`.\n\n"
+            "## Benchmarks (`benchmarks/bench_*.py`)\n\n" + build_table(SOURCES, "") + "\n\n"
+            "## Studies (`benchmarks/studies/`)\n\n"
+            "Diagnostics and experiments behind the figures above (the contact gate, the "
+            "twin's realism); not user-facing figures.\n\n"
+            + build_table(STUDY_SOURCES, "") + "\n")
+
+
+def replace_block(text: str, table: str) -> str:
+    """``text`` with the block between the markers replaced by ``table`` (nothing else
+    changed); ``text`` as it is where it lacks either marker."""
+    if BEGIN not in text or END not in text:
+        return text
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
 def main() -> int:
-    table = build_table()
-    (RESULTS / "summary.md").write_text("# Benchmark summary\n\n" + table.replace(
-        "(benchmarks/results/", "(") + "\n")
+    write_text(RESULTS / "summary.md", summary_markdown())
+    table = headline_table()
     text = README.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        README.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    new = replace_block(text, table)
+    if new != text:
+        write_text(README, new)
+    elif BEGIN not in text or END not in text:
+        print(f"{README.name}: no {BEGIN} / {END} markers; README not changed", file=sys.stderr)
     print(table)
     return 0
 

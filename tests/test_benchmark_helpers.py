@@ -1,5 +1,6 @@
-"""The pure helpers of benchmark scripts: run order of ``make bench`` and the seed-mix gate
-benchmark's counting."""
+"""The pure helpers of benchmark scripts (``benchmarks/``, ``benchmarks/studies/`` and their
+shared ``benchmarks/common.py``): run order of ``make bench`` and the gate studies'
+counting."""
 
 from __future__ import annotations
 
@@ -15,24 +16,31 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture
 def bench(monkeypatch):
-    """Import a benchmark script as a module (its OMP_NUM_THREADS default kept to the test)."""
+    """Import a benchmark script or study as a module (its OMP_NUM_THREADS default kept to the
+    test)."""
     monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.syspath_prepend(str(BENCH / "studies"))
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
     return importlib.import_module
 
 
 def test_run_all_runs_checkpoint_readers_after_the_benchmarks_they_read(bench):
     run_all = bench("run_all")
-    scripts = list(BENCH.glob("bench_*.py"))
-    names = [p.stem for p in run_all.order(scripts)]
-    assert sorted(names) == sorted(p.stem for p in scripts)
+    scripts = list(BENCH.glob("bench_*.py")) + list((BENCH / "studies").glob("bench_*.py"))
+    ordered = run_all.scripts(studies=True)
+    names = [p.stem for p in ordered]
+    assert sorted(ordered) == sorted(scripts) and len(set(names)) == len(names)
     for reader in run_all.READS_RUNS:
-        assert (BENCH / f"{reader}.py").is_file(), reader
+        assert reader in names, reader
         assert names.index(reader) > names.index("bench_neuralactuator_twin")
     for reader in ("bench_gate_seed_mix", "bench_gate_ambiguity"):
         assert names.index(reader) > names.index("bench_neuralactuator_twin_gate_seeds")
     assert (names.index("bench_gate_lag") < names.index("bench_gate_decide")
             < names.index("bench_gate_fresh_test"))
+    # the studies come after every user-facing benchmark, and only with studies=True
+    study = [p.parent.name == "studies" for p in ordered]
+    assert study == sorted(study) and any(study)
+    assert run_all.scripts() == [p for p in ordered if p.parent == BENCH]
 
 
 def test_edge_misses_counts_misses_near_an_events_start_then_its_end(bench):
@@ -84,10 +92,10 @@ def test_gate_ambiguity_figures(bench):
 
 
 def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path, monkeypatch):
-    gr = bench("gate_retrain")
+    gr = bench("common")
     monkeypatch.setattr(gr, "RESULTS", tmp_path)
     v = gr.Variant("gate_x", {"gate_lag": 3}, "lag 3", "Title", "A change.")
-    assert gr.summarize(v) == 2  # nothing run yet
+    assert gr.retrain_summary(v) == 2  # nothing run yet
     for seed, (a, b) in ((7, (0.90, 0.93)), (0, (0.96, 0.95))):
         gate = {"precision": 0.9, "recall": 0.8, "n_detected": 9, "n_events": 10,
                 "latency_median_s": 0.1}
@@ -95,7 +103,7 @@ def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path
                "gate_train": {"calib_f1": 0.8, "seconds": 120.0}}
         (tmp_path / "gate_x").mkdir(exist_ok=True)
         (tmp_path / "gate_x" / f"seed_{seed}.json").write_text(__import__("json").dumps(row))
-    assert gr.summarize(v) == 0
+    assert gr.retrain_summary(v) == 0
     md = (tmp_path / "gate_x.md").read_text()
     lines = [ln for ln in md.splitlines() if ln.startswith("| ")]
     assert lines[1].startswith("| 0 | 0.960 | 0.950 | -0.010 |")  # seeds in number order
@@ -109,7 +117,7 @@ def test_gate_retrain_summary_pairs_each_seed_with_its_runs_gate(bench, tmp_path
 def test_gate_decide_summary_and_row_name_all_three_gates(bench, tmp_path, monkeypatch):
     import json
 
-    gr, dec, summ = bench("gate_retrain"), bench("bench_gate_decide"), bench("summarize")
+    gr, dec, summ = bench("common"), bench("bench_gate_decide"), bench("summarize")
     monkeypatch.setattr(gr, "RESULTS", tmp_path)
     monkeypatch.setattr(dec, "RESULTS", tmp_path)
     assert dec.summarize() == 2  # nothing run yet
@@ -135,7 +143,7 @@ def test_gate_decide_summary_and_row_name_all_three_gates(bench, tmp_path, monke
 
 
 def test_gate_kind_names_the_gates_front_and_lag(bench):
-    seeds = bench("bench_neuralactuator_twin_seeds")
+    seeds = bench("common")
 
     def res(**g):
         return {"models": {"NeuralActuator[estimator]": {"gate_rnn": g}},
@@ -154,7 +162,7 @@ def test_checkpoint_gate_names_a_shorter_decision_lag(bench):
 
     from neuract.neuralactuator import NeuralActuatorConfig
 
-    twin = bench("bench_neuralactuator_twin")
+    twin = bench("common")
 
     def kind(**kw):
         return twin.checkpoint_gate(SimpleNamespace(gate_rnn=object(), cfg=NeuralActuatorConfig(
@@ -192,8 +200,7 @@ def test_demo_scale_note_states_the_twin_benchmarks_own_sizes(bench):
     figures it quotes are the benchmark script's."""
     from neuract.demo import BENCHMARK_SCALE, DemoConfig, scale_note
 
-    twin = bench("bench_neuralactuator_twin")
-    cfg = twin.config()
+    cfg = bench("common").twin_config()
     assert f"{cfg.data.minutes:g} min of data" in BENCHMARK_SCALE
     assert f"{cfg.experiment.est_steps} estimator steps" in BENCHMARK_SCALE
     assert cfg.experiment.gate_rnn > 0 and "a recurrent contact gate" in BENCHMARK_SCALE
@@ -303,3 +310,44 @@ def test_fresh_test_scores_several_gates_as_each_alone(bench):
         np.testing.assert_array_equal(tasks, tasks1)
         assert bins == bins1
     assert len({rec["gate"]["f1"] for rec, *_ in together}) > 1  # three different gates
+
+
+def test_summarize_headline_is_short_and_has_no_study(bench, monkeypatch):
+    """The README's table: at most MAX_HEADLINE_ROWS rows, each from a user-facing
+    benchmark's result file, every one readable from the committed results."""
+    summ = bench("summarize")
+    files = [f for f, _ in summ.HEADLINE]
+    assert 0 < len(files) <= summ.MAX_HEADLINE_ROWS == 20
+    assert set(files) <= set(summ.SOURCES) and not set(files) & set(summ.STUDY_SOURCES)
+    assert not any(f.startswith("gate_") for f in files)
+    table = summ.headline_table().splitlines()
+    assert len(table) == 2 + len(files)
+    assert not [ln for ln in table if "unreadable" in ln or "not yet measured" in ln]
+    assert all(ln.count(" | ") == 4 for ln in table[2:])
+    # a row function that cannot read its file says so instead of failing the table
+    rows = summ.HEADLINE
+    monkeypatch.setattr(summ, "HEADLINE", [("dynamics.json", lambda d: d["no such key"])])
+    assert "unreadable result file" in summ.headline_table()
+    monkeypatch.setattr(summ, "HEADLINE", rows * 2)
+    with pytest.raises(ValueError, match="at most 20"):
+        summ.headline_table()
+
+
+def test_summarize_full_table_keeps_every_file_and_studies_apart(bench):
+    summ = bench("summarize")
+    md = summ.summary_markdown()
+    bench_part, study_part = md.split("## Studies", 1)
+    for f in summ.SOURCES:
+        assert f"[{f[:-5]}.md]({f[:-5]}.md)" in bench_part or f"| {f[:-5]} |" in bench_part, f
+    for f in summ.STUDY_SOURCES:
+        assert f"({f[:-5]}.md)" in study_part or f"| {f[:-5]} |" in study_part, f
+        assert f"({f[:-5]}.md)" not in bench_part, f
+    assert "benchmarks/results/" not in md  # links relative to summary.md
+
+
+def test_summarize_replaces_only_the_marked_block(bench):
+    summ = bench("summarize")
+    text = f"intro\n{summ.BEGIN}\nold\ntable\n{summ.END}\noutro {summ.BEGIN[:4]}\n"
+    assert summ.replace_block(text, "| new |") == \
+        f"intro\n{summ.BEGIN}\n| new |\n{summ.END}\noutro {summ.BEGIN[:4]}\n"
+    assert summ.replace_block("no markers here\n", "| new |") == "no markers here\n"

@@ -201,7 +201,7 @@ class SimConfig:
     is the same as without it. 0 (the default, and the data every benchmark here used): none;
     with noise switched off (``nonideal.noise``) none either. On replays of the NAD files,
     0.7 LSB (SO-101) and 0.3 LSB (OMX) bring the share of rest samples whose register
-    changes near the real files' (``benchmarks/bench_twin_current_noise.py``)"""
+    changes near the real files' (``benchmarks/studies/bench_twin_current_noise.py``)"""
     healthy_motors: tuple[int, ...] = ()
     """motors (joint indices) kept healthy where an episode's plan degrades them, the
     degradation still drawn (the rest of the episode, its other worn motors included, stays

@@ -13,7 +13,7 @@ own goal trajectory (and payload), for several randomly drawn units:
 - ``current_change_rest``: share of consecutive rest samples in which the current register
   reads differently, median over the arm joints 1-4. Reported, not checked
   (:data:`UNCHECKED`): by default the twin's current register has no sensor noise of its
-  own (``SimConfig.current_noise_lsb`` adds it; ``benchmarks/bench_twin_current_noise.py``).
+  own (``SimConfig.current_noise_lsb`` adds it; ``benchmarks/studies/bench_twin_current_noise.py``).
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ them (the F1 must equal the one its benchmark recorded) and reports per seed:
 
 Writes ``benchmarks/results/gate_ambiguity.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_ambiguity.py [SEED ...]`` (about 4 min per seed
-here, after ``bench_neuralactuator_twin.py`` and ``bench_neuralactuator_twin_gate_seeds.py``;
-seeds whose run is missing are left out).
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_ambiguity.py [SEED ...]`` (about 4 min
+per seed here, after ``bench_neuralactuator_twin.py`` and
+``bench_neuralactuator_twin_gate_seeds.py``; seeds whose run is missing are left out).
 """
 
 from __future__ import annotations
@@ -39,18 +39,18 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from common import RESULTS  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import decision_f1  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.twin.observability import hidden_lag  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 TOLERANCES = (0, 1)
 """register counts within which two telemetry samples count as the same (0: exactly)"""
 LAGS = (1, 3, 6, 15, 30)
@@ -79,10 +79,10 @@ def gate_figures(y: np.ndarray, fired: np.ndarray, lag: np.ndarray, push: np.nda
 
 
 def score_seed(seed: int) -> dict | None:
-    from bench_neuralactuator_twin_gate_seeds import check_recorded, test_split
+    from common import check_recorded, gate_seed_test_split
 
     t0 = time.time()
-    split = test_split(seed)
+    split = gate_seed_test_split(seed)
     if split is None:
         return None
     model, cfg, gen, trajs = split
@@ -114,11 +114,10 @@ def score_seed(seed: int) -> dict | None:
 
 
 def main(argv: list[str]) -> int:
-    from bench_neuralactuator_twin import machine
-    from bench_neuralactuator_twin_gate_seeds import SEEDS
+    from common import RETRAIN_SEEDS, machine
 
     torch.set_num_threads(1)
-    seeds = [int(s) for s in argv] or [0, *SEEDS]
+    seeds = [int(s) for s in argv] or RETRAIN_SEEDS
     rows = [r for r in (score_seed(s) for s in seeds) if r is not None]
     if not rows:
         print("no seed's run found (see the docstring)")
@@ -156,8 +155,9 @@ def main(argv: list[str]) -> int:
           f"everywhere but on lag >= {SHOWN}, which it misses. The twin's pushes are full "
           "raised-cosine pulses, so a gate trained on the twin can report a lagged sample "
           "right by betting on how long its pushes last, without evidence. Machine: "
-          f"{out['machine']}. Reproduce: `.venv/bin/python benchmarks/bench_gate_ambiguity.py` "
-          "(after the twin and gate-seeds benchmarks).\n\n" + table + "\n")
+          f"{out['machine']}. Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_gate_ambiguity.py` (after the twin and gate-seeds "
+          "benchmarks).\n\n" + table + "\n")
     write_text(RESULTS / "gate_ambiguity.md", md)
     print(md)
     return 0

@@ -11,7 +11,7 @@ candidates); no weight changes. Each gate is scored on the run's test split: the
 gate and the lag-10 gate must reproduce the F1 their benchmarks recorded (else it stops).
 Estimator mode for every figure; contact = external force >= 0.5 N.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_decide.py [--seeds 0 7]`` (after
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_decide.py [--seeds 0 7]`` (after
 ``bench_gate_lag.py`` for those seeds; some 10-15 min per seed here, mostly generating the
 run's data again), or ``--summarize`` alone. The checkpoint goes to
 ``runs/bench_gate_decide_seed<s>/``; writes ``benchmarks/results/gate_decide/seed_<s>.json``
@@ -25,35 +25,34 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 
-import bench_gate_lag  # noqa: E402
-import bench_neuralactuator_twin as twin  # noqa: E402
-import bench_neuralactuator_twin_gate_seeds as gate_seeds  # noqa: E402
-from gate_retrain import (  # noqa: E402
+from common import (  # noqa: E402
+    GATE_DECIDE,
+    GATE_DECIDE_VARIANT,
+    GATE_LAG,
+    GATE_LAG_VARIANT,
+    GATE_SEEDS_PROVENANCE,
     RESULTS,
-    SEEDS,
-    Variant,
-    _ms,
+    RETRAIN_SEEDS,
+    check_recorded,
+    fmt_ms,
+    gate_run_data,
     load_gate,
-    run_data,
+    machine,
     score_gate,
+    seeds_main,
 )
 from neuract.atomic import write_json, write_text  # noqa: E402
 
-DECIDE = 3
-"""the decision lag [samples] (50 ms at 60 Hz). Chosen from a scratch curve of seed 0's
-lag-10 gate decided at every lag on seed 0's fresh episodes (lag 3 the shortest at or above
-0.95 there), so seed 0's fresh figure at this lag is not an independent test; the other
-seeds' are."""
-VARIANT = Variant(
-    "gate_decide", {"gate_decide": DECIDE}, f"fixed-lag gate decided at lag {DECIDE}",
-    f"The fixed-lag gate decided at lag {DECIDE}",
-    f"the gate bench_gate_lag.py retrained (lags 0-{bench_gate_lag.LAG}) decided at lag "
-    f"{DECIDE}, its filter calibrated again at that lag.")
+DECIDE = GATE_DECIDE
+"""the decision lag [samples] (``common.GATE_DECIDE``, where its choice is told)"""
+VARIANT = GATE_DECIDE_VARIANT
 
 
 def run_seed(seed: int) -> dict:
@@ -61,10 +60,10 @@ def run_seed(seed: int) -> dict:
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
 
     t0 = time.perf_counter()
-    lagged, lag_f1 = load_gate(bench_gate_lag.VARIANT, seed)
-    model, cfg, _, g_eps, test = run_data(seed)
+    lagged, lag_f1 = load_gate(GATE_LAG_VARIANT, seed)
+    model, cfg, _, g_eps, test = gate_run_data(seed)
     plain = score_gate(model, test)
-    recorded = gate_seeds.check_recorded(seed, plain["f1"])
+    recorded = check_recorded(seed, plain["f1"])
     del model
     full = score_gate(lagged, test)
     if abs(full["f1"] - lag_f1) > 1e-6:
@@ -74,7 +73,7 @@ def run_seed(seed: int) -> dict:
           f"{full['f1']:.4f} (both as recorded); deciding at lag {DECIDE} ...", flush=True)
     cal = set_gate_decision_lag(lagged, DECIDE, g_eps, cfg.experiment.gate_tau_grid)
     new = score_gate(lagged, test)
-    extra = read_config(bench_gate_lag.VARIANT.checkpoint(seed))[1]["extra"]
+    extra = read_config(GATE_LAG_VARIANT.checkpoint(seed))[1]["extra"]
     extra.update(gate_threshold=lagged.gate_threshold, gate_tau_s=lagged.gate_tau_s,
                  gate_release=lagged.gate_release, gate_decided_by="bench_gate_decide.py")
     save_checkpoint(lagged, VARIANT.checkpoint(seed), extra=extra,
@@ -83,7 +82,7 @@ def run_seed(seed: int) -> dict:
            "gru": plain, "gru_recorded_f1": recorded, "lag_gate": full, "new_gate": new,
            "filter": {k: cal[k] for k in ("gate_tau_s", "gate_threshold", "gate_release")},
            "calibration_episodes": cal["calibration_episodes"],
-           "machine": twin.machine(), "seconds": round(time.perf_counter() - t0, 1)}
+           "machine": machine(), "seconds": round(time.perf_counter() - t0, 1)}
     write_json(VARIANT.seeds_dir / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
     return res
@@ -100,8 +99,8 @@ def summary_table(rows: list[dict]) -> list[str]:
         table.append(f"| {r['seed']} | {g['f1']:.3f} | {f['f1']:.3f} | {n['f1']:.3f} | "
                      f"{n['f1'] - g['f1']:+.3f} | {n['precision']:.3f} / {n['recall']:.3f} | "
                      f"{n['n_detected']}/{n['n_events']} | "
-                     f"{_ms(g.get('latency_median_s'))} / {_ms(f.get('latency_median_s'))} / "
-                     f"{_ms(n.get('latency_median_s'))} |")
+                     f"{fmt_ms(g.get('latency_median_s'))} / {fmt_ms(f.get('latency_median_s'))} / "
+                     f"{fmt_ms(n.get('latency_median_s'))} |")
     mean = {k: float(np.mean([r[k]["f1"] for r in rows])) for k in ("gru", "lag_gate",
                                                                       "new_gate")}
     table.append(f"| mean | {mean['gru']:.3f} | {mean['lag_gate']:.3f} | "
@@ -118,24 +117,24 @@ def summarize() -> int:
     out = {"seeds": [r["seed"] for r in rows], "gate_decide": DECIDE, "rows": rows,
            "gru_f1_mean": float(np.mean([r["gru"]["f1"] for r in rows])),
            "new_f1_mean": float(np.mean([r["new_gate"]["f1"] for r in rows])),
-           "note": gate_seeds.PROVENANCE}
+           "note": GATE_SEEDS_PROVENANCE}
     write_json(RESULTS / "gate_decide.json", out)
     md = (f"# {VARIANT.title}\n\n"
           f"The fixed-lag gate that `bench_gate_lag.py` retrained on each run's estimator (one "
-          f"logit per lag 0-{bench_gate_lag.LAG}) decided at lag {DECIDE} ({DECIDE} samples, "
-          f"{1000 * DECIDE / 60:.0f} ms at 60 Hz) instead of {bench_gate_lag.LAG}, its filter "
+          f"logit per lag 0-{GATE_LAG}) decided at lag {DECIDE} ({DECIDE} samples, "
+          f"{1000 * DECIDE / 60:.0f} ms at 60 Hz) instead of {GATE_LAG}, its filter "
           "calibrated again at that lag on the run's calibration episodes; no weight changes. "
           "Scored on each run's test split beside the run's causal gate and the same gate "
           "decided at lag 10 (both reproduce their recorded F1). The lag was chosen on seed "
           "0's fresh episodes (scratch), so seed 0 is not an independent test of it. "
           "Estimator mode; contact = external force >= 0.5 N. Target: F1 >= 0.95. "
-          f"{gate_seeds.PROVENANCE} Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_decide.py --seeds ...`.\n\n" + "\n".join(summary_table(rows))
-          + "\n")
+          f"{GATE_SEEDS_PROVENANCE} Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_gate_decide.py --seeds ...`.\n\n"
+          + "\n".join(summary_table(rows)) + "\n")
     write_text(RESULTS / "gate_decide.md", md)
     print(md)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(twin.seeds_main(sys.argv[1:], SEEDS, run_seed, summarize, bench_seed=None))
+    sys.exit(seeds_main(sys.argv[1:], RETRAIN_SEEDS, run_seed, summarize, bench_seed=None))

@@ -12,7 +12,7 @@ And, from the TRAINING runs only, the duty the measured motion implies (rigid-bo
 dynamics with the model's inertia, gravity offset, kt and R; friction ignored) against the
 firmware's nominal ``kp * 0.1649 * e`` (e: delayed goal minus q), per kp.
 
-    .venv/bin/python benchmarks/diagnose_sts3215.py --cache DIR MODEL [MODEL ...]
+    .venv/bin/python benchmarks/studies/diagnose_sts3215.py --cache DIR MODEL [MODEL ...]
 
 Writes benchmarks/results/sts3215_diagnostics.json.
 """
@@ -23,12 +23,23 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
-import bench_sts3215 as B  # beside this script (run it as a script)
-from neuract.atomic import write_json
-from neuract.fit.checkpoint import load_weights
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from common import (  # noqa: E402
+    RESULTS,
+    STS3215_DATA,
+    STS3215_VARIANTS,
+    sts3215_load,
+    sts3215_model,
+    sts3215_rollout,
+    sts3215_scores,
+    sts3215_split,
+)
+from neuract.atomic import write_json  # noqa: E402
+from neuract.fit.checkpoint import load_weights  # noqa: E402
 
 KPS = ("4", "8", "12", "16", "24", "32")
 
@@ -146,33 +157,33 @@ def implied_duty(b, params: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("models", nargs="+", help="names in bench_sts3215.VARIANTS")
+    ap.add_argument("models", nargs="+", help="names in common.STS3215_VARIANTS")
     ap.add_argument("--cache", type=Path, required=True, help="bench_sts3215.py --cache dir")
-    ap.add_argument("--data", type=Path, default=B.DATA)
+    ap.add_argument("--data", type=Path, default=STS3215_DATA)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    b = B.load(args.data)
-    tr, va, te = B.protocol_split(b)
+    b = sts3215_load(args.data)
+    tr, va, te = sts3215_split(b)
     test = b.select(te)
     q, g = test.q.numpy()[..., 0], test.command.numpy()[..., 0]
     en = test.enable.numpy()[..., 0]
     res: dict = {"split": "as bench_sts3215 (test: kp 16 or mass 0.969)", "models": {}}
     for name in args.models:
-        kw = dict(B.VARIANTS[name])
+        kw = dict(STS3215_VARIANTS[name])
         substeps = kw.pop("substeps", 1)
-        model = B.make_model(**kw)
+        model = sts3215_model(**kw)
         load_weights(model, args.cache / f"{name}.safetensors")
-        qs = B.rollout_np(model, test, substeps)
+        qs = sts3215_rollout(model, test, substeps)
         params = model.physical_parameters()
         res["models"][name] = {
-            "heldout_mae_rad": B.scores(qs, test)["heldout_mae_rad"],
+            "heldout_mae_rad": sts3215_scores(qs, test)["heldout_mae_rad"],
             "brutal_step_onsets": step_onsets(q, qs, g, test.labels),
             "chirp_lag_gain": chirp_response(q, qs, g, test.labels),
             "lift_and_drop": free_swing(q, qs, en, test.labels),
             "implied_duty_train_runs": implied_duty(b.select(tr), params),
         }
         print(name, res["models"][name]["heldout_mae_rad"], flush=True)
-    out = B.ROOT / "benchmarks" / "results" / "sts3215_diagnostics.json"
+    out = RESULTS / "sts3215_diagnostics.json"
     write_json(out, res)
     print(f"wrote {out}")
     return 0

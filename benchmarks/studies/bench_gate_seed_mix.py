@@ -22,7 +22,7 @@ Across seeds it reports the correlation of the pooled F1 with the push share.
 
 Writes ``benchmarks/results/gate_seed_mix.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_seed_mix.py`` (about 30 s per seed here, after
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_seed_mix.py`` (about 30 s per seed here, after
 ``bench_neuralactuator_twin.py`` and ``bench_neuralactuator_twin_gate_seeds.py``; seeds whose
 run is missing are left out, and at least two are needed).
 """
@@ -34,17 +34,17 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from common import RESULTS  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import decision_f1, true_runs  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 EDGE = (10, 20)
 """samples from an event's first or last contact sample counted as its edge"""
 TASKS = ("lift", "pick", "push", "degraded")
@@ -64,10 +64,9 @@ def edge_misses(y: np.ndarray, fired: np.ndarray, k: int) -> tuple[int, int]:
 
 
 def score_seed(seed: int) -> dict | None:
-    from bench_neuralactuator_twin import checkpoint_gate
-    from bench_neuralactuator_twin_gate_seeds import check_recorded, test_split
+    from common import check_recorded, checkpoint_gate, gate_seed_test_split
 
-    split = test_split(seed)
+    split = gate_seed_test_split(seed)
     if split is None:
         return None
     model, _, _, trajs = split
@@ -120,11 +119,10 @@ def same_mix_f1(row: dict, mix: dict) -> float:
 
 
 def main(argv: list[str]) -> int:
-    from bench_neuralactuator_twin import machine
-    from bench_neuralactuator_twin_gate_seeds import SEEDS
+    from common import RETRAIN_SEEDS, machine
 
     torch.set_num_threads(1)
-    seeds = [int(s) for s in argv] or [0, *SEEDS]
+    seeds = [int(s) for s in argv] or RETRAIN_SEEDS
     rows = [r for r in (score_seed(s) for s in seeds) if r is not None]
     if len(rows) < 2:
         print("need the runs of at least two seeds (see the docstring)")
@@ -166,8 +164,8 @@ def main(argv: list[str]) -> int:
           f"Checkpoints: the twin benchmark's (seed 0) and the gate-seeds benchmark's estimators "
           f"({out['gate_kind']}), each with its calibrated gate, on its own test split generated "
           "again (estimator mode; contact = external force >= 0.5 N). Machine: "
-          f"{out['machine']}. Reproduce: `.venv/bin/python benchmarks/bench_gate_seed_mix.py` "
-          "(after those benchmarks).\n\n"
+          f"{out['machine']}. Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_gate_seed_mix.py` (after those benchmarks).\n\n"
           + table
           + f"\n\nCorrelation of the gate F1 with the push share over {len(rows)} seeds: "
           f"{corr:+.2f}. Gate F1 {out['f1_mean']:.3f} +- {out['f1_sd']:.3f} on the seeds' own "

@@ -20,10 +20,10 @@ Reads the twin benchmark's estimator checkpoint (``runs/bench_neuralactuator_twi
 
 Run, after the twin benchmark (one core each; ``extra`` about 10 min per seed):
 
-    .venv/bin/python benchmarks/probe_gate_recurrent.py gen
-    .venv/bin/python benchmarks/probe_gate_recurrent.py cache
-    .venv/bin/python benchmarks/probe_gate_recurrent.py extra 101   # and 102, 103, 104
-    .venv/bin/python benchmarks/probe_gate_recurrent.py train A --hidden 64 --lr 1e-3 \\
+    .venv/bin/python benchmarks/studies/probe_gate_recurrent.py gen
+    .venv/bin/python benchmarks/studies/probe_gate_recurrent.py cache
+    .venv/bin/python benchmarks/studies/probe_gate_recurrent.py extra 101   # and 102, 103, 104
+    .venv/bin/python benchmarks/studies/probe_gate_recurrent.py train A --hidden 64 --lr 1e-3 \\
         --iters 3000 --seed 1 --crop 800 --batch 16 --extra 101 102 103 104
 
 Measured (session 19, a rerun of the benchmark whose own gate scores 0.911;
@@ -43,11 +43,13 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT  # noqa: E402
+
 DIR = ROOT / "runs" / "gate_recurrent"
 TRAJ = DIR / "episodes.pkl"
 CACHE = DIR / "rows.pkl"
@@ -73,11 +75,11 @@ def _load(path: Path):
 
 
 def gen_traj() -> None:
-    from bench_neuralactuator_twin import config
+    from common import twin_config
     from neuract.pipeline.twin_experiment import twin_split
 
     t0 = time.time()
-    train, test, n_worn = twin_split(config().data)
+    train, test, n_worn = twin_split(twin_config().data)
     print(f"generated {len(train)} train ({n_worn} worn) + {len(test)} test in "
           f"{time.time() - t0:.0f} s", flush=True)
     _dump((train, test), TRAJ)
@@ -104,7 +106,7 @@ def _rows(model, tr) -> dict:
 
 
 def build_cache() -> None:
-    from bench_neuralactuator_twin import config, load_estimator
+    from common import load_estimator, twin_config
     from neuract.pipeline.experiment import calibration_split
     from neuract.pipeline.twin_experiment import contact_labelled
 
@@ -112,7 +114,7 @@ def build_cache() -> None:
     model = load_estimator()
     if model is None:
         raise SystemExit(2)
-    cfg = config()
+    cfg = twin_config()
     train, test = _load(TRAJ)
     thr = cfg.data.contact_min_force_n
     train, test = contact_labelled(train, thr), contact_labelled(test, thr)
@@ -129,14 +131,14 @@ def build_cache() -> None:
 
 
 def gen_extra(seed: int, minutes: float = 216.0) -> None:
-    from bench_neuralactuator_twin import config, load_estimator
+    from common import load_estimator, twin_config
     from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, generate_twin
 
     torch.set_num_threads(1)
     model = load_estimator()
     if model is None:
         raise SystemExit(2)
-    base = config().data
+    base = twin_config().data
     if seed == base.seed:
         raise SystemExit(f"extra seed {seed} is the benchmark's own data seed: choose another")
     dc = TwinDataConfig(robot=base.robot, minutes=minutes, units=base.units,
@@ -242,7 +244,6 @@ def train(variant: str, seed: int = 0, iters: int = 2000, crop: int = 400, batch
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="stage", required=True)
     sub.add_parser("gen")

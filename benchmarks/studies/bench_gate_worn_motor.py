@@ -12,7 +12,7 @@ episode plans alone (nothing simulated), how many training episodes have each mo
 
 Writes ``benchmarks/results/gate_worn_motor.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_worn_motor.py`` (about a minute, after
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_worn_motor.py`` (about a minute, after
 ``bench_neuralactuator_twin.py``).
 """
 
@@ -24,31 +24,30 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import contact_labelled, worn_config  # noqa: E402
 from neuract.twin.generate import (  # noqa: E402
-    _model,
     episode_name,
     episode_plan,
     episode_rng,
     episode_table,
     run_chunk,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from neuract.twin.model import build_model  # noqa: E402
 
 
 def planned_worn(gen, rows) -> tuple[dict, list]:
     """({episode name: its plan's worn motors, bool (n,)}, joint names), the plans drawn as
     ``generate`` draws them (nothing simulated)."""
-    tm = _model(gen.robot, gen.sim.physics_hz)
+    tm = build_model(gen.robot, gen.sim.physics_hz)
     lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     out = {}
     for row in rows:
@@ -73,12 +72,7 @@ def score(model, tr, threshold_n: float) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import (
-        ESTIMATOR_CHECKPOINT,
-        checkpoint_gate,
-        machine,
-        main_run_episodes,
-    )
+    from common import ESTIMATOR_CHECKPOINT, checkpoint_gate, machine, main_run_episodes
 
     torch.set_num_threads(1)
     run = main_run_episodes()
@@ -136,7 +130,7 @@ def main() -> int:
              f"{'/'.join(cfg.data.worn_train_tasks)} episodes, every one with worn motors)"
              if extra is not None else "") + "; per "
           f"motor: {cov}. Machine: {out['machine']}. Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_worn_motor.py` (after `bench_neuralactuator_twin.py`).\n\n"
+          "benchmarks/studies/bench_gate_worn_motor.py` (after `bench_neuralactuator_twin.py`).\n\n"
           + markdown_table(["test episode", "version", "false-alarm samples", "missed samples",
                             "contact samples", "samples", "estimated |force| on false alarms, "
                             "median [N]"], table) + "\n")

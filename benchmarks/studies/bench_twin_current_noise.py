@@ -10,25 +10,26 @@ joints 1-4; the twin's figure is the median over its four units) beside the real
 Per robot, the level whose mean over the files is nearest the real files' mean is named.
 
 Writes ``benchmarks/results/twin_current_noise.json`` and ``.md``. Needs
-``../shared/data/nad``. Run: ``.venv/bin/python benchmarks/bench_twin_current_noise.py``
+``../shared/data/nad``. Run: ``.venv/bin/python benchmarks/studies/bench_twin_current_noise.py``
 (about 30 s).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 
+from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 NAD = ROOT.parent / "shared" / "data" / "nad"
 LEVELS = (0.0, 0.3, 0.7, 1.0)
 """reading-noise std levels [register LSBs] replayed"""

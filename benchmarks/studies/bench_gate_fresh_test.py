@@ -27,7 +27,7 @@ gate that ``bench_gate_decide.py`` decides at a shorter lag, is scored too, on t
 episodes and own split (it must reproduce the F1 that benchmark recorded), with the change
 from the run's gate and its paired interval (both gates on the same resampled episodes).
 
-Run: ``.venv/bin/python benchmarks/bench_gate_fresh_test.py [--seeds 0 7] [--variants
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_fresh_test.py [--seeds 0 7] [--variants
 gate_lag]`` (about 10 min per seed here, a few more per variant; seeds whose run is missing
 are left out, with a note; a variant not retrained for a seed stops it, naming the command),
 or ``--summarize`` alone, after ``bench_neuralactuator_twin.py`` and
@@ -46,19 +46,30 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
-import bench_neuralactuator_twin_gate_seeds as gate_seeds  # noqa: E402
-from gate_retrain import _ms, load_gate  # noqa: E402
+from common import (  # noqa: E402
+    GATE_SEEDS_PROVENANCE,
+    GATE_VARIANTS,
+    RESULTS,
+    RETRAIN_SEEDS,
+    ROOT,
+    check_recorded,
+    checkpoint_gate,
+    fmt_ms,
+    gate_seed_run_dir,
+    load_gate,
+    machine,
+    main_run_test_split,
+    seeds_main,
+)
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 SEEDS_DIR = RESULTS / "gate_fresh_test"
-SEEDS = [0, *gate_seeds.SEEDS]
+SEEDS = RETRAIN_SEEDS
 """the seeds scored by default: the twin benchmark's run and the gate-seeds benchmark's"""
 FRESH_MINUTES = 120.0
 """minutes of fresh test episodes per seed (240 episodes of 30 s, 48 per task)"""
@@ -72,24 +83,22 @@ FORCE_EDGES = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, float("inf"))
 """external-force bins [N] of the contact samples' recall (contact = force >= 0.5 N)"""
 ONSET_EDGES = (0, 3, 6, 12, 30, float("inf"))
 """bins of samples since a contact began (60 Hz: 3 samples = 50 ms) of the recall"""
-VARIANTS = ("gate_lag", "gate_conv", "gate_decide")
+VARIANTS = tuple(GATE_VARIANTS)
 """other gates ``--variants`` may score beside the run's own: retrained by
 ``bench_<name>.py`` (gate_lag, gate_conv) or decided at a shorter lag (gate_decide)"""
 
 
 def variant(name: str):
-    """The :class:`gate_retrain.Variant` of ``bench_<name>.py`` (one of :data:`VARIANTS`)."""
+    """The ``common.Variant`` of ``bench_<name>.py`` (one of :data:`VARIANTS`)."""
     if name not in VARIANTS:
         raise SystemExit(f"--variants: {name!r} is not a gate it knows; accepted: "
                          f"{', '.join(VARIANTS)}")
-    import importlib
-
-    return importlib.import_module(f"bench_{name}").VARIANT
+    return GATE_VARIANTS[name]
 
 
 def load_variant(name: str, seed: int):
     """(the seed's estimator with the gate ``bench_<name>.py`` made, the F1 that benchmark
-    recorded for it on the run's test split): :func:`gate_retrain.load_gate`."""
+    recorded for it on the run's test split): ``common.load_gate``."""
     return load_gate(variant(name), seed)
 
 
@@ -217,15 +226,15 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
     from neuract.twin.generate import generate
 
     t0 = time.perf_counter()
-    split = twin.main_run_test_split(gate_seeds.run_dir(seed))
+    split = main_run_test_split(gate_seed_run_dir(seed))
     if split is None:
-        print(f"seed {seed}: no run at {gate_seeds.run_dir(seed).relative_to(ROOT)}; left out")
+        print(f"seed {seed}: no run at {gate_seed_run_dir(seed).relative_to(ROOT)}; left out")
         return None
     model, cfg, gen, test = split
     others = {name: load_variant(name, seed) for name in variants}
     own_scores = score([model, *(m for m, _ in others.values())], test)
     own, _, own_tasks, _ = own_scores[0]
-    recorded = gate_seeds.check_recorded(seed, own["gate"]["f1"])
+    recorded = check_recorded(seed, own["gate"]["f1"])
     own_others = {}
     for (name, (_, rec_f1)), sc in zip(others.items(), own_scores[1:]):
         own_others[name] = sc[0]["gate"]
@@ -256,7 +265,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
     split_f1 = resample(counts, tasks, own_draw, rng, N_RESAMPLE)
     n_contact = sum(contact.values())
     cond = rec.get("condition") or {}
-    res = {"seed": seed, "gate_kind": twin.checkpoint_gate(model),
+    res = {"seed": seed, "gate_kind": checkpoint_gate(model),
            "own_split": {"episodes": len(test), "task_episodes": own_draw,
                          **{k: own["gate"].get(k) for k in GATE_KEYS}},
            "recorded_f1": recorded,
@@ -275,7 +284,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                              "p95": float(np.quantile(split_f1, 0.95)),
                              "share_at_least_0_95": float((split_f1 >= 0.95).mean())},
            "variants": {
-               name: {"gate_kind": twin.checkpoint_gate(others[name][0]),
+               name: {"gate_kind": checkpoint_gate(others[name][0]),
                       "own_split": {k: own_others[name].get(k) for k in GATE_KEYS},
                       "fresh": {**{k: recs[name]["gate"].get(k) for k in GATE_KEYS},
                                 "f1_interval_95": _interval(boots[:, i + 1]), **vbins[name],
@@ -286,7 +295,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                           "interval_95": _interval(boots[:, i + 1] - boot),
                           "share_above_0": float((boots[:, i + 1] > boot).mean())}}
                for i, name in enumerate(others)},
-           "machine": twin.machine(), "seconds": round(time.perf_counter() - t0, 1)}
+           "machine": machine(), "seconds": round(time.perf_counter() - t0, 1)}
     SEEDS_DIR.mkdir(parents=True, exist_ok=True)
     write_json(SEEDS_DIR / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
@@ -309,8 +318,8 @@ def variants_table(rows: list[dict]) -> str:
                           f"{100 * d['share_above_0']:.0f} %",
                           f"{fr['precision']:.3f} / {fr['recall']:.3f}",
                           _f3((fr["gate_by_task"].get("push") or {}).get("recall")),
-                          f"{_ms(r['fresh'].get('latency_median_s'))} / "
-                          f"{_ms(fr.get('latency_median_s'))}"])
+                          f"{fmt_ms(r['fresh'].get('latency_median_s'))} / "
+                          f"{fmt_ms(fr.get('latency_median_s'))}"])
     if not table:
         return ""
     return markdown_table(["seed", "other gate", "F1 own split (run's / other)",
@@ -377,7 +386,7 @@ def summarize() -> int:
            "own_f1_sd": float(own.std(ddof=1)) if len(rows) > 1 else None,
            "fresh_f1_sd": float(fresh.std(ddof=1)) if len(rows) > 1 else None,
            "split_size_sd_mean": float(np.mean([r["split_size_f1"]["sd"] for r in rows])),
-           "fresh_minutes": FRESH_MINUTES, "note": gate_seeds.PROVENANCE}
+           "fresh_minutes": FRESH_MINUTES, "note": GATE_SEEDS_PROVENANCE}
     write_json(RESULTS / "gate_fresh_test.json", out)
     kinds = sorted({r["gate_kind"] for r in rows})
     sizes = "/".join(str(n) for n in sorted({r["own_split"]["episodes"] for r in rows}))
@@ -394,8 +403,9 @@ def summarize() -> int:
           "sd' is the spread of the F1 over random test splits of the run's own size and "
           "task counts drawn from the fresh episodes, and the share of them at or above the "
           "0.95 target. Estimator mode; contact = external force >= 0.5 N. "
-          f"{gate_seeds.PROVENANCE}{sds} Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_fresh_test.py --seeds ... [--variants gate_lag gate_decide]`.\n\n"
+          f"{GATE_SEEDS_PROVENANCE}{sds} Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_gate_fresh_test.py --seeds ... [--variants gate_lag "
+          "gate_decide]`.\n\n"
           + markdown_table(["seed", "gate F1, own split", "fresh episodes",
                             "gate F1, fresh (95 % interval)", "precision / recall",
                             "events detected", "push recall", "push share",
@@ -439,7 +449,7 @@ def split_variants(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
 def main(argv: list[str]) -> int:
     # seed 0 is the twin benchmark's run, scored like the others; missing runs are left out
     argv, names = split_variants(argv)
-    return twin.seeds_main(argv, SEEDS, lambda seed: run_seed(seed, names), summarize,
+    return seeds_main(argv, SEEDS, lambda seed: run_seed(seed, names), summarize,
                            bench_seed=None)
 
 

@@ -6,7 +6,7 @@ same calibration episodes the gate filter was chosen on, scores the test episode
 writes the figures into the benchmark's results file (``gate_plain``; the same model, so the
 difference is the filter's alone).
 
-Run: ``.venv/bin/python benchmarks/gate_plain.py runs/bench_neuralactuator_twin
+Run: ``.venv/bin/python benchmarks/studies/gate_plain.py runs/bench_neuralactuator_twin
 benchmarks/results/neuralactuator_twin.json`` (about a minute).
 """
 
@@ -18,14 +18,15 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import torch  # noqa: E402
 
+from common import calibration_episodes  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 from neuract.config import load_resolved  # noqa: E402
 from neuract.neuralactuator import calibrate_gate  # noqa: E402
 from neuract.pipeline.experiment import (  # noqa: E402
-    _calibration_set,
     calibration_split,
     has_contact,
     plain_gate,
@@ -54,7 +55,7 @@ def main(argv: list[str]) -> int:
         print(f"{results}: its test episodes are not this run's; not written")
         return 2
     _, calib = calibration_split(train, cfg.experiment.calibration_fraction)
-    g_eps = _calibration_set(calib, train, has_contact)
+    g_eps = calibration_episodes(calib, train, has_contact)
     if g_eps is None:
         print("no calibration episodes with both classes: nothing to compare")
         return 2

@@ -14,7 +14,7 @@ Smaller than the benchmark to fit a session: ``MINUTES`` of twin data per data s
 estimator steps, the simulator-mode models, neural baselines and long rollouts left out
 (the estimator's figures do not depend on them). Estimator mode for every figure.
 
-Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py [--seeds 11 13]
+Run: ``.venv/bin/python benchmarks/studies/bench_neuralactuator_twin_friction.py [--seeds 11 13]
 [--arm on|off]`` (every seed and arm in turn, about 20 min per seed on one core; one arm or
 seed per process runs them in parallel), then ``--summarize``. Writes
 ``benchmarks/results/twin_friction/seed<s>_{on,off}.json`` and
@@ -29,17 +29,15 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-import bench_neuralactuator_twin as twin  # noqa: E402
-from bench_neuralactuator_twin_seeds import gate_kind  # noqa: E402
+from common import RESULTS, gate_kind, twin_estimator_run  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 ARMS_DIR = RESULTS / "twin_friction"
 SEEDS = (11, 13)
 MINUTES = 72.0
@@ -80,7 +78,7 @@ def gate_breakdown_figures(na: dict) -> dict:
 
 
 def run_arm(seed: int, arm: str) -> dict:
-    res = twin.estimator_run(f"bench_twin_friction_s{seed}_{arm}",
+    res = twin_estimator_run(f"bench_twin_friction_s{seed}_{arm}",
                              f"twin seed {seed}, friction {arm}",
                              {"seed": seed, "minutes": MINUTES, "test_fraction": 0.25,
                               "ideal": ARMS[arm], "worn_train_minutes": 0.0},
@@ -153,7 +151,8 @@ def summarize() -> int:
           "force >= 0.5 N). Mean over seeds: force MAE "
           f"{mean['on']['force_mae']:.3f} N with friction, {mean['off']['force_mae']:.3f} N "
           f"without; gate F1 {mean['on']['gate_f1']:.3f} / {mean['off']['gate_f1']:.3f}. "
-          "Reproduce: `.venv/bin/python benchmarks/bench_neuralactuator_twin_friction.py`.\n\n"
+          "Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_neuralactuator_twin_friction.py`.\n\n"
           + markdown_table(head, table) + "\n")
     write_text(RESULTS / "neuralactuator_twin_friction.md", md)
     print(md)

@@ -12,7 +12,7 @@ later blocks score lower. The benchmark's own push test episodes (30 s) are scor
 
 Writes ``benchmarks/results/gate_long_episodes.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_long_episodes.py`` (a few minutes, after
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_long_episodes.py`` (a few minutes, after
 ``bench_neuralactuator_twin.py``); ``--run DIR`` scores another run of the benchmark's
 configuration (its ``checkpoints/`` and ``results.json``; e.g. a seeds benchmark's run, on its
 own data seed), ``--out FILE.json`` writes elsewhere.
@@ -26,10 +26,12 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import gate_counts  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
@@ -37,8 +39,6 @@ from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import contact_labelled  # noqa: E402
 from neuract.twin.generate import episode_name, generate, run_chunk  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 EPISODE_S = 300.0
 """length of the long episodes [s] (ten times the benchmark's)"""
 EPISODES_PER_UNIT = 2
@@ -89,7 +89,7 @@ def row(label: str, c) -> list:
 
 
 def main(argv: list[str]) -> int:
-    from bench_neuralactuator_twin import MAIN_RUN, machine, main_run_episodes
+    from common import MAIN_RUN, machine, main_run_episodes
 
     torch.set_num_threads(1)
     run_dir = Path(argv[argv.index("--run") + 1]) if "--run" in argv else MAIN_RUN
@@ -158,8 +158,9 @@ def main(argv: list[str]) -> int:
           "Transformer's features are the same in both). Contact events: labelled contact "
           "intervals (detected / all; an interval cut by a block boundary counts in both blocks). "
           "Machine: "
-          f"{out['machine']}. Reproduce: `.venv/bin/python benchmarks/bench_gate_long_episodes.py` "
-          "(after `bench_neuralactuator_twin.py`).\n\n"
+          f"{out['machine']}. Reproduce: `.venv/bin/python "
+          "benchmarks/studies/bench_gate_long_episodes.py` (after "
+          "`bench_neuralactuator_twin.py`).\n\n"
           + markdown_table(["episodes", "gate F1", "precision", "recall",
                             "contact events detected", "contact samples",
                             "false-alarm samples"], table) + "\n")

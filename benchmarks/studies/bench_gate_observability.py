@@ -9,7 +9,7 @@ told from the force-free episode by any causal estimator; the rest can in princi
 small the difference. Also: how far the force has moved the arm at each contact sample, in
 encoder steps, against the force-free episode.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_observability.py`` (about 5 min on one core).
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_observability.py`` (about 5 min on one core).
 Writes ``benchmarks/results/gate_observability.{json,md}``.
 """
 
@@ -21,15 +21,14 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
-import bench_neuralactuator_twin as twin  # noqa: E402
+from common import RESULTS, describe_twin, twin_config  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.pipeline.experiment import split_by_task  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import generate_config, generate_twin  # noqa: E402
 from neuract.twin.observability import contact_visibility  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 
 def _progress(name):
@@ -55,14 +54,14 @@ def _ms(v):
 
 def main() -> int:
     t0 = time.time()
-    data = twin.config().data
+    data = twin_config().data
     gen = generate_config(data)
     trajs = generate_twin(data)
     _, test = split_by_task(trajs, data.test_fraction)
     thr = data.contact_min_force_n
     res = {"test": contact_visibility(gen, test, thr, _progress("test split")),
            "all": contact_visibility(gen, trajs, thr, _progress("all episodes"))}
-    out = {"dataset": twin.describe(twin.config())["dataset"],
+    out = {"dataset": describe_twin(twin_config())["dataset"],
            "contact_label": f"contact = external force >= {thr:g} N",
            "n_test_episodes": len(test), "n_episodes": len(trajs), **res,
            "seconds": round(time.time() - t0, 1)}
@@ -87,7 +86,7 @@ def main() -> int:
           "start is hidden. *Deflection*: at each contact sample, the largest joint position "
           "difference from the force-free episode in encoder steps (0.088 deg): how far the "
           "force has moved the arm. Reproduce: "
-          "`.venv/bin/python benchmarks/bench_gate_observability.py`.\n\n"
+          "`.venv/bin/python benchmarks/studies/bench_gate_observability.py`.\n\n"
           + markdown_table(head, rows + tasks) + "\n")
     write_text(RESULTS / "gate_observability.md", md)
     print(md)

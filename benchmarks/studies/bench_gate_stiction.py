@@ -28,7 +28,7 @@ Reported, on the benchmark's contact label (external force >= 0.5 N):
 
 Writes ``benchmarks/results/gate_stiction.json`` and ``.md``.
 
-Run: ``.venv/bin/python benchmarks/bench_gate_stiction.py`` (about a minute, after
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_stiction.py`` (about a minute, after
 ``bench_neuralactuator_twin.py``).
 """
 
@@ -39,18 +39,18 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.eval.metrics import decision_f1, true_runs  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.neuralactuator.physics import physics_channels  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 R_BANDS = (0.0, 1.0, 1.5, 2.0, 3.0, 5.0)
 """edges of the bands of r = max_j |J^T F|_j / breakaway_j (the last band is unbounded)"""
 ORACLE_C = (0.5, 1.0, 1.5, 2.0, 3.0)
@@ -97,12 +97,7 @@ def miss_timing(y: np.ndarray, fired: np.ndarray) -> dict:
 
 
 def main() -> int:
-    from bench_neuralactuator_twin import (
-        ESTIMATOR_CHECKPOINT,
-        checkpoint_gate,
-        machine,
-        main_run_test_split,
-    )
+    from common import ESTIMATOR_CHECKPOINT, checkpoint_gate, machine, main_run_test_split
 
     torch.set_num_threads(1)
     split = main_run_test_split()
@@ -165,7 +160,7 @@ def main() -> int:
           "joint's gear. The gate's F1 "
           f"on these samples: {g['f1']:.3f} ({g['false_alarms']} false alarms, "
           f"{g['missed']} missed). Machine: {out['machine']}. Reproduce: `.venv/bin/python "
-          "benchmarks/bench_gate_stiction.py` (after `bench_neuralactuator_twin.py`).\n\n"
+          "benchmarks/studies/bench_gate_stiction.py` (after `bench_neuralactuator_twin.py`).\n\n"
           "## The gate's recall by r\n\n"
           + markdown_table(["r", "contact samples", "of them push", "recall", "missed"],
                            [[band_name(*b["r"]), b["contact_samples"], b["push_samples"],

@@ -1,11 +1,11 @@
 """The recurrent contact gate with a causal convolution front, against the plain GRU gate, on
 the twin benchmark's runs (seed 0) and the gate-seeds benchmark's (other data seeds).
 
-Only each run's recurrent gate is trained again, now with :data:`CONV` causal dilated
+Only each run's recurrent gate is trained again, now with ``common.GATE_CONV`` causal dilated
 convolutions before the GRU (``NeuralActuatorConfig.gate_conv``; a receptive field of 127
-samples, about 2 s at 60 Hz); everything else as in the run (:mod:`gate_retrain`).
+samples, about 2 s at 60 Hz); everything else as in the run (``common.retrain_seed``).
 
-Run: ``.venv/bin/python benchmarks/bench_gate_conv.py [--seeds 0 7]`` (all five seeds by
+Run: ``.venv/bin/python benchmarks/studies/bench_gate_conv.py [--seeds 0 7]`` (all five seeds by
 default; about 1.5-2 h per seed on this 2-core machine: some 30 min for the data and the
 extra units' rows, the rest the gate's 4000 steps; seeds can run in separate processes), or
 ``--summarize`` alone. The retrained checkpoint goes to ``runs/bench_gate_conv_seed<s>/``;
@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
-from gate_retrain import Variant, main  # noqa: E402
+from common import GATE_CONV_VARIANT, retrain_main  # noqa: E402
 
-CONV = 6
-"""convolution layers before the GRU (dilations 1-32; what the session-25 probe used)"""
-VARIANT = Variant(
-    "gate_conv", {"gate_conv": CONV}, "with convolutions",
-    "The recurrent gate with a causal convolution front, against the plain GRU gate",
-    f"{CONV} causal dilated convolutions (kernel 3, dilations 1-{2 ** (CONV - 1)}, "
-    f"{2 ** (CONV + 1) - 1} samples of receptive field) before the same GRU.")
+VARIANT = GATE_CONV_VARIANT
+"""the gate change (``common.GATE_CONV_VARIANT``: ``common.GATE_CONV``)"""
 
 if __name__ == "__main__":
-    sys.exit(main(VARIANT, sys.argv[1:]))
+    sys.exit(retrain_main(VARIANT, sys.argv[1:]))
