@@ -25,6 +25,7 @@ import torch
 
 import real_arm_data as rad  # beside this script (run it as a script)
 from neuract.atomic import write_json, write_text
+from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.fit.least_squares import (
     base_parameters,
     identify_consistent,
@@ -35,7 +36,6 @@ from neuract.models import (
     LagrangianModel,
     MLPModel,
     RigidBodyModel,
-    fit_inverse_model,
     nmse,
 )
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from neuract.control.computed_torque import _gain
+from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.models.base import DynamicsModel
 from neuract.models.mlp import MLPModel
-from neuract.models.training import fit_inverse_model
 
 
 class ResidualController:
