@@ -120,3 +120,31 @@ def test_the_trainer_refuses_a_non_finite_loss_naming_the_step(tmp_path):
     trainer.nonfinite = lambda i: f"bad loss at step {i}"
     with pytest.raises(ConfigError, match="bad loss at step 0"):
         trainer.run(lambda i: (torch.tensor(float("nan"), requires_grad=True), {}))
+
+
+def test_actuator_fit_interrupted_and_resumed_ends_bit_identical(tmp_path):
+    """neuract fit's loop, killed between two states and started again, ends with exactly the
+    weights (the best validation's, restored from the state) and learning curve of an
+    uninterrupted fit, its early stop included."""
+    from neuract.fit.trainer import TrainConfig, fit
+    from test_fit_identify import PLANT, _stribeck_model, synthetic_batch
+
+    truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.02, armature=0.025)
+    data = synthetic_batch(truth, B=4, T=51)
+    cfg = TrainConfig(horizons=(0.2, 0.5), stage_iters=(4, 8), runs_per_iter=3, val_every=1,
+                      patience=2, checkpoint_every=3, substeps=1, lr=0.3)
+
+    def run(ckpt, stop_after=None):
+        model = _stribeck_model(kt=3.6, fb=0.03, fs=0.04, backlash=0.01, armature=0.02)
+        return model, fit(model, PLANT, data, data, cfg, ckpt_dir=ckpt, stop_after=stop_after)
+
+    ref, rep_ref = run(tmp_path / "a")
+    assert rep_ref["done"] and rep_ref["iteration"] < 12  # stopped early, best restored
+    assert 0 <= rep_ref["best_iteration"] < rep_ref["iteration"]
+    _, killed = run(tmp_path / "b", stop_after=5)  # last state at 3
+    assert killed["interrupted"]
+    model, rep = run(tmp_path / "b")
+    assert _same(ref, model)
+    assert rep["history"] == rep_ref["history"]
+    assert (rep["best_iteration"], rep["best_val"]) == (rep_ref["best_iteration"],
+                                                        rep_ref["best_val"])

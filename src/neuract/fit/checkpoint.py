@@ -173,6 +173,12 @@ def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str,
     check exists for; starting afresh only costs the time of the fit.
     """
     where = f"{what} {str(path)!r}"
+    fmt = state.get("format", 1)  # states before formats were numbered: 1
+    if fmt != STATE_FORMAT:
+        age = "an older" if isinstance(fmt, int) and fmt < STATE_FORMAT else "another"
+        raise CheckpointError(
+            f"{where} was written by {age} neuract (trainer state format {fmt!r}; this version "
+            f"resumes format {STATE_FORMAT}); not resumed. To start afresh, {restart_hint}")
     if kind is not None and state.get("kind") != kind:
         raise CheckpointError(
             f"{where} holds the state of another kind of training ({state.get('kind')!r}, not "
@@ -183,11 +189,6 @@ def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str,
             f"{where} records no run key (written by an older "
             "neuract or another trainer), so nothing shows it comes from a run with these "
             f"options and data; not resumed. To start afresh, {restart_hint}")
-    if state.get("format") != STATE_FORMAT:
-        raise CheckpointError(
-            f"{where} was written by an older neuract (trainer state format "
-            f"{state.get('format', 1)!r}; this version resumes format {STATE_FORMAT}); not "
-            f"resumed. To start afresh, {restart_hint}")
     diffs = key_differences(stored, normalise_key(key))
     only_new = [name for name, old, _ in diffs if old == "(absent)"]
     if diffs and len(only_new) == len(diffs):  # every difference: a field the key gained

@@ -156,9 +156,15 @@ class Trainer:
         sf = self.state
         if sf is None or not Path(sf.path).is_file():
             return 0
-        check_run_key(sf.path, read_training_state(sf.path), sf.key, sf.resume_hint,
-                      sf.restart_hint, sf.option, kind=sf.kind, wording=sf.wording,
-                      what=sf.what)
+        st = read_training_state(sf.path)
+        check_run_key(sf.path, st, sf.key, sf.resume_hint, sf.restart_hint, sf.option,
+                      kind=sf.kind, wording=sf.wording, what=sf.what)
+        best = st.get("best", self.best)
+        if best["step"] >= 0 and self.evaluation and self.evaluation.keep is not None:
+            self.best_weights = read_training_tensors(sf.path, "best.")
+            if not self.best_weights:
+                raise CheckpointError(f"{sf.what} {str(sf.path)!r} lacks the best weights of "
+                                      f"its step {best['step']}; not resumed")
         st = load_training(sf.path, self.module, self.optimizer, self.torch_rng)
         self.loaded = True
         if self.numpy_rng is not None:
@@ -166,12 +172,7 @@ class Trainer:
         self.step, self.skipped = int(st["step"]), int(st.get("skipped", 0))
         self.seconds = float(st.get("seconds", 0.0))  # unknown: counted as 0
         self.early_stop = bool(st.get("early_stop", False))
-        self.best = st.get("best", self.best)
-        if self.best["step"] >= 0 and self.evaluation and self.evaluation.keep is not None:
-            self.best_weights = read_training_tensors(sf.path, "best.")
-            if not self.best_weights:
-                raise CheckpointError(f"{sf.what} {str(sf.path)!r} lacks the best weights of "
-                                      f"its step {self.best['step']}; not resumed")
+        self.best = best
         if self.restore is not None:
             self.restore(st.get("loop", {}))
         return self.step
