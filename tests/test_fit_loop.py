@@ -148,3 +148,41 @@ def test_actuator_fit_interrupted_and_resumed_ends_bit_identical(tmp_path):
     assert rep["history"] == rep_ref["history"]
     assert (rep["best_iteration"], rep["best_val"]) == (rep_ref["best_iteration"],
                                                         rep_ref["best_val"])
+
+
+def test_a_timed_stop_saves_the_step_reached_and_resumes_to_the_uninterrupted_result(tmp_path):
+    """max_seconds stops after the step that runs past it, writes the state there (between
+    two regular states) and a rerun continues to the weights of an uninterrupted run."""
+
+    def make(state, max_seconds=0.0):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(2, 1)
+        opt = torch.optim.Adam(lin.parameters(), lr=0.05)
+        gen = torch.Generator().manual_seed(3)
+        now = [0.0]
+
+        def clock():
+            now[0] += 1.0  # one second a reading
+            return now[0]
+
+        sf = StateFile(state, {"lr": 0.05}, "toy", every=4) if state else None
+        trainer = Trainer(lin, opt, 7, grad_clip=1.0, torch_rng=gen, state=sf,
+                          max_seconds=max_seconds, clock=clock,
+                          schedule=lambda o, start: torch.optim.lr_scheduler.CosineAnnealingLR(
+                              o, 7, last_epoch=start - 1))
+
+        def loss(i):
+            x = torch.randn(8, 2, generator=gen)
+            return (lin(x) - x.sum(1, keepdim=True)).pow(2).mean(), {}
+
+        return lin, trainer, loss
+
+    ref, trainer, loss = make(None)
+    assert trainer.run(loss).step == 7
+    state = tmp_path / "t.safetensors"
+    _, trainer, loss = make(state, max_seconds=2.5)  # clock: 1 s a reading, 2 a step
+    out = trainer.run(loss)
+    assert out.interrupted and out.step == 2 and read_training_state(state)["step"] == 2
+    lin, trainer, loss = make(state)
+    out = trainer.run(loss)
+    assert out.step == 7 and not out.interrupted and _same(ref, lin)

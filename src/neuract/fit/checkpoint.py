@@ -172,6 +172,9 @@ def check_run_key(path: str | os.PathLike, state: dict[str, Any], key: dict[str,
     comes from this run, and silently continuing another run's weights is the failure this
     check exists for; starting afresh only costs the time of the fit.
     """
+    if wording not in ("checkpoint", "then-now"):
+        raise ValueError(f"check_run_key: wording={wording!r}; accepted: 'checkpoint', "
+                         "'then-now'")
     where = f"{what} {str(path)!r}"
     fmt = state.get("format", 1)  # states before formats were numbered: 1
     if fmt != STATE_FORMAT:
