@@ -33,6 +33,7 @@ import torch
 from scipy.signal import savgol_filter
 
 from neuract.atomic import write_json, write_text
+from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.fit.least_squares import (
     base_parameters,
     identify_consistent,
@@ -43,7 +44,6 @@ from neuract.models import (
     LagrangianModel,
     MLPModel,
     RigidBodyModel,
-    fit_inverse_model,
     nmse,
 )
 

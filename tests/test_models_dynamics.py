@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.fit.least_squares import random_states
 from neuract.models import (
     DynamicsModel,
@@ -14,7 +15,6 @@ from neuract.models import (
     RigidBodyModel,
     TwoLinkArm,
     TwoLinkParams,
-    fit_inverse_model,
     two_link_regressor,
 )
 

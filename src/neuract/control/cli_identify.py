@@ -228,8 +228,9 @@ def _split(eps, frac):
 
 
 def _fit(cfg: IdentifyConfig, train) -> tuple[torch.nn.Module, dict]:
+    from neuract.fit.inverse_dynamics import fit_inverse_model
     from neuract.fit.least_squares import base_parameters, identify_consistent, identify_ls
-    from neuract.models import HybridModel, LagrangianModel, MLPModel, fit_inverse_model
+    from neuract.models import HybridModel, LagrangianModel, MLPModel
 
     q, qd, qdd, tau = train
     n = q.shape[-1]

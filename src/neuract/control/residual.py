@@ -15,9 +15,9 @@ import torch
 
 from neuract.control.computed_torque import _gain
 from neuract.errors import ConfigError
+from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.models.base import DynamicsModel
 from neuract.models.mlp import MLPModel
-from neuract.models.training import fit_inverse_model
 
 
 class ResidualController:

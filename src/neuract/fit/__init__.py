@@ -3,7 +3,9 @@
 The differentiable rollout they fit through is :mod:`neuract.sim.simulate`.
 
 - :mod:`~neuract.fit.batch`: recorded runs as one tensor batch; splits by run.
+- :mod:`~neuract.fit.loop`: the one training loop every trainer runs on (resumable state).
 - :mod:`~neuract.fit.trainer`: multiple shooting, horizon curriculum, early stopping, resume.
+- :mod:`~neuract.fit.inverse_dynamics`: supervised training of learned dynamics models.
 - :mod:`~neuract.fit.checkpoint`: safetensors + JSON checkpoints.
 - :mod:`~neuract.fit.identify`: runs on disk -> fitted model (``neuract fit``, :mod:`.verb`).
 - :mod:`~neuract.fit.least_squares`, :mod:`~neuract.fit.excitation`: linear identification.
@@ -26,6 +28,10 @@ _LAZY = {
     "fit": "neuract.fit.trainer",
     "evaluate": "neuract.fit.trainer",
     "load_runs": "neuract.fit.identify",
+    "Trainer": "neuract.fit.loop",
+    "StateFile": "neuract.fit.loop",
+    "Evaluation": "neuract.fit.loop",
+    "fit_inverse_model": "neuract.fit.inverse_dynamics",
     "save_weights": "neuract.fit.checkpoint",
     "load_weights": "neuract.fit.checkpoint",
 }

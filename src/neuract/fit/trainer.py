@@ -4,10 +4,10 @@ Each training window starts from a recorded state and is simulated open loop fro
 recorded commands (multiple shooting: many windows per run, truncated backpropagation through
 each); the horizon grows along a curriculum up to full runs. Validation always simulates
 whole validation runs open loop, which is the score that matters; the best validation model
-is kept (early stopping). Checkpoints (:mod:`neuract.fit.checkpoint`) make a killed fit
-resumable, and a seed makes it deterministic. A checkpoint stores the run's key (the training
-options and a fingerprint of the data, see :func:`fit`): a rerun with another key is refused,
-not resumed from the other run's weights.
+is kept (early stopping). The loop is :class:`neuract.fit.loop.Trainer`: its training state
+makes a killed fit resumable, and a seed makes it deterministic. A checkpoint stores the run's
+key (the training options and a fingerprint of the data, see :func:`fit`): a rerun with another
+key is refused, not resumed from the other run's weights.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +27,7 @@ from neuract.actuators.base import Actuator
 from neuract.actuators.param import Param, finite, option, refuse
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch
-from neuract.fit.checkpoint import (
-    check_run_key,
-    load_training,
-    normalise_key,
-    read_training_state,
-    save_training,
-)
+from neuract.fit.loop import Evaluation, StateFile, Trainer
 from neuract.sim.simulate import JointParams, Plant, simulate
 
 PlantFactory = Callable[[list[dict[str, Any]]], Plant]
@@ -237,61 +229,15 @@ def _stage(it: int, cfg: TrainConfig) -> int:
     return len(cfg.stage_iters) - 1
 
 
-def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBatch | None,
-        cfg: TrainConfig, ckpt_dir: str | Path | None = None,
-        log: Callable[[str], None] | None = None, stop_after: int | None = None,
-        run_key: dict[str, Any] | None = None, resume_hint: str | None = None,
-        restart_hint: str | None = None) -> dict[str, Any]:
-    """Fit ``model`` on ``train``; returns a report. Resumes from ``ckpt_dir/last.safetensors``.
-
-    stop_after: stop (as if killed) after this many iterations in this call (for tests).
-    The model ends holding the best-validation weights.
-    run_key: what a resumed run must share with the run that wrote the checkpoint (JSON-ready;
-    default: :func:`train_key` of ``cfg`` and :func:`data_fingerprint` of ``train`` and
-    ``val``). It is stored with every checkpoint; a checkpoint with another key (or none) is
-    refused with a :class:`~neuract.errors.CheckpointError` naming the differing fields,
-    before any weight is loaded. resume_hint / restart_hint: how the caller's user reruns the
-    original run / starts afresh (completes that error).
-    """
-    cfg.validate()
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    opt = torch.optim.Adam(_param_groups(model, cfg))
-    total = sum(cfg.stage_iters)
-    state: dict[str, Any] = {"iteration": 0, "best_val": math.inf, "best_iteration": -1,
-                             "bad_evals": 0, "history": [], "done": False, "seconds": 0.0}
-    best_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    ckpt = Path(ckpt_dir) / "last.safetensors" if ckpt_dir is not None else None
-    best_path = Path(ckpt_dir) / "best.safetensors" if ckpt_dir is not None else None
-    key: dict[str, Any] = {}
-    if ckpt is not None:
-        key = normalise_key(run_key if run_key is not None else {
-            "train": train_key(cfg),
-            "data": {"train": data_fingerprint(train), "val": data_fingerprint(val)}})
-    if ckpt is not None and ckpt.is_file():
-        hints = {k: v for k, v in (("resume_hint", resume_hint), ("restart_hint", restart_hint))
-                 if v}
-        check_run_key(ckpt, read_training_state(ckpt), key, **hints)
-        state = load_training(ckpt, model, opt, gen)
-        state.pop("key", None)
-        if best_path is not None and best_path.is_file():
-            from neuract.fit.checkpoint import load_weights
-
-            shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            load_weights(model, best_path)
-            best_sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            model.load_state_dict(shadow)
-        if log:
-            log(f"resumed at iteration {state['iteration']}")
-    say = log or (lambda s: None)
-    t_start = time.perf_counter() - state["seconds"]
+def _window_loss(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, cfg: TrainConfig,
+                 gen: torch.Generator) -> Callable[[int], tuple[Tensor, dict[str, Any]]]:
+    """The loss of iteration ``i``: windows of the curriculum stage's horizon drawn from
+    ``gen`` (resumable, deterministic), simulated open loop from their measured start."""
     T = train.q.shape[1]
-    steps_done = 0
-    while state["iteration"] < total and not state["done"]:
-        it = state["iteration"]
+
+    def loss(it: int) -> tuple[Tensor, dict[str, Any]]:
         stage = _stage(it, cfg)
         h = min(T, max(2, int(round(cfg.horizons[stage] / train.dt)) + 1))
-        # draw runs and window starts from the seeded generator (resumable, deterministic)
         n_runs = len(train) if cfg.runs_per_iter <= 0 else min(cfg.runs_per_iter, len(train))
         runs = torch.randperm(len(train), generator=gen)[:n_runs]
         if h < T:
@@ -306,49 +252,84 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         gather = lambda x: torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))  # noqa
         q_ref, mask = gather(sub.q), gather(sub.mask).to(q_sim.dtype)
         mask[:, 0] = 0  # the initial state is given, not predicted
-        loss = masked_error(q_sim, q_ref, mask, cfg.loss)
-        if not torch.isfinite(loss):
-            raise ConfigError(f"non-finite training loss at iteration {it}; lower train.lr or "
-                              "raise train.substeps")
-        opt.zero_grad()
-        loss.backward()
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        if all(torch.isfinite(g).all() for g in grads):
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-        else:  # a non-finite gradient (e.g. a kink hit exactly): skip the step, count it
-            state["skipped_steps"] = state.get("skipped_steps", 0) + 1
-            say(f"it {it + 1}: non-finite gradient, step skipped "
-                f"({state['skipped_steps']} so far)")
-        state["iteration"] = it + 1
-        rec = {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
-               "train_loss": loss.item()}
-        last = state["iteration"] == total
-        if val is not None and (state["iteration"] % cfg.val_every == 0 or last):
-            v, _ = evaluate(model, plant_fn, val, cfg)
-            rec["val_mae"] = v
-            if v < state["best_val"]:
-                state.update(best_val=v, best_iteration=it + 1, bad_evals=0)
-                best_sd = {k: x.detach().clone() for k, x in model.state_dict().items()}
-                if best_path is not None:
-                    from neuract.fit.checkpoint import save_weights
+        value = masked_error(q_sim, q_ref, mask, cfg.loss)
+        return value, {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
+                       "train_loss": value.item()}
 
-                    save_weights(model, best_path, {"val_mae": v, "iteration": it + 1})
-            elif stage == len(cfg.stage_iters) - 1:
-                state["bad_evals"] += 1
-                if state["bad_evals"] >= cfg.patience:
-                    state["done"] = True
-                    rec["early_stop"] = True
-            say(f"it {it + 1:4d} stage {stage} h={rec['horizon_s']:.2f}s "
-                f"loss {loss.item():.5f} val {v:.5f}")
-        state["history"].append(rec)
-        state["seconds"] = time.perf_counter() - t_start
-        if ckpt is not None and (state["iteration"] % cfg.checkpoint_every == 0 or last
-                                 or state["done"]):
-            save_training(ckpt, model, opt, gen, {**state, "key": key})
-        steps_done += 1
-        if stop_after is not None and steps_done >= stop_after:
-            return {"interrupted": True, **state}
-    if val is not None and state["best_iteration"] >= 0:
-        model.load_state_dict(best_sd)
-    return {"interrupted": False, "fit_seconds": state["seconds"], **state}
+    return loss
+
+
+def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBatch | None,
+        cfg: TrainConfig, ckpt_dir: str | Path | None = None,
+        log: Callable[[str], None] | None = None, stop_after: int | None = None,
+        run_key: dict[str, Any] | None = None, resume_hint: str | None = None,
+        restart_hint: str | None = None) -> dict[str, Any]:
+    """Fit ``model`` on ``train``; returns a report. Resumes from ``ckpt_dir/last.safetensors``
+    (the training state of :class:`neuract.fit.loop.Trainer`, the best weights so far in it).
+
+    stop_after: stop (as if killed) after this many iterations in this call (for tests).
+    The model ends holding the best-validation weights.
+    run_key: what a resumed run must share with the run that wrote the checkpoint (JSON-ready;
+    default: :func:`train_key` of ``cfg`` and :func:`data_fingerprint` of ``train`` and
+    ``val``). It is stored with every checkpoint; a checkpoint with another key (or none) is
+    refused with a :class:`~neuract.errors.CheckpointError` naming the differing fields,
+    before any weight is loaded. resume_hint / restart_hint: how the caller's user reruns the
+    original run / starts afresh (completes that error).
+    """
+    cfg.validate()
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.Adam(_param_groups(model, cfg))
+    say = log or (lambda s: None)
+    state = None
+    if ckpt_dir is not None:
+        key = run_key if run_key is not None else {
+            "train": train_key(cfg),
+            "data": {"train": data_fingerprint(train), "val": data_fingerprint(val)}}
+        hints = {k: v for k, v in (("resume_hint", resume_hint), ("restart_hint", restart_hint))
+                 if v}
+        state = StateFile(Path(ckpt_dir) / "last.safetensors", key, "actuator_fit",
+                          cfg.checkpoint_every, **hints)
+    evaluation = None
+    if val is not None:
+        last_stage = len(cfg.stage_iters) - 1
+        evaluation = Evaluation(
+            cfg.val_every, lambda step: _val_score(model, plant_fn, val, cfg),
+            patience=cfg.patience, keep=model,
+            counts=lambda step: _stage(step - 1, cfg) == last_stage)  # last stage only
+    history: list[dict[str, Any]] = []
+    trainer = Trainer(
+        model, opt, sum(cfg.stage_iters), grad_clip=cfg.grad_clip, torch_rng=gen, state=state,
+        evaluation=evaluation, skip_nonfinite_grads=True, log=say,
+        nonfinite=lambda it: (f"non-finite training loss at iteration {it}; lower train.lr or "
+                              "raise train.substeps"),
+        loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]))
+    trainer.resume()
+    if trainer.loaded:
+        say(f"resumed at iteration {trainer.step}")
+
+    def record(step: int, rec: dict[str, Any]) -> None:
+        if "val_mae" in rec:
+            say(f"it {step:4d} stage {rec['stage']} h={rec['horizon_s']:.2f}s "
+                f"loss {rec['train_loss']:.5f} val {rec['val_mae']:.5f}")
+        history.append(rec)
+
+    out = trainer.run(_window_loss(model, plant_fn, train, cfg, gen), record=record,
+                      stop_after=stop_after)
+    report: dict[str, Any] = {
+        "iteration": out.step, "best_val": out.best["score"],
+        "best_iteration": out.best["step"], "bad_evals": out.best["bad_evals"],
+        "history": history, "done": out.early_stop, "seconds": out.seconds}
+    if out.skipped:
+        report["skipped_steps"] = out.skipped
+    if out.interrupted:
+        return {"interrupted": True, **report}
+    if val is not None and out.best["step"] >= 0:
+        trainer.restore_best()
+    return {"interrupted": False, "fit_seconds": out.seconds, **report}
+
+
+def _val_score(model: SystemModel, plant_fn: PlantFactory, val: RunBatch,
+               cfg: TrainConfig) -> tuple[float, dict[str, Any]]:
+    v, _ = evaluate(model, plant_fn, val, cfg)
+    return v, {"val_mae": v}

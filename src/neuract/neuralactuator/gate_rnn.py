@@ -35,14 +35,11 @@ estimator). Training is resumable: with ``checkpoint`` set, the state is written
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +48,7 @@ import torch.nn.functional as F
 
 from neuract.errors import ConfigError
 from neuract.eval.metrics import decision_f1
+from neuract.fit.loop import Evaluation, StateFile, Trainer
 from neuract.neuralactuator.calibrate import _GRID
 from neuract.neuralactuator.gate import RecurrentGate, lagged_probability
 from neuract.neuralactuator.model import NeuralActuator
@@ -224,15 +222,7 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     calibration episodes (see the module); the rest of the model is not changed. Returns a
     report: iterations, seconds, the kept iteration, its calibration F1 and threshold, and
     the history of calibration passes. progress(iteration, total, info) after each
-    calibration pass."""
-    from neuract.errors import CheckpointError
-    from neuract.fit.checkpoint import (
-        key_differences,
-        load_training,
-        read_training_state,
-        save_training,
-    )
-
+    calibration pass. The loop is :class:`neuract.fit.loop.Trainer`."""
     cfg = (cfg or GateTrainConfig()).validate()
     if model.gate_rnn is None:
         raise ConfigError("train_gate_rnn: the model has no recurrent gate (NeuralActuatorConfig"
@@ -240,93 +230,87 @@ def train_gate_rnn(model: NeuralActuator, train: Sequence[GateRows],
     n_in = model.cfg.n_features
     _check_rows(train, n_in, "training")
     _check_rows(calib, n_in, "calibration")
-    key = _run_key(model, cfg, train, calib) if cfg.checkpoint else {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         gate = RecurrentGate(n_in, model.cfg.gate_rnn, model.cfg.gate_conv, model.cfg.gate_lag)
-    lag, decide = model.cfg.gate_lag, model.cfg.gate_decision_lag
-    # target of lag k at crop sample i: the label of sample i - k (none for i < k)
-    back = torch.arange(cfg.crop)[:, None] - torch.arange(lag + 1)[None, :]  # (crop, K)
-    best_gate = copy.deepcopy(gate)
-    holder = torch.nn.ModuleDict({"gate": gate, "best": best_gate})
-    opt = torch.optim.Adam(gate.parameters(), lr=cfg.lr)
+    decide = model.cfg.gate_decision_lag
     gen = np.random.default_rng(cfg.seed)
-    torch_gen = torch.Generator().manual_seed(cfg.seed)  # (no randomness drawn; kept for state)
-    start, before, best, history = 0, 0.0, {"f1": -1.0, "iteration": 0, "threshold": 0.5}, []
-    if cfg.checkpoint and Path(cfg.checkpoint).is_file():
-        state = read_training_state(cfg.checkpoint)
-        if state.get("kind") != "gate_rnn_train" or state.get("key") != key:
-            old = state.get("key")
-            diffs = key_differences(old, key) if isinstance(old, dict) else []
-            diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in diffs)
-            raise CheckpointError(
-                f"the gate training state {str(cfg.checkpoint)!r} was written by a different "
-                f"run ({diff or 'another kind of training'}). Rerun with that run's options "
-                "to resume it, or delete the file to start afresh")
-        state = load_training(cfg.checkpoint, holder, opt, torch_gen)
-        gen.bit_generator.state = state["np_rng"]
-        start, before = int(state["iteration"]), float(state["seconds"])
-        best, history = state["best"], state["history"]
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.iters, last_epoch=start - 1)
+    state = None
+    if cfg.checkpoint:
+        state = StateFile(cfg.checkpoint, _run_key(model, cfg, train, calib), "gate_rnn_train",
+                          cfg.eval_every, resume_hint="rerun with that run's options",
+                          restart_hint="delete the file", wording="then-now",
+                          what="the gate training state")
+    history: list[dict] = []
+    seen = {"threshold": 0.5, "best": 0.5}  # the last pass's threshold, the best pass's
+
+    def score(step: int) -> tuple[float, dict[str, Any]]:
+        f1, thr = best_f1(gate_probabilities(gate, calib, decide), calib)
+        seen["threshold"] = thr
+        return f1, {"calib_f1": round(f1, 5), "threshold": thr}
+
+    def restore(st: dict[str, Any]) -> None:
+        history.extend(st["history"])
+        seen["best"] = st["threshold"]
+
+    trainer = Trainer(
+        gate, torch.optim.Adam(gate.parameters(), lr=cfg.lr), cfg.iters,
+        grad_clip=cfg.grad_clip,
+        schedule=lambda o, start: torch.optim.lr_scheduler.CosineAnnealingLR(
+            o, cfg.iters, last_epoch=start - 1),
+        numpy_rng=gen, state=state, max_seconds=cfg.max_seconds,
+        evaluation=Evaluation(cfg.eval_every, score, higher_is_better=True, keep=gate,
+                              on_best=lambda step, f1: seen.update(best=seen["threshold"])),
+        nonfinite=lambda i: f"non-finite recurrent-gate loss at iteration {i + 1}; lower lr",
+        loop_state=lambda: {"history": history, "threshold": seen["best"]}, restore=restore)
+    out = trainer.run(
+        _crop_loss(gate, train, cfg, model.cfg.gate_lag, gen),
+        record=lambda it, info: history.append(info) if "calib_f1" in info else None,
+        progress=(lambda it, info: progress(it, cfg.iters, info) if "calib_f1" in info
+                  else None) if progress is not None else None)
+    best = out.best
+    if not trainer.restore_best():  # resumed at the end, or stopped before a pass
+        f1, seen["best"] = best_f1(gate_probabilities(gate, calib, decide), calib)
+        best = {"score": f1, "step": out.step}
+    model.gate_rnn.load_state_dict(gate.state_dict())
+    model.gate_rnn.trained.fill_(True)
+    return {"iterations": out.step, "seconds": round(out.seconds, 1),
+            "kept_iteration": best["step"], "calib_f1": round(best["score"], 5),
+            "calib_threshold": seen["best"], "n_train_episodes": len(train),
+            "n_train_samples": int(sum(len(e) for e in train)),
+            "n_calib_episodes": len(calib), "history": history}
+
+
+def _crop_loss(gate: RecurrentGate, train: Sequence[GateRows], cfg: GateTrainConfig, lag: int,
+               gen: np.random.Generator):
+    """The loss of step ``i``: binary cross-entropy of ``cfg.batch`` random crops of the
+    training episodes (drawn from ``gen``), a fixed-lag gate's every lag against its label."""
     X = [torch.from_numpy(e.rows) for e in train]
     Y = [torch.from_numpy(e.contact.astype(np.float32)) for e in train]
-    t_start = time.perf_counter()
-    it = start
-    for it in range(start + 1, cfg.iters + 1):
+    n_in = X[0].shape[1]
+    # target of lag k at crop sample i: the label of sample i - k (none for i < k)
+    back = torch.arange(cfg.crop)[:, None] - torch.arange(lag + 1)[None, :]  # (crop, K)
+
+    def loss(i: int) -> tuple[torch.Tensor, dict[str, Any]]:
         idx = gen.integers(0, len(X), cfg.batch)
-        lens = [min(cfg.crop, len(X[i])) for i in idx]
+        lens = [min(cfg.crop, len(X[j])) for j in idx]
         L = max(lens)
         xb = torch.zeros(cfg.batch, L, n_in)
         yb = torch.zeros(cfg.batch, L)
         mb = torch.zeros(cfg.batch, L)
-        for b, (i, m) in enumerate(zip(idx, lens)):
-            s = int(gen.integers(0, len(X[i]) - m + 1))
-            xb[b, :m], yb[b, :m], mb[b, :m] = X[i][s:s + m], Y[i][s:s + m], 1.0
+        for b, (j, m) in enumerate(zip(idx, lens)):
+            s = int(gen.integers(0, len(X[j]) - m + 1))
+            xb[b, :m], yb[b, :m], mb[b, :m] = X[j][s:s + m], Y[j][s:s + m], 1.0
         logit, _ = gate(xb)  # causal: padding after a crop does not change its outputs
         if lag:  # (B, L, K) targets and masks: sample i - k's label at sample i
             bk = back[:L]
             yb = yb[:, bk.clamp(min=0)]
             mb = mb[:, :, None] * (bk >= 0)
-        loss = (F.binary_cross_entropy_with_logits(logit, yb, reduction="none") * mb).sum() \
+        value = (F.binary_cross_entropy_with_logits(logit, yb, reduction="none") * mb).sum() \
             / mb.sum()
-        if not torch.isfinite(loss):
-            raise ConfigError(f"non-finite recurrent-gate loss at iteration {it}; lower lr")
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(gate.parameters(), cfg.grad_clip)
-        opt.step()
-        sched.step()
-        stop = bool(cfg.max_seconds) and time.perf_counter() - t_start > cfg.max_seconds
-        if it % cfg.eval_every == 0 or it == cfg.iters or stop:
-            f1, thr = best_f1(gate_probabilities(gate, calib, decide), calib)
-            info = {"iteration": it, "loss": round(loss.item(), 5), "calib_f1": round(f1, 5),
-                    "threshold": thr}
-            history.append(info)
-            if f1 > best["f1"]:
-                best = {"f1": f1, "iteration": it, "threshold": thr}
-                best_gate.load_state_dict(gate.state_dict())
-            if cfg.checkpoint:
-                Path(cfg.checkpoint).parent.mkdir(parents=True, exist_ok=True)
-                save_training(cfg.checkpoint, holder, opt, torch_gen,
-                              {"kind": "gate_rnn_train", "key": key, "iteration": it,
-                               "np_rng": gen.bit_generator.state, "best": best,
-                               "history": history,
-                               "seconds": before + time.perf_counter() - t_start})
-            if progress is not None:
-                progress(it, cfg.iters, info)
-        if stop:
-            break
-    if best["f1"] < 0:  # resumed at the end, or stopped before a pass: score what there is
-        f1, thr = best_f1(gate_probabilities(gate, calib, decide), calib)
-        best = {"f1": f1, "iteration": it, "threshold": thr}
-        best_gate.load_state_dict(gate.state_dict())
-    model.gate_rnn.load_state_dict(best_gate.state_dict())
-    model.gate_rnn.trained.fill_(True)
-    return {"iterations": it, "seconds": round(before + time.perf_counter() - t_start, 1),
-            "kept_iteration": best["iteration"], "calib_f1": round(best["f1"], 5),
-            "calib_threshold": best["threshold"], "n_train_episodes": len(train),
-            "n_train_samples": int(sum(len(e) for e in train)),
-            "n_calib_episodes": len(calib), "history": history}
+        return value, {"iteration": i + 1, "loss": round(value.item(), 5)}
+
+    return loss
 
 
 __all__ = ["GateRows", "GateTrainConfig", "best_f1", "gate_probabilities", "gate_rows",

@@ -17,7 +17,8 @@ No torque label is used anywhere. Two modes, trained separately:
 
 Fine-tuning (:func:`fine_tune`) is the same loop started from a trained model, whose
 normalisation statistics are kept (e.g. a few minutes of a new unit's data); the rollouts live
-in :mod:`neuract.neuralactuator.rollout`.
+in :mod:`neuract.neuralactuator.rollout`, the losses in :mod:`neuract.neuralactuator.losses`;
+the loop is :class:`neuract.fit.loop.Trainer`.
 """
 
 from __future__ import annotations
@@ -28,19 +29,21 @@ import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from neuract.errors import ConfigError
+from neuract.fit.loop import StateFile, Trainer
 from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.data import FlatData, flatten
 from neuract.neuralactuator.features import feature_stats
+from neuract.neuralactuator.losses import aux_loss as _aux_loss
+from neuract.neuralactuator.losses import est_loss as _est_loss
+from neuract.neuralactuator.losses import gate_loss
+from neuract.neuralactuator.losses import sim_loss as _sim_loss
 from neuract.neuralactuator.model import NeuralActuator, servo_module
-from neuract.neuralactuator.rollout import est_rollout, sim_rollout
 
 
 @dataclass
@@ -88,7 +91,8 @@ class TrainConfig:
     """train only the head trunk, heads and servo prior (fine-tuning on little data)"""
     seed: int = 0
     max_seconds: float = 0.0
-    """stop after this much wall time of this call (0 = no limit)"""
+    """stop after this much wall time of this call (0 = no limit; the training state, if
+    any, is written at the step reached)"""
     checkpoint: str = ""
     """training-state file (safetensors): written atomically every ``checkpoint_every`` steps
     and at the end; if it exists when training starts, training resumes from it (same
@@ -167,10 +171,64 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     estimator-mode simulation); progress(step, total, info) is called after each step;
     servo: with ``cfg.prior='servo'`` or ``cfg.reference_steps`` and no ``init``, the fitted
     servo model (:class:`neuract.fit.trainer.SystemModel`) loaded as the frozen prior or as
-    the reference channels' model.
+    the reference channels' model. The loop is :class:`neuract.fit.loop.Trainer`.
     """
     train = (train or TrainConfig()).validate()
     cfg = cfg.validate()
+    data, model = _prepare(trajs, robot, cfg, train, site, init, servo)
+    model.train()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad  # (servo: frozen)
+             and not (train.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
+    params = [p for _, p in named]
+    prior = [p for n, p in named if n in ("log_kp", "log_kd")]
+    net = [p for n, p in named if n not in ("log_kp", "log_kd")]
+    lrs = [train.lr, train.lr * train.prior_lr_scale]
+    opt = torch.optim.AdamW([{"params": net}, {"params": prior, "weight_decay": 0.0}],
+                            lr=train.lr, weight_decay=train.weight_decay)
+    gen = np.random.default_rng(train.seed)
+    history: list[dict] = []
+    state = None
+    if train.checkpoint:
+        state = StateFile(train.checkpoint, _state_key(train, cfg, data, model, init is not None),
+                          "neuralactuator_train", train.checkpoint_every,
+                          resume_hint="rerun with that run's options",
+                          restart_hint="delete the file (or use another output directory)",
+                          wording="then-now", what="the training state")
+    # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
+    pct = 0.1 if train.steps != 10 else 0.2
+    trainer = Trainer(
+        model, opt, train.steps, grad_clip=train.grad_clip, clip=params,
+        schedule=lambda o, start: torch.optim.lr_scheduler.OneCycleLR(
+            o, max_lr=lrs, total_steps=train.steps, pct_start=pct, last_epoch=start - 1),
+        torch_rng=torch.default_generator, numpy_rng=gen, state=state,
+        max_seconds=train.max_seconds, clock=_clock,
+        nonfinite=lambda step: (f"non-finite NeuralActuator loss at step {step}; lower lr or "
+                                "raise substeps"),
+        loop_state=lambda: {"history": history[-_HISTORY_KEPT:]},
+        restore=lambda st: history.extend(st["history"]))
+    out = trainer.run(_step_loss(model, robot, data, train, gen),
+                      record=lambda step, info: history.append(info),
+                      progress=(lambda step, info: progress(step, train.steps, info))
+                      if progress is not None else None)
+    model.eval()
+    # the step reached (a resumed run's state keeps only the recent history); the training
+    # time up to it, before an interruption included
+    report = {"mode": cfg.mode, "steps": out.step, "seconds": out.seconds,
+              "final": history[-1] if history else None,
+              "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
+              "history": history[-20:]}
+    return model, report
+
+
+def _clock() -> float:
+    return time.perf_counter()  # (this module's clock: tests replace it)
+
+
+def _prepare(trajs, robot, cfg: NeuralActuatorConfig, train: TrainConfig, site: str | None,
+             init: NeuralActuator | None, servo: torch.nn.Module | None
+             ) -> tuple[FlatData, NeuralActuator]:
+    """The flattened training data and the model to train (``init`` or a fresh one), with
+    its servo (prior or reference) loaded; ConfigError for what does not fit together."""
     if robot.n_dof != cfg.n_joints:
         raise ConfigError(f"robot {getattr(robot, 'name', '')!r} has {robot.n_dof} joints; the "
                           f"model has n_joints={cfg.n_joints}")
@@ -190,70 +248,35 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
                               "load it from a checkpoint or pass servo=SystemModel")
     if model.cfg.mode != cfg.mode:
         raise ConfigError(f"init model is in {model.cfg.mode} mode; training {cfg.mode}")
-    model.train()
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad  # (servo: frozen)
-             and not (train.freeze_encoder and n.startswith(("inp.", "pos", "layers.")))]
-    params = [p for _, p in named]
-    prior = [p for n, p in named if n in ("log_kp", "log_kd")]
-    net = [p for n, p in named if n not in ("log_kp", "log_kd")]
-    lrs = [train.lr, train.lr * train.prior_lr_scale]
-    opt = torch.optim.AdamW([{"params": net}, {"params": prior, "weight_decay": 0.0}],
-                            lr=train.lr, weight_decay=train.weight_decay)
-    gen = np.random.default_rng(train.seed)
-    history: list[dict] = []
-    key = _state_key(train, cfg, data, model, init is not None) if train.checkpoint else {}
-    start, before = (_resume(train, key, model, opt, gen, history) if train.checkpoint
-                     else (0, 0.0))
-    # torch's OneCycleLR divides by zero when pct_start * total_steps == 1 (10 steps)
-    pct = 0.1 if train.steps != 10 else 0.2
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lrs, total_steps=train.steps,
-                                                pct_start=pct, last_epoch=start - 1)
-    h = cfg.history
+    return data, model
+
+
+def _step_loss(model: NeuralActuator, robot, data: FlatData, train: TrainConfig,
+               gen: np.random.Generator):
+    """The loss of step ``step``: ``train.batch`` windows drawn from ``gen`` (simulator mode:
+    on the horizon curriculum; estimator mode: plus the labelled-head windows)."""
+    h = model.cfg.history
     anchors = data.anchors(h, train.horizon + 1)
     aux_anchors = data.anchors(h, 1)  # any sample with a full history
     hist_off = torch.arange(-h + 1, 1)
-    t_start = time.perf_counter()
-    t_train = t_start - before  # the training time of a resumed state counts in the report
-    for step in range(start, train.steps):
+
+    def loss(step: int) -> tuple[torch.Tensor, dict[str, Any]]:
         t0 = torch.as_tensor(gen.choice(anchors, train.batch))
-        if cfg.mode == "simulator":
+        if model.cfg.mode == "simulator":
             H = max(2, int(round(train.horizon * min(1.0, 1 / 3 + step / (0.6 * train.steps)))))
-            loss, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
+            value, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
         else:
-            loss, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
+            value, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
             if train.aux_batch:
                 a = torch.as_tensor(gen.choice(aux_anchors, train.aux_batch))
                 aux, aux_info = _aux_loss(model, data, a, hist_off, train)
-                loss = loss + aux
+                value = value + aux
                 info.update(aux_info)
-        if not torch.isfinite(loss):
-            raise ConfigError(f"non-finite NeuralActuator loss at step {step}; lower lr or "
-                              "raise substeps")
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
-        opt.step()
-        sched.step()
         info["step"] = step + 1
-        info["loss"] = loss.item()
-        history.append(info)
-        if train.checkpoint and ((step + 1) % train.checkpoint_every == 0
-                                 or step + 1 == train.steps):
-            _save_state(train, key, model, opt, gen, history, step + 1,
-                        time.perf_counter() - t_train)
-        if progress is not None:
-            progress(step + 1, train.steps, info)
-        if train.max_seconds and time.perf_counter() - t_start > train.max_seconds:
-            break
-    model.eval()
-    # the step reached (a resumed run's state keeps only the recent history); the training
-    # time up to it, before an interruption included
-    report = {"mode": cfg.mode, "steps": history[-1]["step"] if history else start,
-              "seconds": time.perf_counter() - t_train,
-              "final": history[-1] if history else None,
-              "n_train_samples": data.n_samples, "n_train_episodes": len(data.starts),
-              "history": history[-20:]}
-    return model, report
+        info["loss"] = value.item()
+        return value, info
+
+    return loss
 
 
 _HISTORY_KEPT = 200
@@ -299,52 +322,6 @@ def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
         "model": dataclasses.asdict(cfg), "initial_weights_sha256": init})
 
 
-def _save_state(train, key, model, opt, gen, history, step, seconds) -> None:
-    """Write the training state at ``step``; seconds: the training time up to it (the time
-    before an earlier interruption included)."""
-    from neuract.fit.checkpoint import save_training
-
-    Path(train.checkpoint).parent.mkdir(parents=True, exist_ok=True)
-    save_training(train.checkpoint, model, opt, torch.default_generator,
-                  {"kind": "neuralactuator_train", "step": step, "key": key,
-                   "np_rng": gen.bit_generator.state, "history": history[-_HISTORY_KEPT:],
-                   "seconds": seconds})
-
-
-def _resume(train, key, model, opt, gen, history) -> tuple[int, float]:
-    """Load the training state if ``train.checkpoint`` exists; returns the step to resume at
-    and the training time [s] up to it (0 without a state, and for a state written before
-    states recorded it). A state of another run is refused before anything of it is loaded
-    into ``model``."""
-    from neuract.errors import CheckpointError
-    from neuract.fit.checkpoint import key_differences, load_training, read_training_state
-
-    if not Path(train.checkpoint).is_file():
-        return 0, 0.0
-    state = read_training_state(train.checkpoint)
-    if state.get("kind") != "neuralactuator_train" or state.get("key") != key:
-        old = state.get("key")
-        diffs = key_differences(old, key) if isinstance(old, dict) else []
-        gained = sorted({k.split(".")[0] for k, a, _ in diffs if a == "(absent)"})
-        if isinstance(old, dict) and "initial_weights_sha256" in gained:  # a key before it had one
-            raise CheckpointError(
-                f"the training state {str(train.checkpoint)!r} was written by an older neuract "
-                f"whose run key lacks {', '.join(gained)}, so it cannot be shown to come from "
-                "this run; not resumed. Delete the file (or use another output directory) to "
-                "start afresh")
-        diff = "; ".join(f"{k}: {a} then, {b} now" for k, a, b in diffs)
-        raise CheckpointError(
-            f"the training state {str(train.checkpoint)!r} was written by a different run "
-            f"({diff or 'another kind of training'}). Rerun with that run's options to resume "
-            "it, or delete the file (or use another output directory) to start afresh")
-    state = load_training(train.checkpoint, model, opt, torch.default_generator)
-    gen.bit_generator.state = state["np_rng"]
-    history.extend(state["history"])
-    # "seconds" is not part of the run key: an older state without it resumes, its training
-    # time before the interruption unknown (counted as 0)
-    return int(state["step"]), float(state.get("seconds", 0.0))
-
-
 def fine_tune(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
               train: TrainConfig | None = None, site: str | None = None,
               progress: Callable[[int, int, dict], None] | None = None
@@ -384,98 +361,6 @@ def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
         total += info["pose_mae_deg"] * len(part)
     model.train(was)
     return total / n_windows
-
-
-def _pose_loss(q_sim, q_ref, scale):
-    return F.huber_loss(q_sim / scale, q_ref / scale, delta=1.0)
-
-
-def _sim_loss(model, robot, data: FlatData, t0, H, hist_off, train):
-    idx = t0[:, None] + hist_off[None, :]
-    past = {"q_goal": data.q_goal[idx], "q": data.q[idx], "qd": data.qd[idx]}
-    fut = t0[:, None] + torch.arange(H + 1)[None, :]
-    tt = data.t[fut]
-    dt = (tt[:, 1:] - tt[:, :-1]).float()
-    volt = data.voltage[fut[:, :-1]] if data.voltage is not None else None
-    q_sim = sim_rollout(model, robot, past, data.q[t0], data.qd[t0], data.q_goal[fut[:, :-1]],
-                        dt, train.substeps, volt)
-    q_ref = data.q[fut[:, 1:]]
-    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
-    mae = (q_sim - q_ref).abs().mean().item()
-    return loss, {"horizon": H, "pose_mae_deg": math.degrees(mae)}
-
-
-def _est_inputs(model, data: FlatData, idx, train):
-    """Estimator-mode windows data.tok_est[idx] (idx: (..., h) sample indices) -> (M, h, F),
-    with one random temperature / voltage offset per leading index (augmentation)."""
-    x = data.tok_est[idx]  # (..., h, F)
-    ch = model.cfg.channels
-    J = model.cfg.n_joints
-    amp = torch.tensor([train.augment_temperature if c == "temperature" else
-                        train.augment_voltage if c == "voltage" else 0.0 for c in ch])
-    if bool(amp.any()):
-        lead = idx.shape[0]
-        mid = (1,) * (idx.dim() - 1)  # the same offset along the window and its history
-        off = (torch.rand(lead, *mid, 1, len(ch)) * 2 - 1) * amp
-        x = (x.reshape(*idx.shape, J, len(ch)) + off).reshape(x.shape)
-    return x.reshape(-1, idx.shape[-1], x.shape[-1])
-
-
-def _head_losses(force, gate, cond, flat, data: FlatData, train):
-    """Weighted force (smooth L1 over labelled samples), gate (BCE) and condition (CE)
-    losses of samples ``flat``; (loss, info)."""
-    loss = force.new_zeros(())
-    info = {}
-    fm = data.fmask[flat]
-    if bool(fm.any()):
-        fl = F.smooth_l1_loss(force[fm], data.force[flat][fm], beta=train.force_huber_delta)
-        loss = loss + train.force_weight * fl
-        info["force_mae"] = (force[fm] - data.force[flat][fm]).abs().mean().item()
-    gl = gate_loss(gate, data.contact[flat], train.gate_focal_gamma)
-    cl = F.cross_entropy(cond.reshape(-1, cond.shape[-1]), data.cond[flat].reshape(-1))
-    loss = loss + train.gate_weight * gl + train.condition_weight * cl
-    info.update(gate_bce=gl.item(), cond_ce=cl.item())
-    return loss, info
-
-
-def gate_loss(logit: torch.Tensor, contact: torch.Tensor, gamma: float = 0.0) -> torch.Tensor:
-    """Mean (focal) binary cross-entropy of gate logits against contact labels: each
-    sample's cross-entropy ``ce`` scaled by ``(1 - exp(-ce)) ** gamma`` (``exp(-ce)`` is the
-    probability the logit gives the label); gamma 0: plain binary cross-entropy."""
-    y = contact.to(logit.dtype)
-    if gamma == 0:  # torch's own mean reduction: the same bits as before the focal option
-        return F.binary_cross_entropy_with_logits(logit, y)
-    ce = F.binary_cross_entropy_with_logits(logit, y, reduction="none")
-    # 1 - p_true, kept off 0: pow's derivative there is infinite for gamma < 1 (a saturated
-    # logit would give NaN gradients); the clamp passes no gradient where it binds
-    w = (-torch.expm1(-ce)).clamp_min(torch.finfo(ce.dtype).tiny)
-    return (w.pow(gamma) * ce).mean()
-
-
-def _est_loss(model, robot, data: FlatData, t0, H, hist_off, train):
-    fut = t0[:, None] + torch.arange(H + 1)[None, :]  # (B, H+1) samples whose torque we need
-    x = _est_inputs(model, data, fut[..., None] + hist_off, train)  # (B (H+1), h, F)
-    res, force, gate, cond = model.heads(x)
-    # the prior reads the measured error and velocity of each sample
-    tau = model.saturate(model.servo_prior(x) + res).reshape(*fut.shape, -1)
-    tt = data.t[fut]
-    dt = (tt[:, 1:] - tt[:, :-1]).float()
-    q_sim = est_rollout(robot, data.q[t0], data.qd_s[t0], tau, data.tau_ext[fut], dt,
-                        train.substeps)
-    q_ref = data.q[fut[:, 1:]]
-    loss = _pose_loss(q_sim, q_ref, train.pose_scale)
-    info = {"pose_mae_deg": math.degrees((q_sim - q_ref).abs().mean().item())}
-    head, head_info = _head_losses(force, gate, cond, fut.reshape(-1), data, train)
-    info.update(head_info)
-    return loss + head, info
-
-
-def _aux_loss(model, data: FlatData, a, hist_off, train):
-    """Labelled-head losses on extra windows ending at samples ``a`` (no simulation)."""
-    x = _est_inputs(model, data, a[:, None] + hist_off, train)
-    _, force, gate, cond = model.heads(x)
-    loss, info = _head_losses(force, gate, cond, a, data, train)
-    return loss, {"aux_" + k: v for k, v in info.items()}
 
 
 __all__ = ["TrainConfig", "fine_tune", "gate_loss", "init_model", "pose_error",
