@@ -384,7 +384,7 @@ def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
 def _raw_fixture(monkeypatch, reader: str):
     import importlib
 
-    est_mod = importlib.import_module("neuract.neuralactuator.estimate")
+    est_mod = importlib.import_module("neuract.neuralactuator.calibrate")
 
     def use(raw):
         monkeypatch.setattr(est_mod, reader, lambda model, trajs, m: raw)

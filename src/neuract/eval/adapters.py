@@ -2,7 +2,9 @@
 
 ``system_model_simulator(model, plant_fn)`` wraps an identified actuator + joint parameters
 (:class:`neuract.fit.trainer.SystemModel`, any actuator family) and a plant (robot or
-pendulum) so that :func:`~neuract.eval.evaluate_rollouts` can score it window by window.
+pendulum) so that :func:`~neuract.eval.evaluate_rollouts` can score it window by window. torch
+and the rollout are imported when an adapter is built, so ``neuract.eval`` stays importable
+without torch (tests/test_package.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import numpy as np
 
 from neuract.errors import SchemaError
 from neuract.eval.protocol import SimBatch, Simulator
-from neuract.sim.simulate import simulate
 
 __all__ = ["system_model_simulator"]
 
@@ -35,6 +36,7 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
     """
     import torch
 
+    from neuract.sim.simulate import simulate
 
     dtype = torch.float64 if dtype is None else dtype
 

@@ -1,4 +1,8 @@
-"""Helpers shared by the readers: repair warnings and robot joint counts."""
+"""Helpers shared by the readers: repair warnings and robot joint counts.
+
+The robot core (torch, MuJoCo) is imported inside the functions that need it, so that
+``neuract.io`` stays importable without torch (tests/test_package.py).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,6 @@ import functools
 import warnings
 
 from neuract.errors import ConfigError, RobotModelError, SchemaError
-from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
 
 
 class DataRepairWarning(UserWarning):
@@ -34,6 +37,8 @@ def robot_joint_count(robot: str) -> int | None:
     be loaded the table :data:`KNOWN_JOINT_COUNTS` answers.
     """
     try:
+        from neuract.robot.bundled import bundled_path
+
         path = bundled_path(robot)
     except (ImportError, RobotModelError):
         return KNOWN_JOINT_COUNTS.get(robot)
@@ -51,12 +56,15 @@ def robot_joint_count(robot: str) -> int | None:
 def known_robots() -> list[str]:
     """Robot names neuract knows: the bundled descriptions
     (``neuract.robot.bundled.BUNDLED_ROBOTS``) and :data:`KNOWN_JOINT_COUNTS`."""
+    try:
+        from neuract.robot.bundled import BUNDLED_ROBOTS
+    except ImportError:  # pragma: no cover - robot package unavailable
+        BUNDLED_ROBOTS = {}
     return sorted(set(BUNDLED_ROBOTS) | set(KNOWN_JOINT_COUNTS))
 
 
 def check_robot_name(robot: str, option: str = "--robot") -> None:
     """Raise :class:`ConfigError` unless ``robot`` is one of :func:`known_robots`."""
-
     known = known_robots()
     if robot not in known:
         raise ConfigError(f"{option} {robot!r}: unknown robot; accepted: {', '.join(known)}")
@@ -77,6 +85,7 @@ def robot_joint_ranges(robot: str) -> dict[str, tuple[float, float]]:
     """joint name -> (lower, upper) [rad] from the bundled description of ``robot``."""
     import mujoco
 
+    from neuract.robot.bundled import bundled_path
 
     model = mujoco.MjModel.from_xml_path(str(bundled_path(robot)))
     out = {}
