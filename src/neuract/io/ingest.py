@@ -26,7 +26,8 @@ from neuract.data.derivatives import add_derivatives
 from neuract.data.resample import resample
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError, SchemaError
-from neuract.io.bam import _read_member, is_tar, read_bam_log, tar_errors, tar_members
+from neuract.io.bam_log import read_bam_log
+from neuract.io.bam_tar import _read_member, is_tar, tar_errors, tar_members
 from neuract.io.common import check_robot_name
 from neuract.io.csv import load_mapping, read_mapped
 from neuract.io.lerobot import read_lerobot
