@@ -21,7 +21,16 @@ from neuract.io.bam_log import (
     parse_bam_log,
     read_bam_log,
 )
-from neuract.io.bam_tar import is_tar, iter_kscale_runs, iter_tar_logs, tar_members
+from neuract.io.bam_tar import (  # noqa: F401  (the archive helpers stay importable from here)
+    KSCALE_ARM_MASS,
+    TAR_ERRORS,
+    is_tar,
+    iter_kscale_runs,
+    iter_tar_logs,
+    tar_error,
+    tar_errors,
+    tar_members,
+)
 
 
 def iter_bam_logs(
