@@ -15,12 +15,27 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
-from neuract.atomic import check_dest
-from neuract.errors import ConfigError
+from neuract.atomic import atomic_dir, check_dest, write_json, write_text
+from neuract.config import save_resolved
+from neuract.control.computed_torque import ComputedTorque, PIDController, gravity_compensation
+from neuract.control.replay import Episode, json_safe, replay
+from neuract.control.sensors2025_protocol import AMPS, FREQS
+from neuract.errors import CheckpointError, ConfigError
+from neuract.models import (
+    HybridModel,
+    LagrangianModel,
+    MLPModel,
+    RigidBodyModel,
+    RobotModel,
+)
+from neuract.robot import load_robot
 
 CONTROLLERS = ("computed_torque", "gravity_compensation", "pd")
 
@@ -71,8 +86,6 @@ class ControlConfig:
 
 
 def _reference(n: int, t: np.ndarray, amp: float, speed: float):
-    from neuract.control.sensors2025_protocol import AMPS, FREQS
-
     a = np.asarray(AMPS) / np.sum(AMPS) * amp
     w = np.asarray(FREQS) * speed
     ph = 0.7 * np.arange(n)[:, None]
@@ -97,35 +110,29 @@ def with_payload(robot, mass: float):
     return robot.with_inertial_parameters(pi)
 
 
-def load_identified(path: Path, robot, option: str = "--model", robot_arg: str | None = None):
-    """The model written by ``neuract identify`` in directory ``path``.
+@dataclass
+class _Identified:
+    """Reading the output directory ``path`` of ``neuract identify`` for ``robot``; ``where``
+    (the CLI option and path) and ``robot_arg`` word the errors."""
 
-    Refuses (``ConfigError``) a model identified on a robot with another number of joints or
-    other joint names than ``robot``, and (``CheckpointError``) unreadable model files.
-    ``option`` (the CLI option that named ``path``) and ``robot_arg`` only word the errors.
-    """
-    from neuract.errors import CheckpointError
-    from neuract.models import HybridModel, LagrangianModel, MLPModel, RigidBodyModel
+    path: Path
+    robot: Any
+    where: str
+    robot_arg: str
 
-    where = f"{option} {str(path)!r}"
-    robot_arg = robot_arg or getattr(robot, "name", "?")
-    if not path.is_dir():
-        first = "'true'" if option == "--model" else "'robot'"
-        raise ConfigError(f"{where}: no such directory; accepted: {first} or an output "
-                          "directory of `neuract identify`")
-
-    def read_json(name: str) -> dict:
+    def read_json(self, name: str) -> dict:
         try:
-            obj = json.loads((path / name).read_text())
+            obj = json.loads((self.path / name).read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CheckpointError(f"{where}: {name} is not valid JSON ({exc}); rerun "
+            raise CheckpointError(f"{self.where}: {name} is not valid JSON ({exc}); rerun "
                                   "`neuract identify`") from None
         if not isinstance(obj, dict):
-            raise CheckpointError(f"{where}: {name} holds no JSON object; rerun "
+            raise CheckpointError(f"{self.where}: {name} holds no JSON object; rerun "
                                   "`neuract identify`")
         return obj
 
-    def check_robot(n_dof, names, identified_on) -> None:
+    def check_robot(self, n_dof, names, identified_on) -> None:
+        robot, where, robot_arg = self.robot, self.where, self.robot_arg
         on = f" (identified on robot {identified_on!r})" if identified_on else ""
         if n_dof != robot.n_dof:
             raise ConfigError(
@@ -138,15 +145,17 @@ def load_identified(path: Path, robot, option: str = "--model", robot_arg: str |
                 f"{robot_arg!r}'s joints {list(robot.joint_names)}; accepted: a model "
                 "identified on the same robot (pass the matching --robot)")
 
-    def rigid(p: dict, source: str):
+    def rigid(self, p: dict, source: str) -> RigidBodyModel:
+        """The rigid-body model of the parameters ``p`` (read from ``source``)."""
+        robot, where = self.robot, self.where
         try:
             beta, columns = list(p["beta"]), [int(c) for c in p["columns"]]
             fv, fc = list(p["fv"]), list(p["fc"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: {source} lacks a valid {exc} entry; rerun "
                                   "`neuract identify`") from None
-        check_robot(int(p.get("n_dof", len(fv))), p.get("joint_names"),
-                    p.get("robot"))
+        self.check_robot(int(p.get("n_dof", len(fv))), p.get("joint_names"),
+                         p.get("robot"))
         width = 10 * robot.n_dof
         if (len(fv) != robot.n_dof or len(fc) != robot.n_dof or len(beta) != len(columns)
                 or any(not 0 <= c < width for c in columns)):
@@ -157,43 +166,60 @@ def load_identified(path: Path, robot, option: str = "--model", robot_arg: str |
                               robot.n_dof, columns, torch.tensor(fv, dtype=torch.float64),
                               torch.tensor(fc, dtype=torch.float64))
 
+    def network(self) -> Any:
+        """The network model described by ``model.json``, its weights loaded."""
+        where = self.where
+        meta = self.read_json("model.json")
+        kind = meta.get("type")
+        kinds = ("mlp", "lagrangian", "hybrid")
+        if kind not in kinds:
+            raise CheckpointError(f"{where}: model.json type {kind!r}; accepted: "
+                                  f"{', '.join(kinds)}")
+        if kind == "hybrid":
+            if not isinstance(meta.get("params"), dict):
+                raise CheckpointError(f"{where}: model.json of a hybrid model lacks its rigid-"
+                                      "body 'params'; rerun `neuract identify`")
+            model = HybridModel(self.rigid(meta["params"], "model.json params"))
+        else:
+            n_dof = meta.get("n_dof")
+            if not isinstance(n_dof, int) or n_dof < 1:
+                raise CheckpointError(f"{where}: model.json n_dof {n_dof!r}; accepted: a "
+                                      "positive integer (rerun `neuract identify`)")
+            self.check_robot(n_dof, meta.get("joint_names"), meta.get("robot"))
+            model = MLPModel(n_dof) if kind == "mlp" else LagrangianModel(n_dof)
+        weights = self.path / "model.safetensors"
+        if not weights.is_file():
+            raise CheckpointError(f"{where}: model.safetensors missing; rerun "
+                                  "`neuract identify`")
+        try:
+            model.load_state_dict(load_file(str(weights)), strict=False)
+        except (SafetensorError, RuntimeError, OSError) as exc:
+            raise CheckpointError(f"{where}: model.safetensors does not load into a {kind} "
+                                  f"model ({str(exc).splitlines()[0]}); rerun "
+                                  "`neuract identify`") from None
+        return model
+
+
+def load_identified(path: Path, robot, option: str = "--model", robot_arg: str | None = None):
+    """The model written by ``neuract identify`` in directory ``path``.
+
+    Refuses (``ConfigError``) a model identified on a robot with another number of joints or
+    other joint names than ``robot``, and (``CheckpointError``) unreadable model files.
+    ``option`` (the CLI option that named ``path``) and ``robot_arg`` only word the errors.
+    """
+    where = f"{option} {str(path)!r}"
+    robot_arg = robot_arg or getattr(robot, "name", "?")
+    if not path.is_dir():
+        first = "'true'" if option == "--model" else "'robot'"
+        raise ConfigError(f"{where}: no such directory; accepted: {first} or an output "
+                          "directory of `neuract identify`")
+    src = _Identified(path, robot, where, robot_arg)
     if (path / "params.json").is_file():
-        return rigid(read_json("params.json"), "params.json")
-    meta_path = path / "model.json"
-    if not meta_path.is_file():
+        return src.rigid(src.read_json("params.json"), "params.json")
+    if not (path / "model.json").is_file():
         raise ConfigError(f"{where}: no params.json or model.json in it; accepted: an output "
                           "directory of `neuract identify`")
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    meta = read_json("model.json")
-    kind = meta.get("type")
-    kinds = ("mlp", "lagrangian", "hybrid")
-    if kind not in kinds:
-        raise CheckpointError(f"{where}: model.json type {kind!r}; accepted: "
-                              f"{', '.join(kinds)}")
-    if kind == "hybrid":
-        if not isinstance(meta.get("params"), dict):
-            raise CheckpointError(f"{where}: model.json of a hybrid model lacks its rigid-"
-                                  "body 'params'; rerun `neuract identify`")
-        model = HybridModel(rigid(meta["params"], "model.json params"))
-    else:
-        n_dof = meta.get("n_dof")
-        if not isinstance(n_dof, int) or n_dof < 1:
-            raise CheckpointError(f"{where}: model.json n_dof {n_dof!r}; accepted: a "
-                                  "positive integer (rerun `neuract identify`)")
-        check_robot(n_dof, meta.get("joint_names"), meta.get("robot"))
-        model = MLPModel(n_dof) if kind == "mlp" else LagrangianModel(n_dof)
-    weights = path / "model.safetensors"
-    if not weights.is_file():
-        raise CheckpointError(f"{where}: model.safetensors missing; rerun `neuract identify`")
-    try:
-        model.load_state_dict(load_file(str(weights)), strict=False)
-    except (SafetensorError, RuntimeError, OSError) as exc:
-        raise CheckpointError(f"{where}: model.safetensors does not load into a {kind} "
-                              f"model ({str(exc).splitlines()[0]}); rerun "
-                              "`neuract identify`") from None
-    return model
+    return src.network()
 
 
 MAX_STEPS = 200_000
@@ -202,8 +228,6 @@ MAX_STEPS = 200_000
 
 def _check_options(cfg: ControlConfig) -> int:
     """Validate every option up front; returns the number of control steps per episode."""
-    from neuract.control.sensors2025_protocol import FREQS
-
     def number(opt: str, x, accepted: str, ok) -> None:
         if not (isinstance(x, (int, float)) and math.isfinite(x) and ok(x)):
             raise ConfigError(f"{opt} {x!r}; accepted: {accepted}")
@@ -259,26 +283,8 @@ def _fmt(x: float, spec: str, missing: str = "-") -> str:
     return f"{x:{spec}}" if math.isfinite(x) else missing
 
 
-def run(cfg: ControlConfig) -> dict:
-    from neuract.atomic import atomic_dir, write_json, write_text
-    from neuract.config import save_resolved
-    from neuract.control.computed_torque import (
-        ComputedTorque,
-        PIDController,
-        gravity_compensation,
-    )
-    from neuract.control.replay import Episode, json_safe, replay
-    from neuract.models import RobotModel
-    from neuract.robot import load_robot
-
-    steps = _check_options(cfg)
-    robot = load_robot(cfg.robot)
-    nominal = RobotModel(robot)
-    model = (nominal if cfg.model == "true" else
-             load_identified(Path(cfg.model), robot, "--model", cfg.robot))
-    plant = (nominal if cfg.plant == "robot" else
-             load_identified(Path(cfg.plant), robot, "--plant", cfg.robot))
-    lim = cfg.tau_limit or None
+def _controller_factory(cfg: ControlConfig, model, lim: float | None):
+    """A function making a fresh controller of ``cfg.controller`` on ``model``."""
 
     def make():
         if cfg.controller == "computed_torque":
@@ -287,6 +293,11 @@ def run(cfg: ControlConfig) -> dict:
             return gravity_compensation(model, cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
         return PIDController(cfg.kp, cfg.kd, cfg.ki, tau_limit=lim)
 
+    return make
+
+
+def _episodes(cfg: ControlConfig, robot, plant, steps: int) -> list[Episode]:
+    """One reference episode per payload and speed, around the home position."""
     lo, hi = robot.q_lower.double().numpy(), robot.q_upper.double().numpy()
     finite = np.isfinite(lo) & np.isfinite(hi)
     mid = 0.5 * (np.where(finite, lo, 0.0) + np.where(finite, hi, 0.0))  # 0 where unlimited
@@ -299,42 +310,45 @@ def run(cfg: ControlConfig) -> dict:
             q, qd, qdd = _reference(robot.n_dof, t, cfg.amplitude, s)
             episodes.append(Episode(q + home, qd, qdd, {"payload": f"{mass:g} kg",
                                                  "speed_factor": f"{s:g}"}, p))
-    rep = replay(episodes, make, plant, cfg.dt, cfg.settle_tol, cfg.fail_tol, cfg.noise_q,
-                 cfg.noise_qd, lim, cfg.seed)
-    fail_why = (f"worst-joint tracking error above --fail-tol {cfg.fail_tol:g} rad, or the "
-                "simulation diverged")
-    report = {"robot": cfg.robot, "model": cfg.model, "plant": cfg.plant,
-              "controller": cfg.controller,
-              "summary": rep.summary(), "by_payload": rep.by_context("payload"),
-              "by_speed_band": rep.by_context("speed"),
-              "by_speed_factor": rep.by_context("speed_factor"), "episodes": rep.episodes,
-              "notes": {
-                  "failed": f"an episode fails when its {fail_why}; group metrics average "
-                            "the episodes that did not fail (null when all failed)",
-                  "settling_time": "first time after which the worst-joint error stays below "
-                                   f"--settle-tol {cfg.settle_tol:g} rad; null: never settled"}}
-    s = report["summary"]
+    return episodes
+
+
+def _report(cfg: ControlConfig, rep, fail_why: str) -> dict:
+    return {"robot": cfg.robot, "model": cfg.model, "plant": cfg.plant,
+            "controller": cfg.controller,
+            "summary": rep.summary(), "by_payload": rep.by_context("payload"),
+            "by_speed_band": rep.by_context("speed"),
+            "by_speed_factor": rep.by_context("speed_factor"), "episodes": rep.episodes,
+            "notes": {
+                "failed": f"an episode fails when its {fail_why}; group metrics average "
+                          "the episodes that did not fail (null when all failed)",
+                "settling_time": "first time after which the worst-joint error stays below "
+                                 f"--settle-tol {cfg.settle_tol:g} rad; null: never settled"}}
+
+
+def _report_md(cfg: ControlConfig, report: dict, fail_why: str) -> str:
+    """``report.md``: the metrics by payload and by speed band."""
+    md = [f"# neuract control: {cfg.controller} with model `{cfg.model}` on `{cfg.robot}`",
+          "", "| group | RMS [rad] | max [rad] | settling [s] | effort [N m] | failure |",
+          "|---|---|---|---|---|---|"]
+    for key in ("by_payload", "by_speed_band"):
+        for val, r in report[key].items():
+            if r["failure_rate"] >= 1:
+                cells = ["all failed"] * 4
+            else:
+                cells = [_fmt(r["rms"], ".2e"), _fmt(r["max"], ".2e"),
+                         _fmt(r["settling_time"], ".2f", "never settled"),
+                         _fmt(r["effort"], ".2f")]
+            md.append(f"| {key[3:]} {val} | " + " | ".join(cells)
+                      + f" | {r['failure_rate']:.0%} |")
+    md += ["", f"Failure: {fail_why}; the metrics average the episodes that did not "
+           "fail. Settling: first time after which the worst-joint error stays below "
+           f"--settle-tol {cfg.settle_tol:g} rad (\"never settled\": not within the run)."]
+    return "\n".join(md) + "\n"
+
+
+def _print_summary(cfg: ControlConfig, s: dict, fail_why: str) -> None:
     n_eps, n_failed = s["n"], round(s["failure_rate"] * s["n"])
-    with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:
-        save_resolved(cfg, out)
-        write_json(Path(out) / "report.json", json_safe(report))
-        md = [f"# neuract control: {cfg.controller} with model `{cfg.model}` on `{cfg.robot}`",
-              "", "| group | RMS [rad] | max [rad] | settling [s] | effort [N m] | failure |",
-              "|---|---|---|---|---|---|"]
-        for key in ("by_payload", "by_speed_band"):
-            for val, r in report[key].items():
-                if r["failure_rate"] >= 1:
-                    cells = ["all failed"] * 4
-                else:
-                    cells = [_fmt(r["rms"], ".2e"), _fmt(r["max"], ".2e"),
-                             _fmt(r["settling_time"], ".2f", "never settled"),
-                             _fmt(r["effort"], ".2f")]
-                md.append(f"| {key[3:]} {val} | " + " | ".join(cells)
-                          + f" | {r['failure_rate']:.0%} |")
-        md += ["", f"Failure: {fail_why}; the metrics average the episodes that did not "
-               "fail. Settling: first time after which the worst-joint error stays below "
-               f"--settle-tol {cfg.settle_tol:g} rad (\"never settled\": not within the run)."]
-        write_text(Path(out) / "report.md", "\n".join(md) + "\n")
     head = f"control: {cfg.controller} ({cfg.model}) on {cfg.robot}: "
     if n_failed == n_eps:
         print(head + f"all {n_eps} episodes failed ({fail_why}) -> {cfg.out}")
@@ -344,6 +358,29 @@ def run(cfg: ControlConfig) -> dict:
         failed = f"failure rate {s['failure_rate']:.0%}" + (
             f" ({n_failed} of {n_eps} episodes: {fail_why})" if n_failed else "")
         print(head + f"RMS {s['rms']:.3g} rad, {settle}, {failed} -> {cfg.out}")
+
+
+def run(cfg: ControlConfig) -> dict:
+    steps = _check_options(cfg)
+    robot = load_robot(cfg.robot)
+    nominal = RobotModel(robot)
+    model = (nominal if cfg.model == "true" else
+             load_identified(Path(cfg.model), robot, "--model", cfg.robot))
+    plant = (nominal if cfg.plant == "robot" else
+             load_identified(Path(cfg.plant), robot, "--plant", cfg.robot))
+    lim = cfg.tau_limit or None
+    make = _controller_factory(cfg, model, lim)
+    episodes = _episodes(cfg, robot, plant, steps)
+    rep = replay(episodes, make, plant, cfg.dt, cfg.settle_tol, cfg.fail_tol, cfg.noise_q,
+                 cfg.noise_qd, lim, cfg.seed)
+    fail_why = (f"worst-joint tracking error above --fail-tol {cfg.fail_tol:g} rad, or the "
+                "simulation diverged")
+    report = _report(cfg, rep, fail_why)
+    with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:
+        save_resolved(cfg, out)
+        write_json(Path(out) / "report.json", json_safe(report))
+        write_text(Path(out) / "report.md", _report_md(cfg, report, fail_why))
+    _print_summary(cfg, report["summary"], fail_why)
     return report
 
 

@@ -121,19 +121,9 @@ def compute_stats(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
     return stats
 
 
-def write_dataset(
-    trajs: Iterable[Trajectory],
-    out_dir: str | os.PathLike,
-    overwrite: bool = False,
-    config: Any = None,
-) -> Path:
-    """Write trajectories as a dataset directory (atomically); returns its path.
-
-    All trajectories must share the robot and joint names. ``config``, if given, is a
-    dataclass written as ``config.json`` (the resolved config of the producing run).
-    """
-    trajs = list(trajs)
-    out = Path(out_dir)
+def _check_episodes(trajs: list[Trajectory], out: Path) -> TrajectoryMeta:
+    """The first episode's meta, after checking that every item is a Trajectory of the same
+    robot and joints under a name of its own."""
     if not trajs:
         raise SchemaError(f"no trajectories to write to {out}; expected at least one episode")
     first = trajs[0].meta
@@ -152,8 +142,57 @@ def write_dataset(
                 f"episode name {tr.meta.name!r} occurs twice; names must be unique within a dataset"
             )
         names.add(tr.meta.name)
-    episodes = []
+    return first
+
+
+def _info(trajs: list[Trajectory], first: TrajectoryMeta, episodes: list[dict[str, Any]],
+          totals: dict[str, int], all_channels: list[str]) -> dict[str, Any]:
+    """The content of ``meta/info.json``."""
     rates = [tr.meta.rate_hz for tr in trajs if tr.meta.rate_hz is not None]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "robot": first.robot,
+        "joint_names": list(first.joint_names),
+        "n_joints": len(first.joint_names),
+        "n_episodes": len(trajs),
+        "n_samples": int(sum(len(t) for t in trajs)),
+        "duration_s": float(sum(t.duration for t in trajs)),
+        "rates_hz": (
+            {"min": min(rates), "median": float(np.median(rates)), "max": max(rates)}
+            if rates
+            else None
+        ),
+        "channels": {
+            c: {
+                "kind": CHANNELS[c].kind,
+                "unit": CHANNELS[c].unit,
+                "dtype": CHANNELS[c].dtype,
+                "doc": CHANNELS[c].doc,
+            }
+            for c in all_channels
+        },
+        "units": {c: CHANNELS[c].unit for c in all_channels},
+        "counts": totals,
+        "episodes": episodes,
+    }
+
+
+def write_dataset(
+    trajs: Iterable[Trajectory],
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    config: Any = None,
+) -> Path:
+    """Write trajectories as a dataset directory (atomically); returns its path.
+
+    All trajectories must share the robot and joint names. ``config``, if given, is a
+    dataclass written as ``config.json`` (the resolved config of the producing run).
+    """
+    trajs = list(trajs)
+    out = Path(out_dir)
+    first = _check_episodes(trajs, out)
+    episodes = []
     totals: dict[str, int] = {}
     all_channels: list[str] = []
     with atomic_dir(out, overwrite=overwrite, **DATASET_DEST) as tmp:
@@ -175,37 +214,9 @@ def write_dataset(
                 totals[k] = totals.get(k, 0) + v
             all_channels += [c for c in tr.channels if c not in all_channels]
         all_channels = [c for c in CHANNELS if c in all_channels]
-        info = {
-            "format": FORMAT,
-            "version": VERSION,
-            "robot": first.robot,
-            "joint_names": list(first.joint_names),
-            "n_joints": len(first.joint_names),
-            "n_episodes": len(trajs),
-            "n_samples": int(sum(len(t) for t in trajs)),
-            "duration_s": float(sum(t.duration for t in trajs)),
-            "rates_hz": (
-                {"min": min(rates), "median": float(np.median(rates)), "max": max(rates)}
-                if rates
-                else None
-            ),
-            "channels": {
-                c: {
-                    "kind": CHANNELS[c].kind,
-                    "unit": CHANNELS[c].unit,
-                    "dtype": CHANNELS[c].dtype,
-                    "doc": CHANNELS[c].doc,
-                }
-                for c in all_channels
-            },
-            "units": {c: CHANNELS[c].unit for c in all_channels},
-            "counts": totals,
-            "episodes": episodes,
-        }
-        write_json(tmp / "meta" / "info.json", info)
+        write_json(tmp / "meta" / "info.json", _info(trajs, first, episodes, totals, all_channels))
         write_json(tmp / "meta" / "stats.json", compute_stats(trajs))
         if config is not None:
-
             save_resolved(config, tmp)
     return out
 

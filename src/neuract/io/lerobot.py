@@ -37,10 +37,14 @@ import json
 import math
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
@@ -187,20 +191,21 @@ def _converter(
     return conv_model, f"range_m100_100 -> rad via {robot} joint ranges (approximate)"
 
 
-def read_lerobot(
-    root: str | os.PathLike,
-    robot: str | None = None,
-    position_units: str = "auto",
-    calibration: str | os.PathLike | None = None,
-    state_key: str = "observation.state",
-    action_key: str = "action",
-) -> list[Trajectory]:
-    """All episodes of a LeRobot dataset as Trajectories (see module doc)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+@dataclass
+class _Info:
+    """What ``meta/info.json`` says about the dataset, checked."""
 
-    root = Path(root)
+    path: Path
+    info: dict[str, Any]
+    version: str
+    fps: float
+    robot_type: str
+    robot: str
+    joints: list[str]
+    has_action: bool
+
+
+def _read_info(root: Path, robot: str | None, state_key: str, action_key: str) -> _Info:
     info_path = root / "meta" / "info.json"
     info = _read_json(info_path)
     version = str(info.get("codebase_version", ""))
@@ -216,13 +221,14 @@ def read_lerobot(
     has_action = action_key in info.get("features", {})
     if has_action and _joint_names(info, action_key, info_path) != joints:
         has_action = False  # action in another space (e.g. end-effector): not a joint goal
-    conv, how = _converter(position_units, robot_type, robot, joints, calibration, str(info_path))
+    return _Info(info_path, info, version, fps, robot_type, robot, joints, has_action)
+
+
+def _read_tables(root: Path, want: list[str]) -> list[tuple[Path, pa.Table]]:
+    """Every parquet file under ``data/``, each checked for the columns ``want``."""
     files = sorted((root / "data").rglob("*.parquet"))
     if not files:
         raise SchemaError(f"{root / 'data'}: no parquet files")
-    want = [state_key, "timestamp", "episode_index", "frame_index"]
-    if has_action:
-        want.append(action_key)
     tables = []
     for f in files:
         try:
@@ -233,7 +239,11 @@ def read_lerobot(
         if missing:
             raise SchemaError(f"{f}: missing column(s) {missing}; columns: {tab.column_names}")
         tables.append((f, tab))
-    tasks = _tasks(root)
+    return tables
+
+
+def _episode_parts(tables: list[tuple[Path, pa.Table]]) -> dict[int, list[tuple[Path, pa.Table]]]:
+    """episode index -> its rows in each file (in file order)."""
     episodes: dict[int, list[tuple[Path, pa.Table]]] = {}
     for f, tab in tables:
         ep_col = tab.column("episode_index").to_numpy()
@@ -241,45 +251,70 @@ def read_lerobot(
             episodes.setdefault(int(ep), []).append(
                 (f, tab.filter(pc.equal(tab.column("episode_index"), ep)))
             )
-    out = []
-    for ep in sorted(episodes):
-        parts = episodes[ep]
-        src = ", ".join(str(f) for f, _ in parts)
+    return episodes
 
-        def col(name: str, parts=parts) -> np.ndarray:
-            arrs = [np.asarray(t.column(name).to_pylist(), dtype=np.float64) for _, t in parts]
-            return np.concatenate(arrs, axis=0)
 
-        order = np.argsort(col("frame_index"), kind="stable")
-        ch: dict[str, np.ndarray] = {"t": col("timestamp")[order]}
-        q = col(state_key)[order]
-        if q.ndim != 2 or q.shape[1] != len(joints):
-            raise SchemaError(
-                f"{src}: column {state_key!r} has shape {q.shape}; expected "
-                f"(T, {len(joints)}) for joints {joints}"
-            )
-        ch["q"] = conv(q)
-        if has_action:
-            ch["q_goal"] = conv(col(action_key)[order])
-        task_idx = int(col("task_index")[0]) if "task_index" in parts[0][1].column_names else 0
-        labels = {
-            "task": tasks.get(task_idx),
-            "episode_index": ep,
-            "split": _split_of(info, ep),
-            "robot_type": robot_type,
-            "lerobot_version": version,
-            "position_conversion": how,
-        }
-        meta = TrajectoryMeta(
-            robot=robot,
-            joint_names=tuple(joints),
-            source=src,
-            rate_hz=float(fps),
-            name=f"episode_{ep:06d}",
-            labels=labels,
+def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: str,
+             tasks: dict[int, str], state_key: str, action_key: str) -> Trajectory:
+    """One episode's rows (ordered by ``frame_index``) as a Trajectory."""
+    src = ", ".join(str(f) for f, _ in parts)
+
+    def col(name: str) -> np.ndarray:
+        arrs = [np.asarray(t.column(name).to_pylist(), dtype=np.float64) for _, t in parts]
+        return np.concatenate(arrs, axis=0)
+
+    order = np.argsort(col("frame_index"), kind="stable")
+    ch: dict[str, np.ndarray] = {"t": col("timestamp")[order]}
+    q = col(state_key)[order]
+    if q.ndim != 2 or q.shape[1] != len(ds.joints):
+        raise SchemaError(
+            f"{src}: column {state_key!r} has shape {q.shape}; expected "
+            f"(T, {len(ds.joints)}) for joints {ds.joints}"
         )
-        out.append(Trajectory(ch, meta))
-    return out
+    ch["q"] = conv(q)
+    if ds.has_action:
+        ch["q_goal"] = conv(col(action_key)[order])
+    task_idx = int(col("task_index")[0]) if "task_index" in parts[0][1].column_names else 0
+    labels = {
+        "task": tasks.get(task_idx),
+        "episode_index": ep,
+        "split": _split_of(ds.info, ep),
+        "robot_type": ds.robot_type,
+        "lerobot_version": ds.version,
+        "position_conversion": how,
+    }
+    meta = TrajectoryMeta(
+        robot=ds.robot,
+        joint_names=tuple(ds.joints),
+        source=src,
+        rate_hz=float(ds.fps),
+        name=f"episode_{ep:06d}",
+        labels=labels,
+    )
+    return Trajectory(ch, meta)
+
+
+def read_lerobot(
+    root: str | os.PathLike,
+    robot: str | None = None,
+    position_units: str = "auto",
+    calibration: str | os.PathLike | None = None,
+    state_key: str = "observation.state",
+    action_key: str = "action",
+) -> list[Trajectory]:
+    """All episodes of a LeRobot dataset as Trajectories (see module doc)."""
+    root = Path(root)
+    ds = _read_info(root, robot, state_key, action_key)
+    conv, how = _converter(position_units, ds.robot_type, ds.robot, ds.joints, calibration,
+                           str(ds.path))
+    want = [state_key, "timestamp", "episode_index", "frame_index"]
+    if ds.has_action:
+        want.append(action_key)
+    tables = _read_tables(root, want)
+    tasks = _tasks(root)
+    episodes = _episode_parts(tables)
+    return [_episode(ep, episodes[ep], ds, conv, how, tasks, state_key, action_key)
+            for ep in sorted(episodes)]
 
 
 __all__ = ["POSITION_UNITS", "read_lerobot"]

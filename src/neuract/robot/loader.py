@@ -22,6 +22,7 @@ equality constraints (e.g. a coupled gripper), contacts, joint-limit forces and 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import mujoco
@@ -112,34 +113,52 @@ def load_mj_model(name_or_path: str | Path | mujoco.MjModel) -> mujoco.MjModel:
         raise RobotModelError(f"cannot compile robot description {path}: {exc}") from None
 
 
-def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float64,
-                        device="cpu"):
-    """Build the differentiable :class:`Robot` from a compiled MuJoCo model."""
+def _oname(mj: mujoco.MjModel, kind, i: int) -> str:
+    return mujoco.mj_id2name(mj, kind, i) or f"{kind.name[4:].lower()}{i}"
 
-    def oname(kind, i):
-        return mujoco.mj_id2name(mj, kind, i) or f"{kind.name[4:].lower()}{i}"
 
+def _check_joints(mj: mujoco.MjModel, name: str) -> int:
+    """The number of joints, after refusing unsupported ones and warning about springs."""
     for j in range(mj.njnt):
         jt = int(mj.jnt_type[j])
         if jt not in _SUPPORTED:
             kind = mujoco.mjtJoint(jt).name[6:].lower()
-            body = oname(mujoco.mjtObj.mjOBJ_BODY, int(mj.jnt_bodyid[j]))
+            body = _oname(mj, mujoco.mjtObj.mjOBJ_BODY, int(mj.jnt_bodyid[j]))
             raise RobotModelError(
-                f"joint {oname(mujoco.mjtObj.mjOBJ_JOINT, j)!r} (body {body!r}) is a {kind} "
+                f"joint {_oname(mj, mujoco.mjtObj.mjOBJ_JOINT, j)!r} (body {body!r}) is a {kind} "
                 "joint; only hinge and slide joints are supported (fixed-base serial/tree arms)"
             )
-    stiff = [oname(mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(mj.njnt) if mj.jnt_stiffness[j]]
+    stiff = [_oname(mj, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(mj.njnt)
+             if mj.jnt_stiffness[j]]
     if stiff:
         warnings.warn(f"joints {stiff} have spring stiffness, which neuract's dynamics do not "
-                      "model (passive torques are damping and dry friction only)", stacklevel=3)
+                      "model (passive torques are damping and dry friction only)", stacklevel=4)
     n = mj.njnt
     if n == 0:
         raise RobotModelError(f"robot {name or mj}: no hinge/slide joints, nothing to simulate")
     assert mj.nv == n and mj.nq == n
+    return n
 
+
+@dataclass
+class _Links:
+    """The link tree built from the MuJoCo bodies (one link per joint, module doc)."""
+
+    end_link: dict[int, int]  # body -> link its frame rides on (after its own joints)
+    end_T: dict[int, tuple[np.ndarray, np.ndarray]]  # body -> its frame's pose in that link
+    parent: list[int]  # per link: parent link (-1: world)
+    Rt: list[np.ndarray]  # per link: joint frame rotation in the parent link (q = qpos0)
+    pt: list[np.ndarray]  # ... and position
+    is_hinge: list[bool]
+    owner: list[int]  # per link: the body whose joint it is
+    pi_link: np.ndarray  # (n, 10) inertial parameters of the bodies folded into each link
+
+
+def _link_tree(mj: mujoco.MjModel, n: int) -> _Links:
+    """Walk the bodies in order: one link per joint, welded bodies folded into their link."""
     ident = (np.eye(3), np.zeros(3))
-    end_link = {0: -1}  # body -> link its frame rides on (after its own joints)
-    end_T = {0: ident}  # body -> pose of body frame in that link's frame
+    end_link = {0: -1}
+    end_T = {0: ident}
     parent, Rt, pt, is_hinge, owner = [], [], [], [], []
     pi_link = np.zeros((n, 10))
     for b in range(1, mj.nbody):
@@ -168,15 +187,23 @@ def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float
             pi_link[link] += transform_pi(
                 pi_b, torch.tensor(frame[0]), torch.tensor(frame[1])
             ).numpy()
+    return _Links(end_link, end_T, parent, Rt, pt, is_hinge, owner, pi_link)
 
-    # frame in which each link's inertial parameters are reported: the owning body's frame
-    # for the last joint of a body, the joint frame itself for intermediate joints
+
+def _pi_ref_to_link(links: _Links, n: int) -> torch.Tensor:
+    """Map from the frame in which each link's inertial parameters are reported (the owning
+    body's frame for the last joint of a body, the joint frame itself for intermediate joints)
+    to the link frame."""
     ref_R, ref_p = np.tile(np.eye(3), (n, 1, 1)), np.zeros((n, 3))
     for i in range(n):
-        if end_link[owner[i]] == i:
-            ref_R[i], ref_p[i] = end_T[owner[i]]
-    pi_ref_to_link = pi_transform_matrix(torch.tensor(ref_R), torch.tensor(ref_p))
+        if links.end_link[links.owner[i]] == i:
+            ref_R[i], ref_p[i] = links.end_T[links.owner[i]]
+    return pi_transform_matrix(torch.tensor(ref_R), torch.tensor(ref_p))
 
+
+def _attachments(mj: mujoco.MjModel, links: _Links) -> dict[str, np.ndarray]:
+    """The link every body and site rides on (-1: world) and its fixed pose in that link."""
+    end_link, end_T = links.end_link, links.end_T
     nb = mj.nbody - 1
     body_link = np.array([end_link[b] for b in range(1, mj.nbody)], dtype=np.int64)
     body_R = np.stack([end_T[b][0] for b in range(1, mj.nbody)]) if nb else np.zeros((0, 3, 3))
@@ -188,60 +215,82 @@ def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float
         site_link.append(end_link[b])
         site_R.append(T[0])
         site_p.append(T[1])
+    return {
+        "body_link": body_link, "body_R": body_R, "body_p": body_p,
+        "site_link": np.array(site_link, dtype=np.int64),
+        "site_R": np.stack(site_R) if site_R else np.zeros((0, 3, 3)),
+        "site_p": np.stack(site_p) if site_p else np.zeros((0, 3)),
+    }
 
+
+def _ancestors(parent: list[int]) -> np.ndarray:
+    """anc[i, k] = 1 when link k is i or an ancestor of i."""
+    n = len(parent)
     anc = np.zeros((n, n))
     for i in range(n):
         k = i
         while k >= 0:
             anc[i, k] = 1.0
             k = parent[k]
+    return anc
 
-    limited = mj.jnt_limited.astype(bool)
-    q_lower = np.where(limited, mj.jnt_range[:, 0], -np.inf)
-    q_upper = np.where(limited, mj.jnt_range[:, 1], np.inf)
-    gravity = mj.opt.gravity.copy()
-    if mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY):
-        gravity[:] = 0.0
 
-    def T(x, dt=torch.float64):
-        return torch.as_tensor(np.asarray(x), dtype=dt)
-
-    hinge = np.array(is_hinge)
-    Rt_a = np.stack(Rt)
-    # local rotation of link i = Rt @ Rz(theta) = cos*Rc + sin*Rs + Rz0 (Rc, Rs, Rz0 constant)
+def _rotation_terms(Rt_a: np.ndarray, hinge: np.ndarray):
+    """Constant terms of the local rotation of link i = Rt @ Rz(theta) = cos*Rc + sin*Rs + R0
+    (Rc, Rs zero and R0 = Rt for slide joints)."""
     Rc = np.zeros_like(Rt_a)
     Rs = np.zeros_like(Rt_a)
     Rc[hinge, :, 0], Rc[hinge, :, 1] = Rt_a[hinge, :, 0], Rt_a[hinge, :, 1]
     Rs[hinge, :, 0], Rs[hinge, :, 1] = Rt_a[hinge, :, 1], -Rt_a[hinge, :, 0]
     R0 = Rt_a.copy()
     R0[hinge, :, :2] = 0.0
+    return Rc, Rs, R0
 
-    names = tuple(oname(mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(n))
+
+def _T(x, dt=torch.float64):
+    return torch.as_tensor(np.asarray(x), dtype=dt)
+
+
+def robot_from_mj_model(mj: mujoco.MjModel, *, name: str = "", dtype=torch.float64,
+                        device="cpu"):
+    """Build the differentiable :class:`Robot` from a compiled MuJoCo model."""
+    n = _check_joints(mj, name)
+    links = _link_tree(mj, n)
+    att = _attachments(mj, links)
+    limited = mj.jnt_limited.astype(bool)
+    q_lower = np.where(limited, mj.jnt_range[:, 0], -np.inf)
+    q_upper = np.where(limited, mj.jnt_range[:, 1], np.inf)
+    gravity = mj.opt.gravity.copy()
+    if mj.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY):
+        gravity[:] = 0.0
+    hinge = np.array(links.is_hinge)
+    Rt_a = np.stack(links.Rt)
+    Rc, Rs, R0 = _rotation_terms(Rt_a, hinge)
+    T = _T
     robot = Robot(
         name=name,
         mj_model=mj,
-        joint_names=names,
-        body_names=tuple(oname(mujoco.mjtObj.mjOBJ_BODY, b) for b in range(1, mj.nbody)),
-        site_names=tuple(oname(mujoco.mjtObj.mjOBJ_SITE, s) for s in range(mj.nsite)),
-        link_names=tuple(oname(mujoco.mjtObj.mjOBJ_BODY, b) for b in owner),
-        parent=tuple(parent),
+        joint_names=tuple(_oname(mj, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(n)),
+        body_names=tuple(_oname(mj, mujoco.mjtObj.mjOBJ_BODY, b) for b in range(1, mj.nbody)),
+        site_names=tuple(_oname(mj, mujoco.mjtObj.mjOBJ_SITE, s) for s in range(mj.nsite)),
+        link_names=tuple(_oname(mj, mujoco.mjtObj.mjOBJ_BODY, b) for b in links.owner),
+        parent=tuple(links.parent),
         is_hinge=torch.as_tensor(hinge),
         q_ref=T(mj.qpos0),
         rot_cos=T(Rc),
         rot_sin=T(Rs),
         rot_const=T(R0),
-        pos_const=T(np.stack(pt)),
+        pos_const=T(np.stack(links.pt)),
         slide_axis=T(np.where(hinge[:, None], 0.0, Rt_a[:, :, 2])),
-        anc=T(anc),
-        body_link=torch.as_tensor(np.where(body_link < 0, n, body_link)),
-        body_R=T(body_R),
-        body_p=T(body_p),
-        site_link=torch.as_tensor(np.where(np.array(site_link, dtype=np.int64) < 0, n,
-                                           np.array(site_link, dtype=np.int64))),
-        site_R=T(np.stack(site_R) if site_R else np.zeros((0, 3, 3))),
-        site_p=T(np.stack(site_p) if site_p else np.zeros((0, 3))),
-        pi_ref_to_link=pi_ref_to_link,
-        pi_link=T(pi_link),
+        anc=T(_ancestors(links.parent)),
+        body_link=torch.as_tensor(np.where(att["body_link"] < 0, n, att["body_link"])),
+        body_R=T(att["body_R"]),
+        body_p=T(att["body_p"]),
+        site_link=torch.as_tensor(np.where(att["site_link"] < 0, n, att["site_link"])),
+        site_R=T(att["site_R"]),
+        site_p=T(att["site_p"]),
+        pi_ref_to_link=_pi_ref_to_link(links, n),
+        pi_link=T(links.pi_link),
         armature=T(mj.dof_armature),
         damping=T(mj.dof_damping),
         frictionloss=T(mj.dof_frictionloss),

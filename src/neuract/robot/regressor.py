@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from neuract.robot.dynamics import _cross_motion
 from neuract.robot.kinematics import link_poses, motion_subspace
+from neuract.robot.rigid_body import _cross_motion
 from neuract.robot.spatial import cross, skew
 
 __all__ = ["regressor", "link_regressor"]

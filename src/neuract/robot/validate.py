@@ -88,6 +88,61 @@ def _passive_reference(robot, q: np.ndarray, seed: int
     return qd, np.stack(ref), np.stack(sat)
 
 
+def _mujoco_state(m: mujoco.MjModel, d: mujoco.MjData, q: np.ndarray, qd: np.ndarray,
+                  qdd: np.ndarray, wrench: np.ndarray, ref: dict[str, list]) -> None:
+    """Append MuJoCo's quantities at one state (q, qd, qdd) (n_dof,) with body wrenches
+    ``wrench`` (n_bodies, 6) to the lists of ``ref``."""
+    nv, nb, ns = m.nv, m.nbody, m.nsite
+    d.qpos[:], d.qvel[:], d.qacc[:] = q, qd, qdd
+    mujoco.mj_inverse(m, d)
+    mujoco.mj_energyPos(m, d)
+    mujoco.mj_energyVel(m, d)
+    ref["energy"].append(d.energy.copy())
+    M = np.zeros((nv, nv))
+    mujoco.mj_fullM(m, d, M)
+    ref["M"].append(M)
+    ref["bias"].append(d.qfrc_bias.copy())
+    ref["inv"].append(d.qfrc_inverse.copy())
+    ref["xpos"].append(d.xpos[1:].copy())
+    ref["xmat"].append(d.xmat[1:].reshape(-1, 3, 3).copy())
+    ref["spos"].append(d.site_xpos.copy())
+    ref["smat"].append(d.site_xmat.reshape(-1, 3, 3).copy())
+    jac, sjac = [], []
+    ext = np.zeros(nv)
+    for b in range(1, nb):
+        jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
+        mujoco.mj_jacBody(m, d, jp, jr, b)
+        jac.append(np.vstack([jp, jr]))
+        mujoco.mj_applyFT(m, d, wrench[b - 1, :3].copy(), wrench[b - 1, 3:].copy(),
+                          d.xpos[b].copy(), b, ext)
+    for s in range(ns):
+        jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
+        mujoco.mj_jacSite(m, d, jp, jr, s)
+        sjac.append(np.vstack([jp, jr]))
+    ref["jac"].append(np.stack(jac))
+    ref["sjac"].append(np.stack(sjac) if sjac else np.zeros((0, 6, nv)))
+    ref["ext"].append(ext)
+    # forward dynamics with an external wrench: MuJoCo applies xfrc_applied at the COM
+    d.xfrc_applied[1:, :3] = wrench[:, :3]
+    d.xfrc_applied[1:, 3:] = wrench[:, 3:] + np.cross(d.xpos[1:] - d.xipos[1:], wrench[:, :3])
+    d.qfrc_applied[:] = ref["inv"][-1]
+    mujoco.mj_forward(m, d)
+    ref["fwd"].append(d.qacc.copy())
+    d.xfrc_applied[:] = 0.0
+    d.qfrc_applied[:] = 0.0
+
+
+def _mujoco_reference(m: mujoco.MjModel, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
+                      wrench: np.ndarray) -> dict[str, np.ndarray]:
+    """MuJoCo's quantities at every state, each stacked over the states."""
+    d = mujoco.MjData(m)
+    ref = {k: [] for k in ("M", "bias", "inv", "fwd", "xpos", "xmat", "jac", "spos", "smat",
+                           "sjac", "ext", "energy")}
+    for k in range(q.shape[0]):
+        _mujoco_state(m, d, q[k], qd[k], qdd[k], wrench[k], ref)
+    return {k: np.stack(v) for k, v in ref.items()}
+
+
 def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, float]:
     """Relative errors of M, bias, inverse/forward dynamics, FK, Jacobians, external torques,
     the inertial-parameter regressor, kinetic energy, changes of potential energy (bodies
@@ -96,53 +151,11 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
     the key ``passive_saturated_share`` is the share of dofs compared, not an error)."""
     m = reference_model(robot)
     m.opt.enableflags |= int(mujoco.mjtEnableBit.mjENBL_ENERGY)
-    d = mujoco.MjData(m)
-    nv, nb, ns = m.nv, m.nbody, m.nsite
+    nb, ns = m.nbody, m.nsite
     q, qd, qdd = random_states(robot, n_states, seed)
     rng = np.random.default_rng(seed + 1)
     wrench = rng.normal(size=(n_states, nb - 1, 6))
-    ref = {k: [] for k in ("M", "bias", "inv", "fwd", "xpos", "xmat", "jac", "spos", "smat",
-                           "sjac", "ext", "energy")}
-    for k in range(n_states):
-        d.qpos[:], d.qvel[:], d.qacc[:] = q[k], qd[k], qdd[k]
-        mujoco.mj_inverse(m, d)
-        mujoco.mj_energyPos(m, d)
-        mujoco.mj_energyVel(m, d)
-        ref["energy"].append(d.energy.copy())
-        M = np.zeros((nv, nv))
-        mujoco.mj_fullM(m, d, M)
-        ref["M"].append(M)
-        ref["bias"].append(d.qfrc_bias.copy())
-        ref["inv"].append(d.qfrc_inverse.copy())
-        ref["xpos"].append(d.xpos[1:].copy())
-        ref["xmat"].append(d.xmat[1:].reshape(-1, 3, 3).copy())
-        ref["spos"].append(d.site_xpos.copy())
-        ref["smat"].append(d.site_xmat.reshape(-1, 3, 3).copy())
-        jac, sjac = [], []
-        ext = np.zeros(nv)
-        for b in range(1, nb):
-            jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
-            mujoco.mj_jacBody(m, d, jp, jr, b)
-            jac.append(np.vstack([jp, jr]))
-            mujoco.mj_applyFT(m, d, wrench[k, b - 1, :3].copy(), wrench[k, b - 1, 3:].copy(),
-                              d.xpos[b].copy(), b, ext)
-        for s in range(ns):
-            jp, jr = np.zeros((3, nv)), np.zeros((3, nv))
-            mujoco.mj_jacSite(m, d, jp, jr, s)
-            sjac.append(np.vstack([jp, jr]))
-        ref["jac"].append(np.stack(jac))
-        ref["sjac"].append(np.stack(sjac) if sjac else np.zeros((0, 6, nv)))
-        ref["ext"].append(ext)
-        # forward dynamics with an external wrench: MuJoCo applies xfrc_applied at the COM
-        d.xfrc_applied[1:, :3] = wrench[k, :, :3]
-        d.xfrc_applied[1:, 3:] = wrench[k, :, 3:] + np.cross(d.xpos[1:] - d.xipos[1:],
-                                                            wrench[k, :, :3])
-        d.qfrc_applied[:] = ref["inv"][-1]
-        mujoco.mj_forward(m, d)
-        ref["fwd"].append(d.qacc.copy())
-        d.xfrc_applied[:] = 0.0
-        d.qfrc_applied[:] = 0.0
-    ref = {k: np.stack(v) for k, v in ref.items()}
+    ref = _mujoco_reference(m, q, qd, qdd, wrench)
 
     r = robot.to(dtype=torch.float64)
     qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))

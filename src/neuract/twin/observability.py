@@ -202,6 +202,48 @@ def _mark(lag: np.ndarray, j: int, end: int) -> None:
     lag[k] = np.maximum(lag[k], k - j)
 
 
+def _tolerances(stride: Any, batch: Any, tolerances_lsb: Sequence[float]) -> list[float]:
+    """The checked arguments of :func:`hidden_lag`: its register tolerances as a list."""
+    for k, v in (("stride", stride), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise SchemaError(f"hidden_lag {k}={v!r}; expected an integer >= 1")
+    tols = list(tolerances_lsb)
+    if not tols or not all(isinstance(k, (int, float, np.integer, np.floating))
+                           and not isinstance(k, bool) and k >= 0 for k in tols):
+        raise SchemaError(f"hidden_lag tolerances_lsb={tolerances_lsb!r}; expected register "
+                          "counts >= 0")
+    return tols
+
+
+def _episode_lags(tr: Any, cfg: Any, min_force_n: float, stride: int, batch: int,
+                  tols: list[float], tol: dict[float, dict[str, float]],
+                  lags: dict[float, np.ndarray]) -> None:
+    """Mark the hidden lags of one push episode ``tr`` (no payload) in ``lags`` (per
+    tolerance, (T,)), against its onset and release counterfactuals (:func:`hidden_lag`)."""
+    row = _row(tr, cfg)
+    c = _contact(tr, min_force_n)
+    t = np.asarray(tr["t"], dtype=np.float64)
+    starts = force_starts(tr.meta.labels)  # the pushes' (the episode has no payload)
+    onset: dict[float, dict[float, int]] = {}
+    for i0, i1 in true_runs(c):
+        began = [s for s in starts if s <= t[i0]]
+        if not began:
+            continue
+        s = began[-1]
+        if s not in onset:
+            (cf,) = run_chunk(counterfactual_config(cfg, s), [row])
+            onset[s] = {k: first_difference(tr, cf, tolerance=tol[k]) for k in tols}
+        for k in tols:
+            _mark(lags[k], i0, min(i1, onset[s][k]))
+        cuts = list(range(i0, i1, stride))
+        for b0 in range(0, len(cuts), batch):
+            part = cuts[b0:b0 + batch]
+            for j, w in zip(part, run_chunk(cfg, [row] * len(part),
+                                            push_end_s=[float(t[j]) for j in part])):
+                for k in tols:
+                    _mark(lags[k], j, min(i1, first_difference(tr, w, tolerance=tol[k])))
+
+
 def hidden_lag(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
                stride: int = 1, batch: int = 16, tolerances_lsb: Sequence[float] = (0,),
                progress=None) -> dict[float, list[np.ndarray]]:
@@ -242,14 +284,7 @@ def hidden_lag(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
     lower bounds. ``batch``: counterfactual episodes simulated together.
     ``progress(done, total)`` per episode."""
 
-    for k, v in (("stride", stride), ("batch", batch)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise SchemaError(f"hidden_lag {k}={v!r}; expected an integer >= 1")
-    tols = list(tolerances_lsb)
-    if not tols or not all(isinstance(k, (int, float, np.integer, np.floating))
-                           and not isinstance(k, bool) and k >= 0 for k in tols):
-        raise SchemaError(f"hidden_lag tolerances_lsb={tolerances_lsb!r}; expected register "
-                          "counts >= 0")
+    tols = _tolerances(stride, batch, tolerances_lsb)
     lsb = register_lsb(ROBOT_SPECS[cfg.robot]())
     tol = {k: {c: k * v for c, v in lsb.items()} for k in tols}
     out: dict[float, list[np.ndarray]] = {k: [] for k in tols}
@@ -264,29 +299,7 @@ def hidden_lag(cfg: Any, factual: Sequence[Any], min_force_n: float = 0.0,
         if ("contact" not in tr or not lab.get("pushes")
                 or float(lab.get("payload_mass_kg") or 0.0) > 0):
             continue
-        row = _row(tr, cfg)
-        c = _contact(tr, min_force_n)
-        t = np.asarray(tr["t"], dtype=np.float64)
-        starts = force_starts(lab)  # the pushes' (the episode has no payload)
-        onset: dict[float, dict[float, int]] = {}
-
-        for i0, i1 in true_runs(c):
-            began = [s for s in starts if s <= t[i0]]
-            if not began:
-                continue
-            s = began[-1]
-            if s not in onset:
-                (cf,) = run_chunk(counterfactual_config(cfg, s), [row])
-                onset[s] = {k: first_difference(tr, cf, tolerance=tol[k]) for k in tols}
-            for k in tols:
-                _mark(lags[k], i0, min(i1, onset[s][k]))
-            cuts = list(range(i0, i1, stride))
-            for b0 in range(0, len(cuts), batch):
-                part = cuts[b0:b0 + batch]
-                for j, w in zip(part, run_chunk(cfg, [row] * len(part),
-                                                push_end_s=[float(t[j]) for j in part])):
-                    for k in tols:
-                        _mark(lags[k], j, min(i1, first_difference(tr, w, tolerance=tol[k])))
+        _episode_lags(tr, cfg, min_force_n, stride, batch, tols, tol, lags)
     if progress:
         progress(len(factual), len(factual))
     return out

@@ -72,22 +72,29 @@ def _tick_times(rng: np.random.Generator, rate: float, jitter: float, duration: 
     return t[t < duration - 0.01]
 
 
-def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
-             record_physics: bool = False) -> list[EpisodeRecord]:
-    """Run ``jobs`` in lockstep for ``cfg.episode_s`` seconds each; one record per job."""
+@dataclass
+class _Schedule:
+    """The host side of every environment: tick times, goals sent, the goal active at each
+    physics step and the physics step each telemetry sample is read at."""
+
+    ticks: list[np.ndarray]  # per env (K_e,) host timestamps [s]
+    goals: list[np.ndarray]  # per env (K_e, n) goals sent [rad]
+    samples: list[np.ndarray]  # per env (K_e,) physics step each sample is read at
+    goal_idx: np.ndarray  # (E, n_steps) index of the goal at the servo at each physics step
+    G: np.ndarray  # (E, K, n) goals, each env's padded with its last
+    all_e: np.ndarray  # every env's samples sorted by step: the env ...
+    all_k: np.ndarray  # ... and the sample index
+    bounds: np.ndarray  # (n_steps + 1,) step s reads samples bounds[s]:bounds[s + 1]
+
+
+def _host_schedule(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
+                   bus: UnitBus, step_t: np.ndarray, dt: float, lsb: float) -> _Schedule:
+    """Tick times (jittered), goals sent (quantised) and their timing on the physics grid."""
     ni = cfg.nonideal
-    E, n = len(jobs), tm.n
-    dt = float(tm.model.opt.timestep)
-    n_steps = int(round(cfg.episode_s / dt))
-    lsb = 2 * np.pi / spec.registers.steps_per_rev
-    p = ServoParams.stack([j.params for j in jobs])
-    bus = UnitBus.stack([j.bus for j in jobs])
+    E, n, n_steps = len(jobs), tm.n, len(step_t)
     lo = tm.ranges[:, 0] + 0.05
     hi = tm.ranges[:, 1] - 0.05
-
-    # --- host schedule: ticks, goals sent, goal active at each physics step, sample steps
     ticks, goals, goal_idx, samples = [], [], np.zeros((E, n_steps), np.int64), []
-    step_t = np.arange(n_steps) * dt
     for e, job in enumerate(jobs):
         t_host = _tick_times(job.rng, spec.rate_hz, float(bus.jitter[e]), cfg.episode_s,
                              ni.jitter)
@@ -113,72 +120,168 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
     order = np.lexsort((all_e, all_s))
     all_e, all_k, all_s = all_e[order], all_k[order], all_s[order]
     bounds = np.searchsorted(all_s, np.arange(n_steps + 1))
+    return _Schedule(ticks, goals, samples, goal_idx, G, all_e, all_k, bounds)
 
-    # --- per-environment models and data
-    models, datas = [], []
-    m0 = tm.model
-    mdof, mq = tm.motor_dof, tm.motor_qpos
-    for e in range(E):
-        m = copy.copy(m0)
-        m.dof_armature[mdof] = p.armature[e]  # rotor inertia: mechanics, kept when ideal
-        m.dof_damping[mdof] = p.viscous[e] if (ni.friction and ni.motor) else 0.0
-        d = mujoco.MjData(m)
-        q0 = G[e, 0] - (p.encoder_offset[e] * lsb if ni.noise else 0.0)
-        d.qpos[mq] = q0
-        models.append(m)
-        datas.append(d)
 
-    # pre-drawn per-step encoder noise (per environment stream: batch-independent)
+class _Envs:
+    """The E MuJoCo environments (one ``MjModel`` copy each: the unit's armature and viscous
+    friction), with cached views into their data (attribute access costs more than the copy)."""
+
+    def __init__(self, tm: TwinModel, p: ServoParams, G: np.ndarray, ni, lsb: float):
+        self.models, self.datas = [], []
+        m0 = tm.model
+        self.mdof, self.mq = mdof, mq = tm.motor_dof, tm.motor_qpos
+        for e in range(len(G)):
+            m = copy.copy(m0)
+            m.dof_armature[mdof] = p.armature[e]  # rotor inertia: mechanics, kept when ideal
+            m.dof_damping[mdof] = p.viscous[e] if (ni.friction and ni.motor) else 0.0
+            d = mujoco.MjData(m)
+            q0 = G[e, 0] - (p.encoder_offset[e] * lsb if ni.noise else 0.0)
+            d.qpos[mq] = q0
+            self.models.append(m)
+            self.datas.append(d)
+        self.full = np.array_equal(mdof, np.arange(m0.nv)) and np.array_equal(mq,
+                                                                               np.arange(m0.nq))
+        self.qpos_v = [d.qpos for d in self.datas]
+        self.qvel_v = [d.qvel for d in self.datas]
+        self.qfrc_v = [d.qfrc_applied for d in self.datas]
+        self.fric_v = [m.dof_frictionloss for m in self.models]
+        self.pass_v = [d.qfrc_passive for d in self.datas]
+        self.cons_v = [d.qfrc_constraint for d in self.datas]
+
+    def step(self, tau: np.ndarray, bound: np.ndarray, use_friction: bool) -> None:
+        """Apply the motor torques (and friction bounds) and take one ``mj_step`` each."""
+        step, models, datas = mujoco.mj_step, self.models, self.datas
+        qfrc_v, fric_v, mdof = self.qfrc_v, self.fric_v, self.mdof
+        if self.full:
+            for e in range(len(models)):
+                qfrc_v[e][:] = tau[e]
+                if use_friction:
+                    fric_v[e][:] = bound[e]
+                step(models[e], datas[e])
+        else:
+            for e in range(len(models)):
+                qfrc_v[e][mdof] = tau[e]
+                if use_friction:
+                    fric_v[e][mdof] = bound[e]
+                step(models[e], datas[e])
+
+    def joint_torque(self, e: int) -> np.ndarray:
+        """Applied + passive + constraint torque at the servo joints of env ``e`` [N m]."""
+        mdof = self.mdof
+        return (self.qfrc_v[e][mdof] + self.pass_v[e][mdof] + self.cons_v[e][mdof])
+
+
+def _payload_events(payload: np.ndarray) -> dict[int, list[tuple[int, float]]]:
+    """Payload changes as events: physics step -> [(env, mass [kg])]."""
+    events: dict[int, list[tuple[int, float]]] = {}
+    for e in range(payload.shape[0]):
+        for s in np.flatnonzero(np.diff(payload[e], prepend=-1.0) != 0):
+            events.setdefault(int(s), []).append((e, float(payload[e, s])))
+    return events
+
+
+def _encoder_noise(jobs: list[Job], p: ServoParams, ni, n_steps: int, n: int,
+                   lsb: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-drawn per-step encoder noise [steps] (E, n_steps, n), drawn from each job's own
+    stream (batch-independent), and the encoder offsets [rad] (E, n)."""
+    E = len(jobs)
     noise = np.zeros((E, n_steps, n))
     if ni.noise:
         for e, job in enumerate(jobs):
             noise[e] = job.rng.standard_normal((n_steps, n)) * p.encoder_noise[e]
     offset = p.encoder_offset * lsb if ni.noise else np.zeros((E, n))
-    # payload and pushes on the physics grid
+    return noise, offset
+
+
+def _loads(jobs: list[Job], envs: _Envs, step_t: np.ndarray, ee: int):
+    """Payload and pushes on the physics grid: the payload events (:func:`_payload_events`),
+    the push forces (E, n_steps, 3) [N], the pushed envs and views of their end-effector
+    ``xfrc_applied``."""
     payload = np.stack([job.plan.payload_at(step_t) for job in jobs])  # (E, n_steps)
     push = np.stack([job.plan.push_at(step_t) for job in jobs])  # (E, n_steps, 3)
     has_push = np.abs(push).max(axis=(1, 2)) > 0
+    push_envs = [e for e in range(len(jobs)) if has_push[e]]
+    xfrc_v = {e: envs.datas[e].xfrc_applied[ee] for e in push_envs}
+    return _payload_events(payload), push, push_envs, xfrc_v
+
+
+def _record(rec: dict, es: np.ndarray, ks: np.ndarray, q_enc: np.ndarray, q_out: np.ndarray,
+            w_m: np.ndarray, out, temperature: np.ndarray) -> None:
+    """Store the samples ``(es, ks)`` read at this physics step (all but ``tau``)."""
+    rec["q_enc"][es, ks] = q_enc[es]
+    rec["q_true"][es, ks] = q_out[es]
+    rec["qd_true"][es, ks] = w_m[es]
+    rec["duty"][es, ks] = out.duty[es]
+    rec["current"][es, ks] = out.current[es]
+    rec["v_servo"][es, ks] = out.v_servo[es]
+    rec["temperature"][es, ks] = temperature[es]
+
+
+def _episode_records(jobs: list[Job], sched: _Schedule, rec: dict, rec_win: np.ndarray | None,
+                     phys: np.ndarray | None, n_steps: int, dt: float,
+                     lsb: float) -> list[EpisodeRecord]:
+    """One record per job from the sample arrays; the end-effector force from the plan."""
+    records = []
+    for e, job in enumerate(jobs):
+        k = len(sched.ticks[e])
+        ts = np.clip(sched.samples[e], 0, n_steps - 1) * dt
+        weight = np.zeros((k, 3))
+        weight[:, 2] = -GRAVITY * job.plan.payload_at(ts)
+        force = weight + job.plan.push_at(ts)
+        contact = (np.linalg.norm(force, axis=1) > 1e-6).astype(np.float64)
+        first = phys is not None and e == 0
+        records.append(EpisodeRecord(
+            t=sched.ticks[e], q_goal=sched.goals[e],
+            channels={c: rec[c][e, :k].copy() for c in RECORD_CHANNELS},
+            enc_steps_window=None if rec_win is None else np.round(rec_win[e, :k] / lsb),
+            ee_force=force, contact=contact, payload=job.plan.payload_at(ts),
+            physics_qpos=phys if first else None,
+            physics_goal=sched.G[e, sched.goal_idx[e]] if first else None))
+    return records
+
+
+def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
+             record_physics: bool = False) -> list[EpisodeRecord]:
+    """Run ``jobs`` in lockstep for ``cfg.episode_s`` seconds each; one record per job."""
+    ni = cfg.nonideal
+    E, n = len(jobs), tm.n
+    dt = float(tm.model.opt.timestep)
+    n_steps = int(round(cfg.episode_s / dt))
+    lsb = 2 * np.pi / spec.registers.steps_per_rev
+    p = ServoParams.stack([j.params for j in jobs])
+    bus = UnitBus.stack([j.bus for j in jobs])
+    step_t = np.arange(n_steps) * dt
+    sched = _host_schedule(tm, spec, cfg, jobs, bus, step_t, dt, lsb)
+    envs = _Envs(tm, p, sched.G, ni, lsb)
+
+    noise, offset = _encoder_noise(jobs, p, ni, n_steps, n, lsb)
     ee = tm.ee_body
+    events, push, push_envs, xfrc_v = _loads(jobs, envs, step_t, ee)
 
     W = int(round(spec.registers.velocity_window / dt)) if spec.registers.velocity_window else 0
     hist = np.zeros((E, W + 1, n)) if W else None
-
-    rec = {c: np.zeros((E, K, n)) for c in RECORD_CHANNELS}
-    rec_win = np.zeros((E, K, n)) if W else None
+    rec = {c: np.zeros((E, sched.G.shape[1], n)) for c in RECORD_CHANNELS}
+    rec_win = np.zeros((E, sched.G.shape[1], n)) if W else None
     st = ServoState.initial(p)
     if not ni.thermal:
         st.temperature = p.ambient + p.temp_start
-    nq = m0.nq
-    qpos = np.zeros((E, nq))
-    qvel = np.zeros((E, m0.nv))
-    phys = np.zeros((n_steps, nq)) if record_physics else None
+    qpos = np.zeros((E, tm.model.nq))
+    qvel = np.zeros((E, tm.model.nv))
+    phys = np.zeros((n_steps, tm.model.nq)) if record_physics else None
     ar = np.arange(E)
-    # cached views into MjData/MjModel (attribute access costs more than the copy)
-    full = np.array_equal(mdof, np.arange(m0.nv)) and np.array_equal(mq, np.arange(nq))
-    qpos_v = [d.qpos for d in datas]
-    qvel_v = [d.qvel for d in datas]
-    qfrc_v = [d.qfrc_applied for d in datas]
-    fric_v = [m.dof_frictionloss for m in models]
-    pass_v = [d.qfrc_passive for d in datas]
-    cons_v = [d.qfrc_constraint for d in datas]
-    push_envs = [e for e in range(E) if has_push[e]]
-    xfrc_v = {e: datas[e].xfrc_applied[ee] for e in push_envs}
-    # payload changes as events: step -> [(env, mass)]
-    events: dict[int, list[tuple[int, float]]] = {}
-    for e in range(E):
-        for s in np.flatnonzero(np.diff(payload[e], prepend=-1.0) != 0):
-            events.setdefault(int(s), []).append((e, float(payload[e, s])))
     use_friction = ni.friction and ni.motor
-    step = mujoco.mj_step
-    E_range = range(E)
+    qpos_v, qvel_v, mq, mdof = envs.qpos_v, envs.qvel_v, envs.mq, envs.mdof
+    all_e, all_k, bounds, goal_idx, G = (sched.all_e, sched.all_k, sched.bounds,
+                                         sched.goal_idx, sched.G)
 
     for s in range(n_steps):
-        for e in E_range:
+        for e in range(E):
             qpos[e] = qpos_v[e]
             qvel[e] = qvel_v[e]
         if record_physics:
             phys[s] = qpos[0]
-        if full:
+        if envs.full:
             q_out = qpos + st.gap
             w_m = qvel.copy()
         else:
@@ -195,51 +298,17 @@ def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job]
                 hist[:] = q_enc[:, None]
             hist[:, s % (W + 1)] = q_enc
         for e, mass in events.get(s, ()):
-            models[e].body_mass[ee] = mass
-            models[e].body_inertia[ee] = 0.4 * mass * 0.03**2  # 3 cm solid sphere
+            envs.models[e].body_mass[ee] = mass
+            envs.models[e].body_inertia[ee] = 0.4 * mass * 0.03**2  # 3 cm solid sphere
         for e in push_envs:
             xfrc_v[e][:3] = push[e, s]
-        tau, bound = out.tau_em, out.friction_bound
-        if full:
-            for e in E_range:
-                qfrc_v[e][:] = tau[e]
-                if use_friction:
-                    fric_v[e][:] = bound[e]
-                step(models[e], datas[e])
-        else:
-            for e in E_range:
-                qfrc_v[e][mdof] = tau[e]
-                if use_friction:
-                    fric_v[e][mdof] = bound[e]
-                step(models[e], datas[e])
+        envs.step(out.tau_em, out.friction_bound, use_friction)
         lo_i, hi_i = bounds[s], bounds[s + 1]
         if hi_i > lo_i:
             es, ks = all_e[lo_i:hi_i], all_k[lo_i:hi_i]
-            rec["q_enc"][es, ks] = q_enc[es]
-            rec["q_true"][es, ks] = q_out[es]
-            rec["qd_true"][es, ks] = w_m[es]
-            rec["duty"][es, ks] = out.duty[es]
-            rec["current"][es, ks] = out.current[es]
-            rec["v_servo"][es, ks] = out.v_servo[es]
-            rec["temperature"][es, ks] = st.temperature[es]
+            _record(rec, es, ks, q_enc, q_out, w_m, out, st.temperature)
             for e, k in zip(es.tolist(), ks.tolist()):
-                rec["tau"][e, k] = (qfrc_v[e][mdof] + pass_v[e][mdof] + cons_v[e][mdof])
+                rec["tau"][e, k] = envs.joint_torque(e)
             if W:
                 rec_win[es, ks] = hist[es, (s + 1) % (W + 1)]
-
-    records = []
-    for e, job in enumerate(jobs):
-        k = len(ticks[e])
-        ts = np.clip(samples[e], 0, n_steps - 1) * dt
-        weight = np.zeros((k, 3))
-        weight[:, 2] = -GRAVITY * job.plan.payload_at(ts)
-        force = weight + job.plan.push_at(ts)
-        contact = (np.linalg.norm(force, axis=1) > 1e-6).astype(np.float64)
-        records.append(EpisodeRecord(
-            t=ticks[e], q_goal=goals[e],
-            channels={c: rec[c][e, :k].copy() for c in RECORD_CHANNELS},
-            enc_steps_window=None if rec_win is None else np.round(rec_win[e, :k] / lsb),
-            ee_force=force, contact=contact, payload=job.plan.payload_at(ts),
-            physics_qpos=phys if (record_physics and e == 0) else None,
-            physics_goal=G[e, goal_idx[e]] if (record_physics and e == 0) else None))
-    return records
+    return _episode_records(jobs, sched, rec, rec_win, phys, n_steps, dt, lsb)
