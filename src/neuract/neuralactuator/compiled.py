@@ -138,6 +138,36 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
     files is refused); raises :class:`CompilerNotFound` before any work when
     no C++ compiler is present.
     """
+    sizes, fused = _checked(model, batch_sizes, quantize, extra)
+    if quantize == "int8":
+        int8op.require_avx2()
+    require_cxx_compiler()
+    cfg = fused.cfg
+    out = Path(out_dir).resolve()  # a symlinked directory: its target is replaced
+    # everything is built in a private sibling folder that replaces the directory as a whole
+    # once every size compiled (a failed or interrupted compile leaves it as it was), so an
+    # existing one may hold only what compile_aot writes
+    with atomic_dir(out, overwrite=True, **AOT_DEST) as stage:  # checks `out` before any work
+        op = {}
+        if quantize == "int8":
+            int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())
+            fused = copy.deepcopy(fused).quantize_trunk()
+            op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
+        entries = {str(B): _compile_one(fused, B, options, stage) for B in sizes}
+        meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
+                "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
+                "inputs": "x: (B, history, n_features) float32 raw features",
+                "outputs": list(OUTPUTS), "quantize": quantize, **op,
+                "weights_sha256": weights_hash(fused), "extra": dict(extra or {}),
+                "batch_sizes": entries}
+        _carry_over(out, stage, meta, entries)
+        write_json(stage / META, meta)
+    return AotActuator(out)
+
+
+def _checked(model: nn.Module, batch_sizes, quantize: str, extra: dict | None
+             ) -> tuple[list[int], FusedNeuralActuator]:
+    """compile_aot's arguments checked before any work: (sorted sizes, folded model)."""
     sizes = sorted({int(b) for b in batch_sizes})
     if not sizes or sizes[0] < 1:
         raise ConfigError(f"batch_sizes={tuple(batch_sizes)!r}; expected integers >= 1")
@@ -157,53 +187,38 @@ def compile_aot(model: nn.Module, batch_sizes=(1, 32), out_dir: str | os.PathLik
         raise ConfigError("compile_aot: the model's head trunk is already int8 "
                           "(FusedNeuralActuator.quantize_trunk); pass quantize='int8' so the "
                           "operator's library is built beside the packages")
-    if quantize == "int8":
-        int8op.require_avx2()
-    require_cxx_compiler()
+    return sizes, fused
+
+
+def _compile_one(fused: FusedNeuralActuator, B: int, options: dict | None, stage: Path) -> dict:
+    """Export and AOT-compile the folded model for batch size ``B`` into ``stage``; its
+    ``aot.json`` entry."""
     cfg = fused.cfg
-    out = Path(out_dir).resolve()  # a symlinked directory: its target is replaced
-    # everything is built in a private sibling folder that replaces the directory as a whole
-    # once every size compiled (a failed or interrupted compile leaves it as it was), so an
-    # existing one may hold only what compile_aot writes
-    with atomic_dir(out, overwrite=True, **AOT_DEST) as stage:  # checks `out` before any work
-        op = {}
-        if quantize == "int8":
-            int8op.load_op(int8op.build_op(stage), source=int8op.source_hash())
-            fused = copy.deepcopy(fused).quantize_trunk()
-            op = {"op_library": int8op.LIBRARY, "op_source_sha256": int8op.source_hash()}
-        entries = {}
-        for B in sizes:
-            opts = dict(options) if options is not None else inductor_options(B)
-            x = torch.zeros(B, cfg.history, cfg.n_features)
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                ep = torch.export.export(fused, (x,)).run_decompositions(
-                    {torch.ops.aten.matmul.default: _matmul_for_inductor})
-                torch._inductor.aoti_compile_and_package(
-                    ep, package_path=str(stage / package_name(B)), inductor_configs=dict(opts))
-            entries[str(B)] = {"package": package_name(B), "options": opts,
-                               "compile_s": time.perf_counter() - t0}
-        meta = {"kind": "neuralactuator-aoti", "torch": torch.__version__,
-                "config": dataclasses.asdict(cfg), "channels": list(cfg.channels),
-                "inputs": "x: (B, history, n_features) float32 raw features",
-                "outputs": list(OUTPUTS), "quantize": quantize, **op,
-                "weights_sha256": weights_hash(fused), "extra": dict(extra or {}),
-                "batch_sizes": entries}
-        # several compiles of the same model may share a directory: the sizes compiled
-        # earlier are carried over; packages of another model (or config, torch,
-        # quantization) are dropped
-        old = out / META
-        prev = json.loads(old.read_text()) if old.is_file() else {}
-        as_json = json.loads(json.dumps(meta))  # tuples as the stored lists
-        if all(prev.get(k) == as_json[k] for k in ("config", "torch", "quantize",
-                                                    "weights_sha256")):
-            for B, e in prev["batch_sizes"].items():
-                if B not in entries and (out / e["package"]).is_file():
-                    shutil.copy2(out / e["package"], stage / e["package"])
-                    entries[B] = e
-            meta["batch_sizes"] = dict(sorted(entries.items(), key=lambda kv: int(kv[0])))
-        write_json(stage / META, meta)
-    return AotActuator(out)
+    opts = dict(options) if options is not None else inductor_options(B)
+    x = torch.zeros(B, cfg.history, cfg.n_features)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        ep = torch.export.export(fused, (x,)).run_decompositions(
+            {torch.ops.aten.matmul.default: _matmul_for_inductor})
+        torch._inductor.aoti_compile_and_package(
+            ep, package_path=str(stage / package_name(B)), inductor_configs=dict(opts))
+    return {"package": package_name(B), "options": opts, "compile_s": time.perf_counter() - t0}
+
+
+def _carry_over(out: Path, stage: Path, meta: dict, entries: dict) -> None:
+    """Several compiles of the same model may share a directory: the sizes compiled earlier
+    are carried over into ``stage`` (and ``meta``); packages of another model (or config,
+    torch, quantization) are dropped."""
+    old = out / META
+    prev = json.loads(old.read_text()) if old.is_file() else {}
+    as_json = json.loads(json.dumps(meta))  # tuples as the stored lists
+    if all(prev.get(k) == as_json[k] for k in ("config", "torch", "quantize",
+                                                "weights_sha256")):
+        for B, e in prev["batch_sizes"].items():
+            if B not in entries and (out / e["package"]).is_file():
+                shutil.copy2(out / e["package"], stage / e["package"])
+                entries[B] = e
+        meta["batch_sizes"] = dict(sorted(entries.items(), key=lambda kv: int(kv[0])))
 
 
 class AotActuator:
