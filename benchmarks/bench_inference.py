@@ -429,10 +429,27 @@ def markdown(res: dict) -> str:
         "",
         aot_markdown(m["torch_aot_inductor"]),
         "",
-        "Reproduce: `python benchmarks/bench_inference.py`.",
+        stream_markdown(res),
+        "",
+        "Reproduce: `python benchmarks/bench_inference.py` (the streamed step alone: "
+        "`--only stream`).",
         "",
     ]
     return "\n".join(lines)
+
+
+def stream_markdown(res: dict) -> str:
+    """The streamed estimator step's line (``StreamingEstimator.step``, features and
+    network)."""
+    if "stream_step_p50_ms" not in res:
+        return "(This run did not time the streamed estimator step.)"
+    s = res["stream_step"]
+    return (f"Streamed estimator step (`StreamingEstimator.step`: the sample's checks, its "
+            f"feature row, the network and the output filters), batch 1, 1 thread: p50 "
+            f"**{res['stream_step_p50_ms']:.3f} ms**, p10-p90 {s['p10_ms']:.3f}-"
+            f"{res['stream_step_p90_ms']:.3f} ms over {s['steps_timed']} steps; {s['model']}; "
+            f"network `{s['network']}`, physics channels `{s['physics']}`. The network-only "
+            "figures above are the forward pass of the default model alone.")
 
 
 def twin_markdown(t) -> str:
@@ -482,14 +499,111 @@ def aot_int8_markdown(note: dict) -> str:
             "`onnxruntime-int8`'s; on a trained twin estimator see `bench_int8_accuracy.py`.")
 
 
+def demo_estimator_config() -> NeuralActuatorConfig:
+    """The estimator ``neuract demo`` trains at its defaults (``DemoConfig().experiment``:
+    the SO-101 setup, physics and context channels, the gate head)."""
+    from neuract.demo import DemoConfig
+    from neuract.pipeline.experiment import na_config, so101_setup
+
+    e = DemoConfig().experiment
+    if e.reference_steps:
+        raise SystemExit("the demo's estimator reads servo-reference channels: this benchmark "
+                         "times it without a fitted servo, so it cannot build that model")
+    setup = so101_setup()
+    return na_config(setup, "estimator", e.size, setup.robot.n_dof, e.physics, e.context_s,
+                     "", 0, e.ident, e.condition_head, e.ident_memory, int(e.gate_rnn),
+                     int(e.gate_conv), int(e.gate_lag), int(e.gate_decide))
+
+
+def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
+    """``StreamingEstimator.step`` at batch 1, one thread: p10/p50/p90 [ms] of every timed
+    step (wall clock) over ``rounds`` passes through twin SO-101 push episodes, each
+    episode streamed from its start (``reset``), the first pass untimed (warm-up). The model
+    is an untrained one of the demo's estimator configuration (random weights, feature
+    statistics of the episodes): a step does the same work whatever the weights."""
+    from neuract.neuralactuator.features import feature_stats, windows
+    from neuract.neuralactuator.stream import StreamingEstimator
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    torch.set_num_threads(1)
+    cfg = demo_estimator_config()
+    eps = generate(GenerateConfig(robot="so101", tasks=("push",), minutes=0.1 * episodes,
+                                  units=1, seed=5, sim=SimConfig(episode_s=6.0)))[:episodes]
+    torch.manual_seed(0)
+    model = NeuralActuator(cfg).eval()
+    model.set_stats(*feature_stats([windows(tr, cfg.channels, cfg.n_joints, cfg.history,
+                                            physics=cfg.physics, context_s=cfg.context_s)
+                                    for tr in eps]))
+    est = StreamingEstimator(model)
+    streams = []
+    for tr in eps:
+        cols = {c: np.asarray(tr[c], dtype=np.float64) for c in est.inputs}
+        t = np.asarray(tr["t"], dtype=np.float64)
+        streams.append([{"t": t[k], **{c: v[k] for c, v in cols.items()}}
+                        for k in range(len(t))])
+    load_before = os.getloadavg()
+    times = []
+    for r in range(rounds + 1):
+        for samples in streams:
+            est.reset()
+            for s in samples:
+                t0 = time.perf_counter()
+                est.step(s)
+                dt = time.perf_counter() - t0
+                if r:
+                    times.append(dt)
+    ms = np.asarray(times) * 1e3
+    return {"stream_step_p50_ms": float(np.median(ms)),
+            "stream_step_p90_ms": float(np.percentile(ms, 90)),
+            "stream_step": {
+                "p10_ms": float(np.percentile(ms, 10)), "steps_timed": len(ms),
+                "rounds": rounds, "episode_samples": [len(s) for s in streams],
+                "model": "untrained, the demo's estimator configuration (neuract demo "
+                         "defaults); feature statistics of the timed episodes",
+                "config": dataclasses.asdict(cfg),
+                "network": getattr(est, "backend", "torch-eager"),
+                "physics": getattr(est, "physics_backend", "torch"),
+                "threads": torch.get_num_threads(),
+                "loadavg_1_5_15_before": load_before,
+                "loadavg_1_5_15_after": os.getloadavg(),
+                "statistic": "every StreamingEstimator.step call, wall clock, the history's "
+                             "first samples (no output yet) included"}}
+
+
+def merge_stream_keys(path: Path, stream: dict) -> dict:
+    """``stream`` merged into the results file at ``path`` (its other keys as they are),
+    written atomically; returns the merged results."""
+    import json
+
+    res = json.loads(path.read_text()) if path.is_file() else {}
+    res.update(stream)
+    write_json(path, res)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls-b1", type=int, default=600)
     ap.add_argument("--calls-b32", type=int, default=60)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--only", choices=("all", "stream"), default="all",
+                    help="stream: time only StreamingEstimator.step and merge its keys into "
+                         "the existing inference.json")
+    ap.add_argument("--stream-rounds", type=int, default=5)
     a = ap.parse_args()
+    if a.only == "stream":
+        import json
+
+        stream = time_stream_steps(a.stream_rounds)
+        res = merge_stream_keys(a.out / "inference.json", stream)
+        if "backends" in res:
+            write_text(a.out / "inference.md", markdown(res))
+        print(json.dumps(stream, indent=1))
+        return
     res = run(a.rounds, a.calls_b1, a.calls_b32)
+    res.update(time_stream_steps(a.stream_rounds))
     write_json(a.out / "inference.json", res)
     write_text(a.out / "inference.md", markdown(res))
     print(markdown(res))
