@@ -33,11 +33,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator.estimate import (
-    check_gate_filter,
-    resolve_filters,
-    shift_threshold,
-)
+from neuract.neuralactuator.estimate import check_gate_filter, resolve_filters
 from neuract.neuralactuator.features import (
     CONTEXT_CHANNELS,
     EFFORT_CHANNELS,
@@ -352,16 +348,31 @@ class StreamingEstimator:
         on, off = self.gate_threshold, self.gate_release
         self._on_shift = None if on == 0.5 else float(_log_odds(on))
         self._off_shift = None if off == 0.5 else float(_log_odds(off))
+        th = self.condition_threshold
+        # shift_threshold as q / (q + (1 - q) exp(shift)) (None: no shift)
+        self._cond_scale = (None if np.ndim(th) == 0 and th == 0.5
+                            else np.exp(np.asarray(_log_odds(th), dtype=np.float64)))
+        # the staging rows each computed channel goes to (those the model reads)
+        row = self._row
+        self._phys_rows = tuple((i, row[k]) for i, k in enumerate(PHYSICS_CHANNELS) if k in row)
+        self._ctx_rows = tuple((i, row[k]) for i, k in enumerate(CONTEXT_CHANNELS) if k in row)
+        self._rows_q = (row["q"], row["qd"], row["q_goal"],
+                        row[self._effort] if self._effort is not None else -1)
+        self._history = cfg.history
         self.reset()
 
     def reset(self) -> None:
         """Forget the episode so far (the next sample starts a new one). A fixed-lag gate's
         decisions still owed are dropped: :meth:`finish` returns them, then resets."""
         self._x.fill(0.0)
+        self._win = self._x[0]  # (T, F)
+        self._new = self._win[-1].reshape(-1, self._C)  # the last row as (n, channels)
+        self._stage_t = self._stage[:self._C].T  # the staged model channels as (n, channels)
         self._filled = 0
         self._t_prev: float | None = None
         n = self.model.cfg.n_joints
-        self._slow: np.ndarray | None = None  # (2, n): effort and position-error averages
+        self._slow = np.zeros((2, n))  # effort and position-error averages
+        self._context_s = float(self.model.cfg.context_s or 1.0)
         self._move = np.zeros(n)
         # running sums of the identification channels (features.ident_channels)
         self._id = {"sxx": np.zeros((n, 4, 4)), "sxy": np.zeros((n, 4)), "syy": np.zeros(n),
@@ -416,30 +427,31 @@ class StreamingEstimator:
     def _features(self, t: float, sample: Mapping[str, Any]) -> None:
         """The computed channels into the staging rows, then the window's new feature row."""
         st, row = self._stage, self._row
+        iq, iqd, iqg, ieff = self._rows_q
         if self._ref is not None:  # the supply voltage and torque enable as the servo reads them
             series = {k: v[0] for k, v in servo_series(sample, 1).items()}
-            ref = self._ref.update(st[row["q"]], st[row["qd"]], st[row["q_goal"]], series)
+            ref = self._ref.update(st[iq], st[iqd], st[iqg], series)
             for k in REFERENCE_CHANNELS:
                 if k in row:
                     st[row[k]] = ref[k]
         grav = None
         if self._pose is not None:
-            grav, jac = self._pose(st[row["q"]])
-            for i, k in enumerate(PHYSICS_CHANNELS):
-                if k in row:
-                    st[row[k]] = grav if i == 0 else jac[i - 1]
-        if self._ctx:
-            qd, pe = st[row["qd"]], st[row["q_goal"]] - st[row["q"]]
+            grav, jac = self._pose(st[iq])
+            for i, r in self._phys_rows:
+                st[r] = grav if i == 0 else jac[i - 1]
+        if self._ctx_rows:
+            qd = st[iqd]
             np.copyto(self._move, np.sign(qd), where=np.abs(qd) > MOVE_SPEED)
-            if self._slow is None:
-                self._slow = np.stack([st[row[self._effort]], pe])
+            slow = self._slow
+            if self._t_prev is None:  # the averages start at the first sample
+                slow[0] = st[ieff]
+                np.subtract(st[iqg], st[iq], out=slow[1])
             else:
-                a = 1.0 - math.exp(-max(t - self._t_prev, 0.0) / float(self.model.cfg.context_s))
-                self._slow[0] += a * (st[row[self._effort]] - self._slow[0])
-                self._slow[1] += a * (pe - self._slow[1])
-            for k, v in zip(CONTEXT_CHANNELS, (self._move, self._slow[0], self._slow[1])):
-                if k in row:
-                    st[row[k]] = v
+                a = 1.0 - math.exp(-max(t - self._t_prev, 0.0) / self._context_s)
+                slow[0] += a * (st[ieff] - slow[0])
+                slow[1] += a * ((st[iqg] - st[iq]) - slow[1])
+            for i, r in self._ctx_rows:
+                st[r] = self._move if i == 0 else slow[i - 1]
         if self._ident:
             for k, v in self._ident_update(grav.copy()).items():
                 if k in row:
@@ -447,10 +459,10 @@ class StreamingEstimator:
         # the window moves one sample on; the new row is the staged channels in float32 (as
         # estimate's windows are built) and pos_error in float32 from them (as assemble
         # derives it)
-        win = self._x[0]
+        win = self._win
         win[:-1] = win[1:]
-        new = win[-1].reshape(-1, self._C)  # (n, channels)
-        new[...] = st[:self._C].T
+        new = self._new
+        new[...] = self._stage_t
         if self._pe is not None:
             pe, qg, q = self._pe
             np.subtract(new[:, qg], new[:, q], out=new[:, pe])
@@ -474,20 +486,26 @@ class StreamingEstimator:
 
     def step(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         """The estimator's outputs for one more telemetry sample (see the class)."""
-        n = self.model.cfg.n_joints
         t = self._read(sample)
         self._features(t, sample)
         self._t_prev = t
-        if self._filled < self.model.cfg.history:
+        if self._filled < self._history:
+            n = len(self._move)
             return {"tau": np.full(n, np.nan), "ee_force": np.full(3, np.nan),
                     "contact_prob": np.nan, "contact_t": np.nan,
                     "condition_prob_joint": np.full(n, np.nan), "condition_prob": np.nan,
                     "valid": False}
         tau, force, gate, cond = self._net()
         c = cond.astype(np.float64)
-        e = np.exp(c - c.max(-1, keepdims=True))
-        p_cond = e[:, 1:].sum(-1) / e.sum(-1)  # the degraded classes' probability
-        cj = shift_threshold(self._cond.update(t, p_cond), self.condition_threshold)
+        if c.shape[1] == 2:  # the degraded class's probability
+            p_cond = 1.0 / (1.0 + np.exp(c[:, 0] - c[:, 1]))
+        else:  # the degraded classes' probability
+            e = np.exp(c - c.max(-1, keepdims=True))
+            p_cond = e[:, 1:].sum(-1) / e.sum(-1)
+        cj = self._cond.update(t, p_cond)
+        if self._cond_scale is not None:  # shift_threshold: the threshold maps to 0.5
+            q = np.minimum(np.maximum(cj, 1e-9), 1 - 1e-9)
+            cj = q / (q + (1.0 - q) * self._cond_scale)
         out = {"tau": tau.astype(np.float64), "ee_force": force.astype(np.float64),
                "contact_prob": np.nan, "contact_t": np.nan, "condition_prob_joint": cj,
                "condition_prob": float(cj.max()), "valid": True}
