@@ -447,9 +447,13 @@ def stream_markdown(res: dict) -> str:
     return (f"Streamed estimator step (`StreamingEstimator.step`: the sample's checks, its "
             f"feature row, the network and the output filters), batch 1, 1 thread: p50 "
             f"**{res['stream_step_p50_ms']:.3f} ms**, p10-p90 {s['p10_ms']:.3f}-"
-            f"{res['stream_step_p90_ms']:.3f} ms over {s['steps_timed']} steps; {s['model']}; "
-            f"network `{s['network']}`, physics channels `{s['physics']}`. The network-only "
-            "figures above are the forward pass of the default model alone.")
+            f"{res['stream_step_p90_ms']:.3f} ms over {s['steps_timed']} steps (thread CPU "
+            f"time p50 {s['cpu_time_p50_ms']:.3f} ms); {s['model']}; network "
+            f"`{s['network']}`, physics channels `{s['physics']}`."
+            + (f" Its torch fallback (network and arm model in torch) in the same rounds: p50 "
+               f"{s['torch_fallback']['p50_ms']:.3f} ms." if "torch_fallback" in s else "")
+            + " The network-only figures above are the forward pass of the default model "
+            "alone.")
 
 
 def twin_markdown(t) -> str:
@@ -517,10 +521,13 @@ def demo_estimator_config() -> NeuralActuatorConfig:
 
 def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
     """``StreamingEstimator.step`` at batch 1, one thread: p10/p50/p90 [ms] of every timed
-    step (wall clock) over ``rounds`` passes through twin SO-101 push episodes, each
-    episode streamed from its start (``reset``), the first pass untimed (warm-up). The model
-    is an untrained one of the demo's estimator configuration (random weights, feature
-    statistics of the episodes): a step does the same work whatever the weights."""
+    step (wall clock; and the thread's CPU time) over ``rounds`` passes through twin SO-101
+    push episodes, each episode streamed from its start (``reset``), a first pass untimed
+    (warm-up). The model is an untrained one of the demo's estimator configuration (random
+    weights, feature statistics of the episodes): a step does the same work whatever the
+    weights. The estimator's default backends are timed, and in the same rounds (each round
+    runs both on the same episodes) its torch fallback (``network="torch"``,
+    ``physics_backend="torch"``)."""
     from neuract.neuralactuator.features import feature_stats, windows
     from neuract.neuralactuator.stream import StreamingEstimator
     from neuract.twin import GenerateConfig, generate
@@ -535,7 +542,13 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
     model.set_stats(*feature_stats([windows(tr, cfg.channels, cfg.n_joints, cfg.history,
                                             physics=cfg.physics, context_s=cfg.context_s)
                                     for tr in eps]))
-    est = StreamingEstimator(model)
+    ests = {"default": StreamingEstimator(model)}
+    try:  # the torch fallback (an older StreamingEstimator has no backend options)
+        ests["torch_fallback"] = StreamingEstimator(model, network="torch",
+                                                    physics_backend="torch")
+    except TypeError:
+        pass
+    est = ests["default"]
     streams = []
     for tr in eps:
         cols = {c: np.asarray(tr[c], dtype=np.float64) for c in est.inputs}
@@ -543,32 +556,40 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
         streams.append([{"t": t[k], **{c: v[k] for c, v in cols.items()}}
                         for k in range(len(t))])
     load_before = os.getloadavg()
-    times = []
+    times = {name: [] for name in ests}
     for r in range(rounds + 1):
-        for samples in streams:
-            est.reset()
-            for s in samples:
-                t0 = time.perf_counter()
-                est.step(s)
-                dt = time.perf_counter() - t0
-                if r:
-                    times.append(dt)
-    ms = np.asarray(times) * 1e3
-    return {"stream_step_p50_ms": float(np.median(ms)),
-            "stream_step_p90_ms": float(np.percentile(ms, 90)),
-            "stream_step": {
-                "p10_ms": float(np.percentile(ms, 10)), "steps_timed": len(ms),
-                "rounds": rounds, "episode_samples": [len(s) for s in streams],
-                "model": "untrained, the demo's estimator configuration (neuract demo "
-                         "defaults); feature statistics of the timed episodes",
-                "config": dataclasses.asdict(cfg),
-                "network": getattr(est, "backend", "torch-eager"),
-                "physics": getattr(est, "physics_backend", "torch"),
-                "threads": torch.get_num_threads(),
-                "loadavg_1_5_15_before": load_before,
-                "loadavg_1_5_15_after": os.getloadavg(),
-                "statistic": "every StreamingEstimator.step call, wall clock, the history's "
-                             "first samples (no output yet) included"}}
+        for name, e in ests.items():
+            for samples in streams:
+                e.reset()
+                for s in samples:
+                    t0, c0 = time.perf_counter(), time.thread_time()
+                    e.step(s)
+                    if r:
+                        times[name].append((time.perf_counter() - t0, time.thread_time() - c0))
+    ms = {name: np.asarray(v) * 1e3 for name, v in times.items()}
+    wall, cpu = ms["default"][:, 0], ms["default"][:, 1]
+    info = {"p10_ms": float(np.percentile(wall, 10)), "steps_timed": len(wall),
+            "cpu_time_p50_ms": float(np.median(cpu)),
+            "cpu_time_p90_ms": float(np.percentile(cpu, 90)),
+            "rounds": rounds, "episode_samples": [len(s) for s in streams],
+            "model": "untrained, the demo's estimator configuration (neuract demo "
+                     "defaults); feature statistics of the timed episodes",
+            "config": dataclasses.asdict(cfg),
+            "network": getattr(est, "backend", "torch-eager"),
+            "physics": getattr(est, "physics_backend", "torch"),
+            "threads": torch.get_num_threads(),
+            "loadavg_1_5_15_before": load_before,
+            "loadavg_1_5_15_after": os.getloadavg(),
+            "statistic": "every StreamingEstimator.step call, wall clock (cpu_time: the "
+                         "thread's CPU time), the history's first samples (no output yet) "
+                         "included"}
+    if "torch_fallback" in ms:
+        fb = ms["torch_fallback"]
+        info["torch_fallback"] = {"p50_ms": float(np.median(fb[:, 0])),
+                                  "p90_ms": float(np.percentile(fb[:, 0], 90)),
+                                  "cpu_time_p50_ms": float(np.median(fb[:, 1]))}
+    return {"stream_step_p50_ms": float(np.median(wall)),
+            "stream_step_p90_ms": float(np.percentile(wall, 90)), "stream_step": info}
 
 
 def merge_stream_keys(path: Path, stream: dict) -> dict:

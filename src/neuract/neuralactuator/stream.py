@@ -330,7 +330,10 @@ class StreamingEstimator:
         self._row = {c: i for i, c in enumerate(rows)}
         self._stage = np.zeros((len(rows), n))
         self._in_rows = tuple((c, self._row[c]) for c in self.inputs)
-        self._in_idx = np.array([self._row[c] for c in self.inputs], dtype=np.intp)
+        idx = sorted(self._row[c] for c in self.inputs)
+        # the input rows (a slice where they are consecutive, as the model's channels are)
+        self._in_idx = (slice(idx[0], idx[-1] + 1) if idx == list(range(idx[0], idx[-1] + 1))
+                        else np.array(idx, dtype=np.intp))
         self._C = C
         ch = cfg.channels
         self._pe = ((ch.index("pos_error"), ch.index("q_goal"), ch.index("q"))
@@ -405,7 +408,9 @@ class StreamingEstimator:
                 stage[r] = sample[c]  # (n,), or one value broadcast (a bus-wide channel)
             except (TypeError, ValueError):
                 stage[r] = self._channel(c, sample[c])
-        if not np.isfinite(stage[self._in_idx]).all():
+        # one sum over the input rows is finite unless some value is not (or the sum
+        # overflows, where the check below finds every channel finite)
+        if not math.isfinite(float(np.add.reduce(stage[self._in_idx], axis=None))):
             for c in self.inputs:
                 self._channel(c, sample[c])  # raises for the first non-finite channel
         return t
@@ -508,7 +513,7 @@ class StreamingEstimator:
             cj = q / (q + (1.0 - q) * self._cond_scale)
         out = {"tau": tau.astype(np.float64), "ee_force": force.astype(np.float64),
                "contact_prob": np.nan, "contact_t": np.nan, "condition_prob_joint": cj,
-               "condition_prob": float(cj.max()), "valid": True}
+               "condition_prob": max(cj.tolist()), "valid": True}
         if not self.lag:  # (a fixed-lag gate decided at lag 0: its lag-0 logit)
             out["contact_prob"] = self._gate_decision(t, 1.0 / (1.0 + math.exp(-float(gate[0]))))
             out["contact_t"] = t
