@@ -6,8 +6,11 @@ causal features need: the last ``history`` feature rows, the context channels' m
 and last direction of motion, the identification channels' running sums (since the last
 :meth:`StreamingEstimator.reset`: call it where an episode starts), the condition smoothing's
 running average, the contact gate filter's state and a recurrent gate's GRU state. Each
-:meth:`StreamingEstimator.step` costs one forward pass of the model (plus the arm model's
-gravity and Jacobian when the model reads physics channels)::
+:meth:`StreamingEstimator.step` writes one feature row into a preallocated window and costs
+one forward pass of the network (ONNX Runtime where installed, else torch), plus the arm's
+gravity torques and site Jacobian from MuJoCo when the model reads physics channels (the
+demo's estimator's time per step on one CPU thread: ``stream_step_p50_ms`` of
+``benchmarks/bench_inference.py``)::
 
     est = StreamingEstimator(load_checkpoint("runs/demo/checkpoints/neuralactuator_estimator"))
     for sample in telemetry:  # t [s], q, qd, q_goal, current or load, voltage, temperature
