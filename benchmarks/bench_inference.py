@@ -452,6 +452,9 @@ def stream_markdown(res: dict) -> str:
             f"`{s['network']}`, physics channels `{s['physics']}`."
             + (f" Its torch fallback (network and arm model in torch) in the same rounds: p50 "
                f"{s['torch_fallback']['p50_ms']:.3f} ms." if "torch_fallback" in s else "")
+            + (f" With the int8 network (`network=\"onnxruntime-int8\"`, asked for: an "
+               f"approximation of the model): p50 {s['int8_network']['p50_ms']:.3f} ms."
+               if "int8_network" in s else "")
             + " The network-only figures above are the forward pass of the default model "
             "alone.")
 
@@ -526,8 +529,9 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
     (warm-up). The model is an untrained one of the demo's estimator configuration (random
     weights, feature statistics of the episodes): a step does the same work whatever the
     weights. The estimator's default backends are timed, and in the same rounds (each round
-    runs both on the same episodes) its torch fallback (``network="torch"``,
-    ``physics_backend="torch"``)."""
+    runs each on the same episodes) its torch fallback (``network="torch"``,
+    ``physics_backend="torch"``) and, for reference, the int8 network
+    (``network="onnxruntime-int8"``: an approximation, which the default never runs)."""
     from neuract.neuralactuator.features import feature_stats, windows
     from neuract.neuralactuator.stream import StreamingEstimator
     from neuract.twin import GenerateConfig, generate
@@ -543,9 +547,11 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
                                             physics=cfg.physics, context_s=cfg.context_s)
                                     for tr in eps]))
     ests = {"default": StreamingEstimator(model)}
-    try:  # the torch fallback (an older StreamingEstimator has no backend options)
+    try:  # the torch fallback and the int8 network (an older StreamingEstimator has neither)
         ests["torch_fallback"] = StreamingEstimator(model, network="torch",
                                                     physics_backend="torch")
+        if ests["default"].backend == "onnxruntime":
+            ests["int8_network"] = StreamingEstimator(model, network="onnxruntime-int8")
     except TypeError:
         pass
     est = ests["default"]
@@ -583,11 +589,12 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
             "statistic": "every StreamingEstimator.step call, wall clock (cpu_time: the "
                          "thread's CPU time), the history's first samples (no output yet) "
                          "included"}
-    if "torch_fallback" in ms:
-        fb = ms["torch_fallback"]
-        info["torch_fallback"] = {"p50_ms": float(np.median(fb[:, 0])),
-                                  "p90_ms": float(np.percentile(fb[:, 0], 90)),
-                                  "cpu_time_p50_ms": float(np.median(fb[:, 1]))}
+    for name in ("torch_fallback", "int8_network"):  # the same rounds, the same episodes
+        if name in ms:
+            info[name] = {"p50_ms": float(np.median(ms[name][:, 0])),
+                          "p90_ms": float(np.percentile(ms[name][:, 0], 90)),
+                          "cpu_time_p50_ms": float(np.median(ms[name][:, 1])),
+                          "network": ests[name].backend, "physics": ests[name].physics_backend}
     return {"stream_step_p50_ms": float(np.median(wall)),
             "stream_step_p90_ms": float(np.percentile(wall, 90)), "stream_step": info}
 

@@ -188,6 +188,21 @@ def test_backends_are_named_and_refused_clearly(episodes, monkeypatch):
     assert StreamingEstimator(m).backend == "torch-eager"  # auto: torch without it
 
 
+@pytest.mark.skipif("onnxruntime" not in NETWORKS, reason="ONNX Runtime not installed")
+def test_int8_network_is_asked_for_and_approximates(episodes):
+    m = make_model(episodes)
+    est = StreamingEstimator(m, network="onnxruntime-int8")
+    assert est.backend == "onnxruntime-int8"
+    assert StreamingEstimator(m).backend == "onnxruntime"  # auto never picks int8
+    tr = episodes[0]
+    want = estimate(m, tr, **NEUTRAL)
+    got = stream_trajectory(m, tr, network="onnxruntime-int8", **NEUTRAL)
+    v = want["valid"]
+    for k in ("tau", "ee_force"):
+        d = np.abs(got[k][v] - want[k][v]).max()
+        assert 0 < d < 0.05 * want[k][v].std(), k  # close, and not the float32 network
+
+
 def test_pose_channels_use_mujoco_only_where_it_gives_the_torch_numbers(monkeypatch):
     import neuract.neuralactuator.physics as physics
 

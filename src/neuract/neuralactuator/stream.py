@@ -143,8 +143,9 @@ class _ReferenceStream:
         return {"ref_error": err, "ref_age": np.full(n, age)}
 
 
-NETWORKS = ("auto", "onnxruntime", "torch")
-"""the network backends of :class:`StreamingEstimator`"""
+NETWORKS = ("auto", "onnxruntime", "torch", "onnxruntime-int8")
+"""the network backends of :class:`StreamingEstimator` (``onnxruntime-int8``: the head
+trunk in int8, an approximation of the model, never chosen by ``auto``)"""
 PHYSICS_BACKENDS = ("auto", "torch")
 """the physics-channel backends of :class:`StreamingEstimator` (``auto``: MuJoCo where it
 gives the torch model's numbers, :class:`~neuract.neuralactuator.physics.PoseChannels`)"""
@@ -185,16 +186,16 @@ class _OnnxNetwork:
     input buffer is the window (:attr:`x`, (1, T, F) float32); a recurrent gate's state is
     carried by the runner."""
 
-    name = "onnxruntime"
-
-    def __init__(self, model: NeuralActuator):
+    def __init__(self, model: NeuralActuator, quantize: str = "none"):
         import tempfile
         from pathlib import Path
 
         from neuract.neuralactuator.export import OnnxActuator, export_onnx
 
+        self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
         with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
-            ort = OnnxActuator(export_onnx(model, Path(td) / "estimator.onnx"), threads=1)
+            ort = OnnxActuator(export_onnx(model, Path(td) / "estimator.onnx",
+                                           quantize=quantize), threads=1)
         self.run = ort.runner(1)
         self.x = self.run.buffers[0]
 
@@ -250,7 +251,9 @@ class StreamingEstimator:
       ``"torch"``: the model itself in torch (eager, inference mode). Both compute
       ``estimate``'s float32 network to float32 rounding (the batch-1 products sum in
       another order than ``estimate``'s batches): streamed outputs equal the offline ones
-      to about 1e-6;
+      to about 1e-6. ``"onnxruntime-int8"`` runs the export with the head trunk in int8
+      (``export_onnx(..., quantize="int8")``): faster, and an approximation of the model, not
+      equal to ``estimate``;
     * physics_backend ``"auto"`` (default): the physics channels from MuJoCo's C functions
       (:class:`~neuract.neuralactuator.physics.PoseChannels`) where the arm's MJCF gives the
       torch model's numbers (checked when the estimator is built), else, or with ``"torch"``,
@@ -276,8 +279,8 @@ class StreamingEstimator:
         if physics_backend not in PHYSICS_BACKENDS:
             raise ConfigError(f"StreamingEstimator physics_backend={physics_backend!r}; "
                               f"accepted: {list(PHYSICS_BACKENDS)}")
-        if network == "onnxruntime" and not onnxruntime_available():
-            raise ConfigError("StreamingEstimator network='onnxruntime' needs the onnx and "
+        if network.startswith("onnxruntime") and not onnxruntime_available():
+            raise ConfigError(f"StreamingEstimator network={network!r} needs the onnx and "
                               "onnxruntime packages (pip install 'neuract[export]'); "
                               "network='auto' uses torch without them")
         check_gate_trained(model)
@@ -343,14 +346,15 @@ class StreamingEstimator:
                     if "pos_error" in ch else None)
         if network == "auto":
             network = "onnxruntime" if onnxruntime_available() else "torch"
-        if network == "onnxruntime":
-            self._net = _OnnxNetwork(model)
+        if network.startswith("onnxruntime"):
+            self._net = _OnnxNetwork(model, "int8" if network.endswith("int8") else "none")
             self._x = self._net.x
         else:
             self._x = np.zeros((1, cfg.history, cfg.n_features), np.float32)
             self._net = _TorchNetwork(model, self._x)
         self.backend = self._net.name
-        """what runs the network: ``"onnxruntime"`` or ``"torch-eager"``"""
+        """what runs the network: ``"onnxruntime"``, ``"onnxruntime-int8"`` or
+        ``"torch-eager"``"""
         on, off = self.gate_threshold, self.gate_release
         self._on_shift = None if on == 0.5 else float(_log_odds(on))
         self._off_shift = None if off == 0.5 else float(_log_odds(off))
