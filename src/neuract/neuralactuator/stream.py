@@ -567,9 +567,9 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
     """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
     outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s, each contact
     decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
-    estimator's thresholds and filters; the servo-reference channels, if the model reads them,
-    are simulated on the episode's median sample spacing, as ``estimate`` does). An episode
-    shorter than the model's history is refused, as ``estimate`` refuses it."""
+    estimator's thresholds, filters and backends; the servo-reference channels, if the model
+    reads them, are simulated on the episode's median sample spacing, as ``estimate`` does).
+    An episode shorter than the model's history is refused, as ``estimate`` refuses it."""
     t = np.asarray(traj["t"], dtype=np.float64)
     if len(t) < model.cfg.history:  # as estimate() refuses it: no sample would be valid
         name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
