@@ -120,8 +120,8 @@ def test_physics_and_context_channels(episodes, network, physics):
 
 
 @pytest.mark.parametrize("memory", [0, 50])
-def test_identification_channels(episodes, memory):
-    m = make_model(episodes, ident=True, ident_memory=memory)
+def test_identification_channels_and_both_condition_heads(episodes, memory):
+    m = make_model(episodes, ident=True, ident_memory=memory, condition_head="both")
     for network in NETWORKS:
         assert_equal_to_estimate(m, episodes[0], network=network)
 
