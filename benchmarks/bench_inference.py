@@ -429,10 +429,34 @@ def markdown(res: dict) -> str:
         "",
         aot_markdown(m["torch_aot_inductor"]),
         "",
-        "Reproduce: `python benchmarks/bench_inference.py`.",
+        stream_markdown(res),
+        "",
+        "Reproduce: `python benchmarks/bench_inference.py` (the streamed step alone: "
+        "`--only stream`).",
         "",
     ]
     return "\n".join(lines)
+
+
+def stream_markdown(res: dict) -> str:
+    """The streamed estimator step's line (``StreamingEstimator.step``, features and
+    network)."""
+    if "stream_step_p50_ms" not in res:
+        return "(This run did not time the streamed estimator step.)"
+    s = res["stream_step"]
+    return (f"Streamed estimator step (`StreamingEstimator.step`: the sample's checks, its "
+            f"feature row, the network and the output filters), batch 1, 1 thread: p50 "
+            f"**{res['stream_step_p50_ms']:.3f} ms**, p10-p90 {s['p10_ms']:.3f}-"
+            f"{res['stream_step_p90_ms']:.3f} ms over {s['steps_timed']} steps (thread CPU "
+            f"time p50 {s['cpu_time_p50_ms']:.3f} ms); {s['model']}; network "
+            f"`{s['network']}`, physics channels `{s['physics']}`."
+            + (f" Its torch fallback (network and arm model in torch) in the same rounds: p50 "
+               f"{s['torch_fallback']['p50_ms']:.3f} ms." if "torch_fallback" in s else "")
+            + (f" With the int8 network (`network=\"onnxruntime-int8\"`, asked for: an "
+               f"approximation of the model): p50 {s['int8_network']['p50_ms']:.3f} ms."
+               if "int8_network" in s else "")
+            + " The network-only figures above are the forward pass of the default model "
+            "alone.")
 
 
 def twin_markdown(t) -> str:
@@ -482,14 +506,132 @@ def aot_int8_markdown(note: dict) -> str:
             "`onnxruntime-int8`'s; on a trained twin estimator see `bench_int8_accuracy.py`.")
 
 
+def demo_estimator_config() -> NeuralActuatorConfig:
+    """The estimator ``neuract demo`` trains at its defaults (``DemoConfig().experiment``:
+    the SO-101 setup, physics and context channels, the gate head)."""
+    from neuract.demo import DemoConfig
+    from neuract.pipeline.experiment import na_config, so101_setup
+
+    e = DemoConfig().experiment
+    if e.reference_steps:
+        raise SystemExit("the demo's estimator reads servo-reference channels: this benchmark "
+                         "times it without a fitted servo, so it cannot build that model")
+    setup = so101_setup()
+    return na_config(setup, "estimator", e.size, setup.robot.n_dof, e.physics, e.context_s,
+                     "", 0, e.ident, e.condition_head, e.ident_memory, int(e.gate_rnn),
+                     int(e.gate_conv), int(e.gate_lag), int(e.gate_decide))
+
+
+def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
+    """``StreamingEstimator.step`` at batch 1, one thread: p10/p50/p90 [ms] of every timed
+    step (wall clock; and the thread's CPU time) over ``rounds`` passes through twin SO-101
+    push episodes, each episode streamed from its start (``reset``), a first pass untimed
+    (warm-up). The model is an untrained one of the demo's estimator configuration (random
+    weights, feature statistics of the episodes): a step does the same work whatever the
+    weights. The estimator's default backends are timed, and in the same rounds (each round
+    runs each on the same episodes) its torch fallback (``network="torch"``,
+    ``physics_backend="torch"``) and, for reference, the int8 network
+    (``network="onnxruntime-int8"``: an approximation, which the default never runs)."""
+    from neuract.neuralactuator.features import feature_stats, windows
+    from neuract.neuralactuator.stream import StreamingEstimator
+    from neuract.twin import GenerateConfig, generate
+    from neuract.twin.config import SimConfig
+
+    torch.set_num_threads(1)
+    cfg = demo_estimator_config()
+    eps = generate(GenerateConfig(robot="so101", tasks=("push",), minutes=0.1 * episodes,
+                                  units=1, seed=5, sim=SimConfig(episode_s=6.0)))[:episodes]
+    torch.manual_seed(0)
+    model = NeuralActuator(cfg).eval()
+    model.set_stats(*feature_stats([windows(tr, cfg.channels, cfg.n_joints, cfg.history,
+                                            physics=cfg.physics, context_s=cfg.context_s)
+                                    for tr in eps]))
+    ests = {"default": StreamingEstimator(model)}
+    try:  # the torch fallback and the int8 network (an older StreamingEstimator has neither)
+        ests["torch_fallback"] = StreamingEstimator(model, network="torch",
+                                                    physics_backend="torch")
+        if ests["default"].backend == "onnxruntime":
+            ests["int8_network"] = StreamingEstimator(model, network="onnxruntime-int8")
+    except TypeError:
+        pass
+    est = ests["default"]
+    streams = []
+    for tr in eps:
+        cols = {c: np.asarray(tr[c], dtype=np.float64) for c in est.inputs}
+        t = np.asarray(tr["t"], dtype=np.float64)
+        streams.append([{"t": t[k], **{c: v[k] for c, v in cols.items()}}
+                        for k in range(len(t))])
+    load_before = os.getloadavg()
+    times = {name: [] for name in ests}
+    for r in range(rounds + 1):
+        for name, e in ests.items():
+            for samples in streams:
+                e.reset()
+                for s in samples:
+                    t0, c0 = time.perf_counter(), time.thread_time()
+                    e.step(s)
+                    if r:
+                        times[name].append((time.perf_counter() - t0, time.thread_time() - c0))
+    ms = {name: np.asarray(v) * 1e3 for name, v in times.items()}
+    wall, cpu = ms["default"][:, 0], ms["default"][:, 1]
+    info = {"p10_ms": float(np.percentile(wall, 10)), "steps_timed": len(wall),
+            "cpu_time_p50_ms": float(np.median(cpu)),
+            "cpu_time_p90_ms": float(np.percentile(cpu, 90)),
+            "rounds": rounds, "episode_samples": [len(s) for s in streams],
+            "model": "untrained, the demo's estimator configuration (neuract demo "
+                     "defaults); feature statistics of the timed episodes",
+            "config": dataclasses.asdict(cfg),
+            "network": getattr(est, "backend", "torch-eager"),
+            "physics": getattr(est, "physics_backend", "torch"),
+            "threads": torch.get_num_threads(),
+            "loadavg_1_5_15_before": load_before,
+            "loadavg_1_5_15_after": os.getloadavg(),
+            "statistic": "every StreamingEstimator.step call, wall clock (cpu_time: the "
+                         "thread's CPU time), the history's first samples (no output yet) "
+                         "included"}
+    for name in ("torch_fallback", "int8_network"):  # the same rounds, the same episodes
+        if name in ms:
+            info[name] = {"p50_ms": float(np.median(ms[name][:, 0])),
+                          "p90_ms": float(np.percentile(ms[name][:, 0], 90)),
+                          "cpu_time_p50_ms": float(np.median(ms[name][:, 1])),
+                          "network": ests[name].backend, "physics": ests[name].physics_backend}
+    return {"stream_step_p50_ms": float(np.median(wall)),
+            "stream_step_p90_ms": float(np.percentile(wall, 90)), "stream_step": info}
+
+
+def merge_stream_keys(path: Path, stream: dict) -> dict:
+    """``stream`` merged into the results file at ``path`` (its other keys as they are),
+    written atomically; returns the merged results."""
+    import json
+
+    res = json.loads(path.read_text()) if path.is_file() else {}
+    res.update(stream)
+    write_json(path, res)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls-b1", type=int, default=600)
     ap.add_argument("--calls-b32", type=int, default=60)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--only", choices=("all", "stream"), default="all",
+                    help="stream: time only StreamingEstimator.step and merge its keys into "
+                         "the existing inference.json")
+    ap.add_argument("--stream-rounds", type=int, default=5)
     a = ap.parse_args()
+    if a.only == "stream":
+        import json
+
+        stream = time_stream_steps(a.stream_rounds)
+        res = merge_stream_keys(a.out / "inference.json", stream)
+        if "backends" in res:
+            write_text(a.out / "inference.md", markdown(res))
+        print(json.dumps(stream, indent=1))
+        return
     res = run(a.rounds, a.calls_b1, a.calls_b32)
+    res.update(time_stream_steps(a.stream_rounds))
     write_json(a.out / "inference.json", res)
     write_text(a.out / "inference.md", markdown(res))
     print(markdown(res))

@@ -6,8 +6,11 @@ causal features need: the last ``history`` feature rows, the context channels' m
 and last direction of motion, the identification channels' running sums (since the last
 :meth:`StreamingEstimator.reset`: call it where an episode starts), the condition smoothing's
 running average, the contact gate filter's state and a recurrent gate's GRU state. Each
-:meth:`StreamingEstimator.step` costs one forward pass of the model (plus the arm model's
-gravity and Jacobian when the model reads physics channels)::
+:meth:`StreamingEstimator.step` writes one feature row into a preallocated window and costs
+one forward pass of the network (ONNX Runtime where installed, else torch), plus the arm's
+gravity torques and site Jacobian from MuJoCo when the model reads physics channels (the
+demo's estimator's time per step on one CPU thread: ``stream_step_p50_ms`` of
+``benchmarks/bench_inference.py``)::
 
     est = StreamingEstimator(load_checkpoint("runs/demo/checkpoints/neuralactuator_estimator"))
     for sample in telemetry:  # t [s], q, qd, q_goal, current or load, voltage, temperature
@@ -39,14 +42,14 @@ from neuract.neuralactuator.features import (
     IDENT_CHANNELS,
     MOVE_SPEED,
     PHYSICS_CHANNELS,
-    assemble,
     ident_decay,
     ident_from_sums,
     ident_regressors,
     source_channels,
 )
-from neuract.neuralactuator.filters import check_gate_filter, resolve_filters, shift_threshold
+from neuract.neuralactuator.filters import check_gate_filter, resolve_filters
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
+from neuract.neuralactuator.physics import PoseChannels
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
     chain_offsets,
@@ -68,10 +71,12 @@ class _CausalMean:
         self.wsum = 0.0
         self.t_prev = 0.0
 
-    def update(self, t: float, p: np.ndarray) -> np.ndarray:
+    def update(self, t: float, p: np.ndarray | float) -> np.ndarray | float:
+        """The average after the sample p (an array, or one probability as a float) at
+        time t [s]."""
         if self.first is None:
             self.first = (t, p)
-            return p.astype(np.float64)
+            return p * 1.0  # (a copy, in float64)
         if self.acc is None:  # the first sample's weight: the first interval
             t0, p0 = self.first
             a0 = 1.0 - math.exp(-max(t - t0, 0.0) / self.tau_s)
@@ -138,6 +143,85 @@ class _ReferenceStream:
         return {"ref_error": err, "ref_age": np.full(n, age)}
 
 
+NETWORKS = ("auto", "onnxruntime", "torch", "onnxruntime-int8")
+"""the network backends of :class:`StreamingEstimator` (``onnxruntime-int8``: the head
+trunk in int8, an approximation of the model, never chosen by ``auto``)"""
+PHYSICS_BACKENDS = ("auto", "torch")
+"""the physics-channel backends of :class:`StreamingEstimator` (``auto``: MuJoCo where it
+gives the torch model's numbers, :class:`~neuract.neuralactuator.physics.PoseChannels`)"""
+
+
+def onnxruntime_available() -> bool:
+    """Whether ONNX export and ONNX Runtime (the ``export`` extra) are installed."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
+
+
+class _TorchNetwork:
+    """The model itself, in torch at batch 1 (inference mode), on the window buffer ``x``
+    (1, T, F) float32; a recurrent gate's state carried from call to call."""
+
+    name = "torch-eager"
+
+    def __init__(self, model: NeuralActuator, x: np.ndarray):
+        self.model, self.x = model, torch.from_numpy(x)
+        self.state = None
+
+    def reset(self) -> None:
+        self.state = None
+
+    def __call__(self) -> tuple[np.ndarray, ...]:
+        """(tau (J,), force (3,), gate logits (lags,), condition logits (J, K)), float32."""
+        with torch.inference_mode():
+            tau, force, gate, cond = self.model(self.x)
+            if self.model.gate_rnn is not None:  # carried from the first valid sample on
+                gate, self.state = self.model.recurrent_gate(self.x[:, -1], self.state)
+        return tau[0].numpy(), force[0].numpy(), gate[0].reshape(-1).numpy(), cond[0].numpy()
+
+
+class _OnnxNetwork:
+    """The model folded and exported to ONNX (:func:`~neuract.neuralactuator.export.
+    export_onnx`), run by ONNX Runtime on one thread through a batch-1 runner whose bound
+    input buffer is the window (:attr:`x`, (1, T, F) float32); a recurrent gate's state is
+    carried by the runner."""
+
+    def __init__(self, model: NeuralActuator, quantize: str = "none"):
+        import tempfile
+        from pathlib import Path
+
+        from neuract.neuralactuator.export import OnnxActuator, export_onnx
+
+        self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
+        with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
+            ort = OnnxActuator(export_onnx(model, Path(td) / "estimator.onnx",
+                                           quantize=quantize), threads=1)
+        self.run = ort.runner(1)
+        self.x = self.run.buffers[0]
+
+    def reset(self) -> None:
+        self.run.reset()
+
+    def __call__(self) -> tuple[np.ndarray, ...]:
+        tau, force, gate, cond = self.run(self.x)
+        return tau[0], force[0], gate[0].reshape(-1), cond[0]
+
+
+def _log_odds(th: float | np.ndarray) -> float | np.ndarray:
+    """:func:`~neuract.neuralactuator.estimate.shift_threshold`'s shift of ``th``."""
+    th = np.clip(th, 1e-6, 1 - 1e-6)
+    return np.log(th / (1 - th))
+
+
+def _shift(p: float, shift: float | None) -> float:
+    """:func:`~neuract.neuralactuator.estimate.shift_threshold` of one probability (shift:
+    :func:`_log_odds` of the threshold; None for 0.5: p as it is)."""
+    if shift is None:
+        return p
+    q = min(max(p, 1e-9), 1 - 1e-9)
+    return 1.0 / (1.0 + math.exp(-(math.log(q) - math.log1p(-q) - shift)))
+
+
 class StreamingEstimator:
     """Estimator-mode outputs of ``model`` for one telemetry sample at a time.
 
@@ -157,16 +241,48 @@ class StreamingEstimator:
     starts a new episode (a recurrent gate's state included). reference_dt: the sample
     period [s] the servo-reference channels are simulated on (required for models that read
     them).
+
+    Each step writes the sample's feature row into a preallocated window (numpy, float32,
+    as ``estimate``'s windows hold it) and runs the network once on it:
+
+    * network ``"auto"`` (default): ONNX Runtime on one thread (the folded model exported when
+      the estimator is built: build a new estimator after changing the model's weights)
+      where ``onnx`` and ``onnxruntime`` are installed (the ``export`` extra), else
+      ``"torch"``: the model itself in torch (eager, inference mode). Both compute
+      ``estimate``'s float32 network to float32 rounding (the batch-1 products sum in
+      another order than ``estimate``'s batches): streamed outputs equal the offline ones
+      to about 1e-6. ``"onnxruntime-int8"`` runs the export with the head trunk in int8
+      (``export_onnx(..., quantize="int8")``): faster, and an approximation of the model, not
+      equal to ``estimate``;
+    * physics_backend ``"auto"`` (default): the physics channels from MuJoCo's C functions
+      (:class:`~neuract.neuralactuator.physics.PoseChannels`) where the arm's MJCF gives the
+      torch model's numbers (checked when the estimator is built), else, or with ``"torch"``,
+      from the torch arm model at batch 1;
+    * the servo-reference channels' servo is simulated in torch, one control step per sample
+      (float64; there is no faster path for it).
+
+    :attr:`backend` and :attr:`physics_backend` say what runs.
     """
 
     def __init__(self, model: NeuralActuator, condition_tau_s: float | None = None,
                  condition_threshold: float | Sequence[float] | None = None,
                  gate_threshold: float | None = None, gate_tau_s: float | None = None,
-                 gate_release: float | None = None, reference_dt: float | None = None):
+                 gate_release: float | None = None, reference_dt: float | None = None,
+                 network: str = "auto", physics_backend: str = "auto"):
         cfg = model.cfg
         if cfg.mode != "estimator":
             raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
                               f"{cfg.mode!r}")
+        if network not in NETWORKS:
+            raise ConfigError(f"StreamingEstimator network={network!r}; accepted: "
+                              f"{list(NETWORKS)}")
+        if physics_backend not in PHYSICS_BACKENDS:
+            raise ConfigError(f"StreamingEstimator physics_backend={physics_backend!r}; "
+                              f"accepted: {list(PHYSICS_BACKENDS)}")
+        if network.startswith("onnxruntime") and not onnxruntime_available():
+            raise ConfigError(f"StreamingEstimator network={network!r} needs the onnx and "
+                              "onnxruntime packages (pip install 'neuract[export]'); "
+                              "network='auto' uses torch without them")
         check_gate_trained(model)
         self.lag = cfg.gate_decision_lag
         """samples each contact decision waits for (``cfg.gate_decision_lag``: ``gate_lag``
@@ -204,18 +320,69 @@ class StreamingEstimator:
         if (self._ctx or self._ident) and (self._effort is None or "qd" not in self.inputs):
             raise ConfigError("context and identification channels need qd and an effort "
                               "channel among the model's channels")
-        if self._phys and cfg.physics is None:
-            raise ConfigError(f"channels {self._phys} are computed from the arm model; the "
-                              "model has no physics robot")
+        if (self._phys or self._ident) and cfg.physics is None:
+            raise ConfigError(f"channels {self._phys or list(IDENT_CHANNELS)} are computed "
+                              "from the arm model; the model has no physics robot")
+        self._pose = None
+        if self._phys or self._ident:
+            self._pose = PoseChannels(*cfg.physics, use_mujoco=physics_backend == "auto")
+        self.physics_backend = None if self._pose is None else self._pose.backend
+        """what computes the physics channels: ``"mujoco"``, ``"torch"`` or None (the model
+        reads none)"""
+        # the sample's channels, one float64 row each: the model's channels (in its order,
+        # so that one cast writes the feature row), then any other the sample carries
+        n, C = cfg.n_joints, len(cfg.channels)
+        rows = list(cfg.channels) + [c for c in self.inputs if c not in cfg.channels]
+        self._row = {c: i for i, c in enumerate(rows)}
+        self._stage = np.zeros((len(rows), n))
+        self._in_rows = tuple((c, self._row[c]) for c in self.inputs)
+        idx = sorted(self._row[c] for c in self.inputs)
+        # the input rows (a slice where they are consecutive, as the model's channels are)
+        self._in_idx = (slice(idx[0], idx[-1] + 1) if idx == list(range(idx[0], idx[-1] + 1))
+                        else np.array(idx, dtype=np.intp))
+        self._C = C
+        ch = cfg.channels
+        self._pe = ((ch.index("pos_error"), ch.index("q_goal"), ch.index("q"))
+                    if "pos_error" in ch else None)
+        if network == "auto":
+            network = "onnxruntime" if onnxruntime_available() else "torch"
+        if network.startswith("onnxruntime"):
+            self._net = _OnnxNetwork(model, "int8" if network.endswith("int8") else "none")
+            self._x = self._net.x
+        else:
+            self._x = np.zeros((1, cfg.history, cfg.n_features), np.float32)
+            self._net = _TorchNetwork(model, self._x)
+        self.backend = self._net.name
+        """what runs the network: ``"onnxruntime"``, ``"onnxruntime-int8"`` or
+        ``"torch-eager"``"""
+        on, off = self.gate_threshold, self.gate_release
+        self._on_shift = None if on == 0.5 else float(_log_odds(on))
+        self._off_shift = None if off == 0.5 else float(_log_odds(off))
+        th = self.condition_threshold
+        # shift_threshold as q / (q + (1 - q) exp(shift)) (None: no shift)
+        self._cond_scale = (None if np.ndim(th) == 0 and th == 0.5
+                            else np.exp(np.asarray(_log_odds(th), dtype=np.float64)))
+        # the staging rows each computed channel goes to (those the model reads)
+        row = self._row
+        self._phys_rows = tuple((i, row[k]) for i, k in enumerate(PHYSICS_CHANNELS) if k in row)
+        self._ctx_rows = tuple((i, row[k]) for i, k in enumerate(CONTEXT_CHANNELS) if k in row)
+        self._rows_q = (row["q"], row["qd"], row["q_goal"],
+                        row[self._effort] if self._effort is not None else -1)
+        self._history = cfg.history
         self.reset()
 
     def reset(self) -> None:
         """Forget the episode so far (the next sample starts a new one). A fixed-lag gate's
         decisions still owed are dropped: :meth:`finish` returns them, then resets."""
-        self._rows: deque = deque(maxlen=self.model.cfg.history)
+        self._x.fill(0.0)
+        self._win = self._x[0]  # (T, F)
+        self._new = self._win[-1].reshape(-1, self._C)  # the last row as (n, channels)
+        self._stage_t = self._stage[:self._C].T  # the staged model channels as (n, channels)
+        self._filled = 0
         self._t_prev: float | None = None
-        self._slow: np.ndarray | None = None  # (2, n): effort and position-error averages
         n = self.model.cfg.n_joints
+        self._slow = np.zeros((2, n))  # effort and position-error averages
+        self._context_s = float(self.model.cfg.context_s or 1.0)
         self._move = np.zeros(n)
         # running sums of the identification channels (features.ident_channels)
         self._id = {"sxx": np.zeros((n, 4, 4)), "sxy": np.zeros((n, 4)), "syy": np.zeros(n),
@@ -224,14 +391,14 @@ class StreamingEstimator:
         self._cond = _CausalMean(self.condition_tau_s)
         self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
-        self._gate_state = None  # the recurrent gate's state (cfg.gate_rnn)
         # a fixed-lag gate's last lag + 1 valid samples: their times and probabilities (lag + 1,)
         self._pending: deque = deque(maxlen=self.lag + 1)
+        self._net.reset()
         if self._ref is not None:
             self._ref.reset()
 
-    def _read(self, sample: Mapping[str, Any]) -> tuple[float, dict[str, np.ndarray]]:
-        n = self.model.cfg.n_joints
+    def _read(self, sample: Mapping[str, Any]) -> float:
+        """The sample's time; its channels into the staging rows (checked)."""
         try:
             t = float(sample["t"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -239,58 +406,89 @@ class StreamingEstimator:
         if not math.isfinite(t) or (self._t_prev is not None and t <= self._t_prev):
             raise SchemaError(f"sample time t={t!r} must be finite and after the previous "
                               f"sample's ({self._t_prev!r})")
-        out = {}
-        for c in self.inputs:
+        stage = self._stage
+        for c, r in self._in_rows:
             if c not in sample:
                 raise SchemaError(f"the streamed sample has no channel {c!r}, required by the "
                                   f"model (channels read: {list(self.inputs)})")
-            v = np.asarray(sample[c], dtype=np.float64).reshape(-1)
-            if v.size == 1:
-                v = np.repeat(v, n)  # a bus-wide channel, e.g. voltage
-            if v.shape != (n,) or not np.isfinite(v).all():
-                raise SchemaError(f"channel {c!r} = {sample[c]!r}; expected {n} finite "
-                                  "values (or one for a bus-wide channel)")
-            out[c] = v
-        return t, out
+            try:
+                stage[r] = sample[c]  # (n,), or one value broadcast (a bus-wide channel)
+            except (TypeError, ValueError):
+                stage[r] = self._channel(c, sample[c])
+        # one sum over the input rows is finite unless some value is not (or the sum
+        # overflows, where the check below finds every channel finite)
+        if not math.isfinite(float(np.add.reduce(stage[self._in_idx], axis=None))):
+            for c in self.inputs:
+                self._channel(c, sample[c])  # raises for the first non-finite channel
+        return t
 
-    def _features(self, t: float, parts: dict[str, np.ndarray],
-                  sample: Mapping[str, Any]) -> None:
-        cfg = self.model.cfg
+    def _channel(self, c: str, value: Any) -> np.ndarray:
+        """One channel's value as (n,) float64, or a SchemaError naming it."""
+        n = self.model.cfg.n_joints
+        try:
+            v = np.asarray(value, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            v = np.zeros(0)
+        if v.size == 1:
+            v = np.repeat(v, n)  # a bus-wide channel, e.g. voltage
+        if v.shape != (n,) or not np.isfinite(v).all():
+            raise SchemaError(f"channel {c!r} = {value!r}; expected {n} finite values (or "
+                              "one for a bus-wide channel)")
+        return v
+
+    def _features(self, t: float, sample: Mapping[str, Any]) -> None:
+        """The computed channels into the staging rows, then the window's new feature row."""
+        st, row = self._stage, self._row
+        iq, iqd, iqg, ieff = self._rows_q
         if self._ref is not None:  # the supply voltage and torque enable as the servo reads them
             series = {k: v[0] for k, v in servo_series(sample, 1).items()}
-            parts.update(self._ref.update(parts["q"], parts["qd"], parts["q_goal"], series))
-        if self._phys:
-            from neuract.neuralactuator.physics import physics_channels
-
-            ph = physics_channels(parts["q"][None], *cfg.physics)
-            parts.update({k: ph[k][0] for k in self._phys})
-        if self._ctx:
-            qd = parts["qd"]
-            moving = np.abs(qd) > MOVE_SPEED
-            self._move = np.where(moving, np.sign(qd), self._move)
-            x = np.stack([parts[self._effort], parts["q_goal"] - parts["q"]])
-            if self._slow is None:
-                self._slow = x
+            ref = self._ref.update(st[iq], st[iqd], st[iqg], series)
+            for k in REFERENCE_CHANNELS:
+                if k in row:
+                    st[row[k]] = ref[k]
+        grav = None
+        if self._pose is not None:
+            grav, jac = self._pose(st[iq])
+            for i, r in self._phys_rows:
+                st[r] = grav if i == 0 else jac[i - 1]
+        if self._ctx_rows:
+            qd = st[iqd]
+            np.copyto(self._move, np.sign(qd), where=np.abs(qd) > MOVE_SPEED)
+            slow = self._slow
+            if self._t_prev is None:  # the averages start at the first sample
+                slow[0] = st[ieff]
+                np.subtract(st[iqg], st[iq], out=slow[1])
             else:
-                a = 1.0 - math.exp(-max(t - self._t_prev, 0.0) / float(cfg.context_s))
-                self._slow = self._slow + a * (x - self._slow)
-            parts.update({"move_dir": self._move, "effort_slow": self._slow[0],
-                          "pos_error_slow": self._slow[1]})
+                a = 1.0 - math.exp(-max(t - self._t_prev, 0.0) / self._context_s)
+                slow[0] += a * (st[ieff] - slow[0])
+                slow[1] += a * ((st[iqg] - st[iq]) - slow[1])
+            for i, r in self._ctx_rows:
+                st[r] = self._move if i == 0 else slow[i - 1]
         if self._ident:
-            parts.update(self._ident_update(parts))
-        row = assemble({k: torch.tensor(v[None], dtype=torch.float32)
-                        for k, v in parts.items()}, cfg.channels)
-        self._rows.append(row[0])
+            for k, v in self._ident_update(grav.copy()).items():
+                if k in row:
+                    st[row[k]] = v
+        # the window moves one sample on; the new row is the staged channels in float32 (as
+        # estimate's windows are built) and pos_error in float32 from them (as assemble
+        # derives it)
+        win = self._win
+        win[:-1] = win[1:]
+        new = self._new
+        new[...] = self._stage_t
+        if self._pe is not None:
+            pe, qg, q = self._pe
+            np.subtract(new[:, qg], new[:, q], out=new[:, pe])
+        self._filled += 1
 
-    def _ident_update(self, parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _ident_update(self, tau_gravity: np.ndarray) -> dict[str, np.ndarray]:
         """:func:`~neuract.neuralactuator.features.ident_channels`, one sample at a time: the
         same running sums (decayed by the forgetting factor), one more term each."""
-        s = self._id
+        s, st, row = self._id, self._stage, self._row
         d = ident_decay(self.model.cfg.ident_memory)
-        qd, effort = parts["qd"], parts[self._effort]
-        x = ident_regressors(parts["tau_gravity"], qd)  # (n, 4)
+        qd, effort = st[row["qd"]], st[row[self._effort]]
+        x = ident_regressors(tau_gravity, qd)  # (n, 4)
         moving = np.abs(qd) > MOVE_SPEED
-        ae = np.abs(parts["q_goal"] - parts["q"])
+        ae = np.abs(st[row["q_goal"]] - st[row["q"]])
         for key, term in (("sxx", x[:, :, None] * x[:, None, :]), ("sxy", x * effort[:, None]),
                           ("syy", effort * effort), ("count", 1.0), ("n_move", moving),
                           ("err_move", ae * moving), ("err_still", ae * ~moving),
@@ -298,34 +496,37 @@ class StreamingEstimator:
             s[key] = d * s[key] + term
         return ident_from_sums(**s)
 
-    @torch.no_grad()
     def step(self, sample: Mapping[str, Any]) -> dict[str, Any]:
         """The estimator's outputs for one more telemetry sample (see the class)."""
-        cfg = self.model.cfg
-        n = cfg.n_joints
-        t, parts = self._read(sample)
-        self._features(t, parts, sample)
+        t = self._read(sample)
+        self._features(t, sample)
         self._t_prev = t
-        if len(self._rows) < cfg.history:
+        if self._filled < self._history:
+            n = len(self._move)
             return {"tau": np.full(n, np.nan), "ee_force": np.full(3, np.nan),
                     "contact_prob": np.nan, "contact_t": np.nan,
                     "condition_prob_joint": np.full(n, np.nan), "condition_prob": np.nan,
                     "valid": False}
-        x = torch.stack(tuple(self._rows))[None]
-        tau, force, gate, cond = self.model(x)
-        if self.model.gate_rnn is not None:  # carried from the first valid sample on
-            gate, self._gate_state = self.model.recurrent_gate(x[:, -1], self._gate_state)
-        p_cond = torch.softmax(cond[0], -1)[..., 1:].sum(-1).double().numpy()
-        cj = shift_threshold(self._cond.update(t, p_cond), self.condition_threshold)
-        out = {"tau": tau[0].double().numpy(), "ee_force": force[0].double().numpy(),
+        tau, force, gate, cond = self._net()
+        c = cond.astype(np.float64)
+        if c.shape[1] == 2:  # the degraded class's probability
+            p_cond = 1.0 / (1.0 + np.exp(c[:, 0] - c[:, 1]))
+        else:  # the degraded classes' probability
+            e = np.exp(c - c.max(-1, keepdims=True))
+            p_cond = e[:, 1:].sum(-1) / e.sum(-1)
+        cj = self._cond.update(t, p_cond)
+        if self._cond_scale is not None:  # shift_threshold: the threshold maps to 0.5
+            q = np.minimum(np.maximum(cj, 1e-9), 1 - 1e-9)
+            cj = q / (q + (1.0 - q) * self._cond_scale)
+        out = {"tau": tau.astype(np.float64), "ee_force": force.astype(np.float64),
                "contact_prob": np.nan, "contact_t": np.nan, "condition_prob_joint": cj,
-               "condition_prob": float(np.max(cj)), "valid": True}
+               "condition_prob": max(cj.tolist()), "valid": True}
         if not self.lag:  # (a fixed-lag gate decided at lag 0: its lag-0 logit)
-            out["contact_prob"] = self._gate_decision(t, float(torch.sigmoid(gate[0]).reshape(
-                -1)[0]))
+            out["contact_prob"] = self._gate_decision(t, 1.0 / (1.0 + math.exp(-float(gate[0]))))
             out["contact_t"] = t
             return out
-        self._pending.append((t, torch.sigmoid(gate[0])))  # probabilities of lags 0 .. D
+        # probabilities of lags 0 .. D
+        self._pending.append((t, 1.0 / (1.0 + np.exp(-gate.astype(np.float64)))))
         if len(self._pending) == self.lag + 1:  # the sample D back has had its D samples
             t_s = self._pending[0][0]
             p = float(self._pending[-1][1][self.lag])
@@ -350,25 +551,25 @@ class StreamingEstimator:
     def _gate_decision(self, t: float, p: float) -> float:
         """:func:`~neuract.neuralactuator.filters.gate_filter`, one sample at a time."""
         if self._gate is not None:
-            p = float(self._gate.update(t, np.float64(p)))
+            p = float(self._gate.update(t, p))
         on, off = self.gate_threshold, self.gate_release
         if off >= on:
-            return float(shift_threshold(np.float64(p), on))
+            return _shift(p, self._on_shift)
         # hysteresis: a contact starts at p >= on and lasts until p < off (NaN: below)
         if p >= on:
             self._gate_on = True
         elif not p >= off:
             self._gate_on = False
-        return float(shift_threshold(np.float64(p), off if self._gate_on else on))
+        return _shift(p, self._off_shift if self._gate_on else self._on_shift)
 
 
 def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
     """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
     outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s, each contact
     decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
-    estimator's thresholds and filters; the servo-reference channels, if the model reads them,
-    are simulated on the episode's median sample spacing, as ``estimate`` does). An episode
-    shorter than the model's history is refused, as ``estimate`` refuses it."""
+    estimator's thresholds, filters and backends; the servo-reference channels, if the model
+    reads them, are simulated on the episode's median sample spacing, as ``estimate`` does).
+    An episode shorter than the model's history is refused, as ``estimate`` refuses it."""
     t = np.asarray(traj["t"], dtype=np.float64)
     if len(t) < model.cfg.history:  # as estimate() refuses it: no sample would be valid
         name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
@@ -395,4 +596,5 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
     return res
 
 
-__all__ = ["StreamingEstimator", "stream_trajectory"]
+__all__ = ["NETWORKS", "PHYSICS_BACKENDS", "StreamingEstimator", "onnxruntime_available",
+           "stream_trajectory"]
