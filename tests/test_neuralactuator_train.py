@@ -13,7 +13,7 @@ import torch
 
 from neuract.data import Trajectory, TrajectoryMeta
 from neuract.eval.metrics import decision_f1
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, filters
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import sim_rollout, simulator
 from neuract.neuralactuator.train import TrainConfig, fine_tune, init_model, train_neuralactuator
@@ -456,9 +456,9 @@ def test_per_motor_condition_thresholds_fit_each_motors_own_level(raw_condition)
     assert 0.6 < gm[0] < 0.85 and 0.1 < gm[1] < 0.35
     # shift_threshold maps each motor's own threshold to 0.5
     p = np.array([[0.7, 0.3]])
-    np.testing.assert_allclose(est_mod.shift_threshold(p, np.array([0.7, 0.3])), 0.5)
+    np.testing.assert_allclose(filters.shift_threshold(p, np.array([0.7, 0.3])), 0.5)
     with pytest.raises(Exception, match="per-motor"):
-        est_mod._threshold((0.5, 0.5, 0.5), 2)
+        filters._threshold((0.5, 0.5, 0.5), 2)
 
 
 @pytest.mark.parametrize("steps", [1, 2, 10, 11])
@@ -603,7 +603,7 @@ def test_gate_filter_selection_keeps_the_contacts_a_plain_threshold_detects(raw_
     def scores(on, off):
         f1, hit, total = [], 0, 0
         for tt, q, c in raw:
-            fire = est_mod.gate_filter(q, tt, 0.0, on, off) >= 0.5
+            fire = filters.gate_filter(q, tt, 0.0, on, off) >= 0.5
             runs = true_runs(c)
             hit += sum(bool(fire[a:b].any()) for a, b in runs)
             total += len(runs)

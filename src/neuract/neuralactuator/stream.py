@@ -208,13 +208,13 @@ class _OnnxNetwork:
 
 
 def _log_odds(th: float | np.ndarray) -> float | np.ndarray:
-    """:func:`~neuract.neuralactuator.estimate.shift_threshold`'s shift of ``th``."""
+    """:func:`~neuract.neuralactuator.filters.shift_threshold`'s shift of ``th``."""
     th = np.clip(th, 1e-6, 1 - 1e-6)
     return np.log(th / (1 - th))
 
 
 def _shift(p: float, shift: float | None) -> float:
-    """:func:`~neuract.neuralactuator.estimate.shift_threshold` of one probability (shift:
+    """:func:`~neuract.neuralactuator.filters.shift_threshold` of one probability (shift:
     :func:`_log_odds` of the threshold; None for 0.5: p as it is)."""
     if shift is None:
         return p
