@@ -532,8 +532,8 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
     runs each on the same episodes) its torch fallback (``network="torch"``,
     ``physics_backend="torch"``) and, for reference, the int8 network
     (``network="onnxruntime-int8"``: an approximation, which the default never runs)."""
+    from neuract.estimate.stream import StreamingEstimator
     from neuract.neuralactuator.features import feature_stats, windows
-    from neuract.neuralactuator.stream import StreamingEstimator
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
 

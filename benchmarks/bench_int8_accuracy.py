@@ -29,14 +29,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.estimate import estimate
 from neuract.eval import evaluate_estimator  # noqa: E402
-from neuract.neuralactuator import (  # noqa: E402
-    FusedNeuralActuator,
-    OnnxActuator,
-    estimate,
-    export_onnx,
-    int8op,
-)
+from neuract.neuralactuator import FusedNeuralActuator, OnnxActuator, export_onnx, int8op
 from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
 from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402

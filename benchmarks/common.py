@@ -553,8 +553,8 @@ def gate_run_data(seed: int) -> tuple:
 
 def score_gate(model, test) -> dict:
     """The gate figures (:data:`GATE_KEYS`) of the estimator protocol on ``test``."""
+    from neuract.estimate import estimate
     from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate
 
     g = evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
     return {k: g.get(k) for k in GATE_KEYS}
@@ -563,10 +563,10 @@ def score_gate(model, test) -> dict:
 def retrain_seed(v: Variant, seed: int) -> dict:
     """Retrain the recurrent gate of ``seed``'s run with ``v``'s change, score it beside the
     run's own gate, save the checkpoint and ``<v.name>/seed_<seed>.json``."""
-    from neuract.neuralactuator.calibrate import gate_samples, select_gate_filter
+    from neuract.estimate.calibrate import gate_samples, select_gate_filter
+    from neuract.estimate.gate_rnn import gate_rows, train_gate_rnn
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
     from neuract.neuralactuator.gate import RecurrentGate
-    from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
     from neuract.pipeline.experiment import gate_train_config
     from neuract.pipeline.twin_experiment import gate_extra_rows
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate, windows
+from neuract.estimate import estimate
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, windows
 from neuract.neuralactuator.features import CONTEXT_CHANNELS, channels_for, context_channels
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator import EstimateInputs, NeuralActuator, estimate, estimate_inputs
-from neuract.neuralactuator.estimate import input_signature
+from neuract.estimate import EstimateInputs, estimate, estimate_inputs
+from neuract.estimate.neural import input_signature
+from neuract.neuralactuator import NeuralActuator
 from test_neuralactuator_gate_rnn import make_model
 
 KEYS = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob", "valid",

@@ -9,17 +9,18 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator import NeuralActuatorConfig, estimate
-from neuract.neuralactuator.calibrate import gate_samples, select_gate_filter, set_gate_decision_lag
-from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
-from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.gate import lagged_probability
-from neuract.neuralactuator.gate_rnn import (
+from neuract.estimate import estimate
+from neuract.estimate.calibrate import gate_samples, select_gate_filter, set_gate_decision_lag
+from neuract.estimate.gate_rnn import (
     GateTrainConfig,
     best_f1,
     gate_probabilities,
     train_gate_rnn,
 )
+from neuract.neuralactuator import NeuralActuatorConfig
+from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
+from neuract.neuralactuator.features import windows
+from neuract.neuralactuator.gate import lagged_probability
 from test_neuralactuator_gate_lag import future_task
 from test_neuralactuator_gate_rnn import make_model, tiny_gate_experiment
 
@@ -76,7 +77,7 @@ def test_bad_decision_lags_are_refused_naming_the_field():
 
 @pytest.mark.parametrize("decide", [0, 2])
 def test_estimate_stream_and_checkpoint_decide_at_the_shorter_lag(labelled, decide, tmp_path):
-    from neuract.neuralactuator.stream import stream_trajectory
+    from neuract.estimate.stream import stream_trajectory
 
     ep = labelled[0]
     D = 5

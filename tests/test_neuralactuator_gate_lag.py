@@ -8,19 +8,20 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.eval.metrics import gate_counts
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
-from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
-from neuract.neuralactuator.config import MAX_GATE_LAG
-from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.gate import RecurrentGate, decision_delay, lagged_probability
-from neuract.neuralactuator.gate_rnn import (
+from neuract.estimate import estimate
+from neuract.estimate.gate_rnn import (
     GateRows,
     GateTrainConfig,
     best_f1,
     gate_probabilities,
     train_gate_rnn,
 )
+from neuract.eval.metrics import gate_counts
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
+from neuract.neuralactuator.config import MAX_GATE_LAG
+from neuract.neuralactuator.features import windows
+from neuract.neuralactuator.gate import RecurrentGate, decision_delay, lagged_probability
 from neuract.neuralactuator.model import count_flops, count_params
 from test_neuralactuator_gate_rnn import TINY, make_model, memory_task, tiny_gate_experiment
 
@@ -174,7 +175,7 @@ def test_latency_counts_to_when_the_decision_is_made():
 @pytest.mark.parametrize("kw", [dict(gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5),
                                 dict(gate_threshold=0.6, gate_tau_s=0.05, gate_release=0.3)])
 def test_streaming_a_lagged_gate_gives_the_whole_recording_decisions(episode, kw):
-    from neuract.neuralactuator.stream import StreamingEstimator, stream_trajectory
+    from neuract.estimate.stream import StreamingEstimator, stream_trajectory
 
     lag = 4
     m = make_model(gate_lag=lag)

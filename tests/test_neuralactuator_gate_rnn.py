@@ -9,10 +9,8 @@ import pytest
 import torch
 
 from neuract.errors import CheckpointError, ConfigError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
-from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
-from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.gate_rnn import (
+from neuract.estimate import estimate
+from neuract.estimate.gate_rnn import (
     GateRows,
     GateTrainConfig,
     best_f1,
@@ -20,8 +18,11 @@ from neuract.neuralactuator.gate_rnn import (
     gate_rows,
     train_gate_rnn,
 )
+from neuract.estimate.stream import stream_trajectory
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
+from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.model import count_flops, count_params
-from neuract.neuralactuator.stream import stream_trajectory
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
 
@@ -86,7 +87,7 @@ def test_estimate_and_stream_use_the_recurrent_gate(episodes, conv):
     np.testing.assert_allclose(got["contact_prob"][v], ref["contact_prob"][v], rtol=1e-4,
                                atol=1e-5)
     # a second episode streamed after the first starts from a fresh state (reset)
-    from neuract.neuralactuator.stream import StreamingEstimator
+    from neuract.estimate.stream import StreamingEstimator
 
     est = StreamingEstimator(m, gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
     for tr2 in episodes[:2]:
@@ -100,8 +101,8 @@ def test_estimate_and_stream_use_the_recurrent_gate(episodes, conv):
 
 
 def test_an_untrained_recurrent_gate_is_refused(episodes, tmp_path):
+    from neuract.estimate.stream import StreamingEstimator
     from neuract.neuralactuator.export import export_onnx
-    from neuract.neuralactuator.stream import StreamingEstimator
 
     m = make_model()
     m.gate_rnn.trained.fill_(False)

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate, windows
+from neuract.estimate import estimate
+from neuract.estimate.stream import StreamingEstimator, stream_trajectory
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, windows
 from neuract.neuralactuator.features import (
     IDENT_CHANNELS,
     IDENT_RIDGE,
@@ -18,7 +20,6 @@ from neuract.neuralactuator.features import (
     ident_decay,
 )
 from neuract.neuralactuator.physics import physics_channels
-from neuract.neuralactuator.stream import StreamingEstimator, stream_trajectory
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate, windows
+from neuract.estimate import estimate
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, windows
 from neuract.neuralactuator.features import PHYSICS_CHANNELS, channels_for
 from neuract.neuralactuator.physics import physics_channels
 

@@ -130,12 +130,8 @@ def test_bad_reference_configs_are_refused(fitted):
 
 def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(fitted,
                                                                               tmp_path):
-    from neuract.neuralactuator import (
-        estimate,
-        load_checkpoint,
-        save_checkpoint,
-        train_neuralactuator,
-    )
+    from neuract.estimate import estimate
+    from neuract.neuralactuator import load_checkpoint, save_checkpoint, train_neuralactuator
     from neuract.neuralactuator.train import TrainConfig
 
     trajs, setup, sm = fitted
@@ -165,7 +161,7 @@ def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(f
     c = estimate(other, tr)
     assert np.nanmax(np.abs(c["tau"] - a["tau"])) > 1e-6
     # windows computed once serve a model with the same servo, and not one with another
-    from neuract.neuralactuator import estimate_inputs
+    from neuract.estimate import estimate_inputs
 
     inputs = estimate_inputs(model, tr)
     np.testing.assert_array_equal(estimate(back, tr, inputs=inputs)["tau"], b["tau"])
@@ -191,12 +187,13 @@ def test_experiment_reference_needs_the_physics_channels(fitted):
 
 
 def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted):
-    from neuract.neuralactuator import NeuralActuator, estimate
-    from neuract.neuralactuator.stream import (
+    from neuract.estimate import estimate
+    from neuract.estimate.stream import (
         StreamingEstimator,
         _ReferenceStream,
         stream_trajectory,
     )
+    from neuract.neuralactuator import NeuralActuator
 
     trajs, setup, sm = fitted
     a = _arrays(trajs[0])
@@ -246,9 +243,9 @@ def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted
 def test_gate_rows_of_a_batch_equal_each_episodes_windows(fitted):
     """The recurrent gate's rows simulate the reference channels of many episodes in one
     batch; each episode's rows are its own windows' last steps, normalised."""
+    from neuract.estimate.gate_rnn import gate_rows
     from neuract.neuralactuator import NeuralActuator
     from neuract.neuralactuator.features import windows
-    from neuract.neuralactuator.gate_rnn import gate_rows
 
     trajs, setup, sm = fitted
     cfg = NeuralActuatorConfig(n_joints=6, effort="load", reference_steps=STEPS,

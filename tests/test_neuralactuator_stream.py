@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
-from neuract.neuralactuator.calibrate import gate_samples
-from neuract.neuralactuator.stream import StreamingEstimator
+from neuract.estimate import estimate
+from neuract.estimate.calibrate import gate_samples
+from neuract.estimate.stream import StreamingEstimator
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
 KEYS = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob")

@@ -11,14 +11,15 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, estimate
-from neuract.neuralactuator.calibrate import gate_samples
-from neuract.neuralactuator.features import feature_stats, windows
-from neuract.neuralactuator.stream import (
+from neuract.estimate import estimate
+from neuract.estimate.calibrate import gate_samples
+from neuract.estimate.stream import (
     StreamingEstimator,
     onnxruntime_available,
     stream_trajectory,
 )
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+from neuract.neuralactuator.features import feature_stats, windows
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4)
 KEYS = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_prob")
@@ -180,7 +181,7 @@ def test_backends_are_named_and_refused_clearly(episodes, monkeypatch):
         StreamingEstimator(m, network="onnx")
     with pytest.raises(ConfigError, match="physics_backend='mj'.*accepted"):
         StreamingEstimator(m, physics_backend="mj")
-    import neuract.neuralactuator.stream as stream
+    import neuract.estimate.stream as stream
 
     monkeypatch.setattr(stream, "onnxruntime_available", lambda: False)
     with pytest.raises(ConfigError, match="onnxruntime"):

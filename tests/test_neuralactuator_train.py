@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from neuract.data import Trajectory, TrajectoryMeta
+from neuract.estimate import filters
 from neuract.eval.metrics import decision_f1
-from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, filters
+from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import sim_rollout, simulator
 from neuract.neuralactuator.train import TrainConfig, fine_tune, init_model, train_neuralactuator
@@ -140,7 +141,7 @@ def test_pose_only_training_learns_the_true_torque(robot):
 
 def head_errors(model, trajs) -> dict:
     """Force MAE [N], gate and per-motor condition Brier scores over all valid samples."""
-    from neuract.neuralactuator import estimate
+    from neuract.estimate import estimate
 
     f, g, c = [], [], []
     for tr in trajs:
@@ -225,8 +226,9 @@ def test_simulator_adapter_runs_the_rollout_protocol(robot):
 
 
 def test_estimates_align_with_samples_and_score_with_the_protocol(robot):
+    from neuract.estimate import estimate, estimator
     from neuract.eval.estimation import evaluate_estimator
-    from neuract.neuralactuator import assemble, estimate, estimator
+    from neuract.neuralactuator import assemble
 
     trajs = synth(robot, n_eps=2, T=40)
     cfg = NeuralActuatorConfig(**TINY, n_joints=2, tau_max=(TAU_MAX,), n_conditions=2)
@@ -355,7 +357,7 @@ def test_training_resumes_after_a_kill_with_the_same_result(robot, tmp_path):
 
 
 def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
-    from neuract.neuralactuator.filters import smooth_causal
+    from neuract.estimate.filters import smooth_causal
 
     t = np.arange(0, 20, 0.02)
     p = np.zeros((len(t), 2))
@@ -384,7 +386,7 @@ def test_condition_smoothing_is_a_causal_average_without_start_up_bias():
 def _raw_fixture(monkeypatch, reader: str):
     import importlib
 
-    est_mod = importlib.import_module("neuract.neuralactuator.calibrate")
+    est_mod = importlib.import_module("neuract.estimate.calibrate")
 
     def use(raw):
         monkeypatch.setattr(est_mod, reader, lambda model, trajs, m: raw)
@@ -474,7 +476,7 @@ def test_any_number_of_steps_trains(robot, steps):
 
 def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
     from neuract.errors import ConfigError
-    from neuract.neuralactuator.filters import gate_filter, hysteresis
+    from neuract.estimate.filters import gate_filter, hysteresis
 
     p = np.array([0.1, 0.7, 0.5, 0.35, 0.2, 0.5, 0.65, np.nan, 0.9])
     on = hysteresis(p, 0.6, 0.3)
@@ -506,7 +508,7 @@ def test_gate_hysteresis_holds_a_contact_until_the_release_threshold():
 
 
 def est_shift(p, th):
-    from neuract.neuralactuator.filters import shift_threshold
+    from neuract.estimate.filters import shift_threshold
 
     return shift_threshold(p, th)
 
@@ -550,8 +552,8 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     """A model's calibrated gate filter (smoothing, release threshold) is applied with the
     model's own threshold; a caller that sets the threshold gets a plain threshold, which is
     what the calibrations read."""
-    from neuract.neuralactuator.estimate import estimate
-    from neuract.neuralactuator.filters import gate_filter
+    from neuract.estimate.filters import gate_filter
+    from neuract.estimate.neural import estimate
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
 
@@ -568,7 +570,7 @@ def test_estimate_applies_the_models_gate_filter_only_with_its_threshold():
     np.testing.assert_allclose(estimate(model, tr, gate_threshold=0.5)["contact_prob"][v],
                                raw[v], rtol=1e-12)
     # a model with only a calibrated threshold (no filter): the plain log-odds shift
-    from neuract.neuralactuator.filters import shift_threshold
+    from neuract.estimate.filters import shift_threshold
 
     del model.gate_tau_s, model.gate_release
     np.testing.assert_array_equal(estimate(model, tr)["contact_prob"][v],

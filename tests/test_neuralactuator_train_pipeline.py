@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from neuract.estimate import estimate as na_estimate
 from neuract.neuralactuator import NeuralActuatorConfig
-from neuract.neuralactuator import estimate as na_estimate
 from neuract.neuralactuator import simulator as na_simulator
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout
@@ -137,7 +137,7 @@ def test_fine_tuning_starts_from_the_given_model(robot, trajs):
 
 
 def test_condition_threshold_shifts_log_odds_and_calibration(robot, trajs):
-    from neuract.neuralactuator import calibrate_condition
+    from neuract.estimate import calibrate_condition
 
     me, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"),
                                  NATrainConfig(steps=2, batch=4, horizon=3), site="gripperframe")
@@ -154,7 +154,7 @@ def test_condition_threshold_shifts_log_odds_and_calibration(robot, trajs):
 
 
 def test_gate_threshold_shifts_log_odds_and_calibration_maximises_f1(robot, trajs):
-    from neuract.neuralactuator import calibrate_gate
+    from neuract.estimate import calibrate_gate
 
     me, _ = train_neuralactuator(trajs[:2], robot, _cfg("estimator"),
                                  NATrainConfig(steps=2, batch=4, horizon=3), site="gripperframe")

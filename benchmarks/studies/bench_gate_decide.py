@@ -6,7 +6,7 @@ lag 0-10, every lag trained on its look-back target) and decides each sample at 
 after it. This benchmark takes that retrained gate as it is and only moves its decision to lag
 :data:`DECIDE` (``NeuralActuatorConfig.gate_decide``), with the gate's filter calibrated again
 at that lag on the run's own calibration episodes
-(:func:`neuract.neuralactuator.calibrate.set_gate_decision_lag`, the run's smoothing
+(:func:`neuract.estimate.calibrate.set_gate_decision_lag`, the run's smoothing
 candidates); no weight changes. Each gate is scored on the run's test split: the run's causal
 gate and the lag-10 gate must reproduce the F1 their benchmarks recorded (else it stops).
 Estimator mode for every figure; contact = external force >= 0.5 N.
@@ -56,7 +56,7 @@ VARIANT = GATE_DECIDE_VARIANT
 
 
 def run_seed(seed: int) -> dict:
-    from neuract.neuralactuator.calibrate import set_gate_decision_lag
+    from neuract.estimate.calibrate import set_gate_decision_lag
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
 
     t0 = time.perf_counter()

@@ -176,8 +176,8 @@ def score(models: list, trajs) -> list[tuple[dict, np.ndarray, np.ndarray, dict]
     each episode's history windows are computed once, for the first model
     (:func:`~neuract.neuralactuator.estimate_inputs`; ``estimate`` refuses them for a model
     that reads other inputs)."""
+    from neuract.estimate import estimate, estimate_inputs
     from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate, estimate_inputs
 
     inputs = {}
     out = []

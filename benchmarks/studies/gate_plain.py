@@ -25,7 +25,7 @@ import torch  # noqa: E402
 from common import calibration_episodes  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 from neuract.config import load_resolved  # noqa: E402
-from neuract.neuralactuator import calibrate_gate  # noqa: E402
+from neuract.estimate import calibrate_gate  # noqa: E402
 from neuract.pipeline.experiment import (  # noqa: E402
     calibration_split,
     has_contact,

@@ -6,8 +6,23 @@
 - :mod:`.force`: both as estimators over trajectories for the evaluation protocol.
 - :mod:`.condition`: threshold, SVM and random-forest motor-condition classifiers on windowed
   telemetry features (scikit-learn, the ``peers`` extra).
+
+NeuralActuator's estimator mode (the network is :mod:`neuract.neuralactuator`):
+
+- :mod:`.neural`: per-sample torque, external force, contact gate and motor condition for a
+  trajectory (:func:`estimate`), the history windows shared by several models.
+- :mod:`.stream`: the same, one telemetry sample at a time (:class:`StreamingEstimator`).
+- :mod:`.filters`: the gate's and the condition's decision filters.
+- :mod:`.calibrate`: their thresholds, smoothing and decision lag from labelled episodes.
+- :mod:`.gate_rnn`: training of the recurrent contact gate.
 """
 
+from neuract.estimate.calibrate import (
+    calibrate_condition,
+    calibrate_gate,
+    select_condition_smoothing,
+    select_gate_filter,
+)
 from neuract.estimate.condition import (
     CONDITION_BASELINES,
     RandomForestCondition,
@@ -25,9 +40,20 @@ from neuract.estimate.momentum_observer import (
     momentum_terms,
     torque_to_force,
 )
+from neuract.estimate.neural import EstimateInputs, estimate, estimate_inputs, estimator
 from neuract.estimate.residual_force import differentiate, residual_force, residual_torques
+from neuract.estimate.stream import StreamingEstimator
 
 __all__ = [
+    "EstimateInputs",
+    "StreamingEstimator",
+    "calibrate_condition",
+    "calibrate_gate",
+    "estimate",
+    "estimate_inputs",
+    "estimator",
+    "select_condition_smoothing",
+    "select_gate_filter",
     "CONDITION_BASELINES",
     "FORCE_METHODS",
     "MomentumObserver",

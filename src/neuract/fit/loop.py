@@ -2,7 +2,7 @@
 
 Every trainer (actuator identification :func:`neuract.fit.trainer.fit`, NeuralActuator
 :func:`neuract.neuralactuator.train.train_neuralactuator`, the recurrent contact gate
-:func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`, learned dynamics models
+:func:`neuract.estimate.gate_rnn.train_gate_rnn`, learned dynamics models
 :func:`neuract.fit.inverse_dynamics.fit_inverse_model`) builds its model, optimiser and
 random streams, then hands :class:`Trainer` a loss function ``loss(i) -> (loss, info)`` that
 draws the data of step ``i`` (0-based) and computes its loss. The trainer owns:

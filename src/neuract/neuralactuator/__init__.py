@@ -13,23 +13,15 @@ path), ``data`` (episodes flattened for training), ``rollout`` (differentiable a
 simulator / estimator mode, the rollout-protocol adapter), ``actuator`` (a simulator-mode
 model as an ``Actuator`` that :func:`neuract.sim.simulate.simulate` drives like any other
 family: :class:`TransformerActuator`), ``train`` (pose-only torque through the simulator,
-supervised force / gate / condition, one schedule, fine-tuning), ``estimate`` (per-sample
-torque, force, gate and condition for a trajectory), ``filters`` (the gate's and condition's
-decision filters), ``calibrate`` (their thresholds and smoothing from labelled episodes),
-``stream`` (the same estimates one telemetry sample at a time, for a running robot).
+supervised force / gate / condition, one schedule, fine-tuning), the estimator's use of the
+model (per-trajectory and streamed estimates, decision filters, their calibration, the
+recurrent gate's training) lives in :mod:`neuract.estimate`.
 """
 
 from neuract.neuralactuator.actuator import TransformerActuator
-from neuract.neuralactuator.calibrate import (
-    calibrate_condition,
-    calibrate_gate,
-    select_condition_smoothing,
-    select_gate_filter,
-)
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
 from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
 from neuract.neuralactuator.config import NeuralActuatorConfig
-from neuract.neuralactuator.estimate import EstimateInputs, estimate, estimate_inputs, estimator
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
     MODES,
@@ -42,7 +34,6 @@ from neuract.neuralactuator.features import (
 from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, count_flops, count_params
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
-from neuract.neuralactuator.stream import StreamingEstimator
 from neuract.neuralactuator.train import (
     TrainConfig,
     fine_tune,
@@ -78,13 +69,4 @@ __all__ = [
     "simulator",
     "sim_rollout",
     "est_rollout",
-    "StreamingEstimator",
-    "estimate",
-    "estimate_inputs",
-    "EstimateInputs",
-    "estimator",
-    "calibrate_condition",
-    "select_condition_smoothing",
-    "calibrate_gate",
-    "select_gate_filter",
 ]

@@ -88,8 +88,8 @@ class NeuralActuatorConfig:
     """estimator mode: hidden units of the recurrent contact gate, a GRU that reads each
     sample's normalised feature row (the last step of its window) and carries its state over
     the episode (:class:`RecurrentGate`, trained after the rest of the model by
-    :func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); its logit replaces the gate
-    head's in :func:`~neuract.neuralactuator.estimate.estimate`, the streaming estimator and
+    :func:`neuract.estimate.gate_rnn.train_gate_rnn`); its logit replaces the gate
+    head's in :func:`~neuract.estimate.neural.estimate`, the streaming estimator and
     the export; 0: the gate head's logit (windowed, no state)"""
     gate_conv: int = 0
     """estimator mode, with :attr:`gate_rnn`: causal dilated convolutions before the
@@ -100,7 +100,7 @@ class NeuralActuatorConfig:
     gate_lag: int = 0
     """estimator mode, with :attr:`gate_rnn`: a fixed-lag gate. The recurrent gate then has
     one logit per lag k = 0 .. gate_lag: at sample t, the probability of contact at sample
-    t - k. :func:`~neuract.neuralactuator.estimate.estimate` decides each sample s from the
+    t - k. :func:`~neuract.estimate.neural.estimate` decides each sample s from the
     logit of lag gate_lag at s + gate_lag, so the decision needs the ``gate_lag`` samples
     after s (near an episode's end, the largest lag the episode allows); it is reported that
     much later (``contact_decided_t``). The streaming estimator gives each decision
@@ -112,7 +112,7 @@ class NeuralActuatorConfig:
     :attr:`gate_decision_lag`), so that a gate trained with ``gate_lag`` look-back targets
     can decide sooner, after reading only this many samples more (0: at once, a causal
     decision). Set it with the gate's filter calibrated at that lag
-    (:func:`~neuract.neuralactuator.calibrate.set_gate_decision_lag`). -1: ``gate_lag``"""
+    (:func:`~neuract.estimate.calibrate.set_gate_decision_lag`). -1: ``gate_lag``"""
     kp_init: float = 5.0
     """initial servo stiffness of the PD prior [N m / rad]"""
     kd_init: float = 0.1

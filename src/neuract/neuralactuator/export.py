@@ -16,7 +16,7 @@ output ``gate_state_out (B, S)`` is the state to pass with the next sample
 for the sample k samples before the window's last (the decision for the sample D back, or
 for the sample ``gate_decide`` back where the checkpoint sets a shorter decision lag; near
 an episode's end, the smaller lags decide the last samples, as
-:class:`~neuract.neuralactuator.stream.StreamingEstimator` does). The
+:class:`~neuract.estimate.stream.StreamingEstimator` does). The
 model config and channel list are stored in the ONNX
 metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
 model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model

@@ -235,7 +235,7 @@ def ident_channels(tau_gravity: np.ndarray, qd: np.ndarray, effort: np.ndarray,
                    ) -> dict[str, np.ndarray]:
     """:data:`IDENT_CHANNELS` (each (T, n)) from tau_gravity, qd, effort, pos_error: (T, n).
     Causal: sample k is the identification over samples 0..k (running sums through
-    :func:`ident_from_sums`; a :class:`~neuract.neuralactuator.stream.StreamingEstimator`
+    :func:`ident_from_sums`; a :class:`~neuract.estimate.stream.StreamingEstimator`
     keeps the same sums). memory > 0: sample i weighs ``ident_decay(memory) ** (k - i)`` in
     them (exponential forgetting); 0: every sample weighs 1."""
     X = ident_regressors(tau_gravity, qd)  # (T, n, 4)

@@ -239,7 +239,7 @@ def check_gate_trained(model: NeuralActuator) -> None:
     g = getattr(model, "gate_rnn", None)
     if g is not None and not bool(g.trained):
         raise ConfigError(f"the model's recurrent contact gate (gate_rnn={model.cfg.gate_rnn}) "
-                          "was never trained: train it with neuract.neuralactuator.gate_rnn."
+                          "was never trained: train it with neuract.estimate.gate_rnn."
                           "train_gate_rnn (experiments do, with --experiment.gate-rnn), or "
                           "build the model with gate_rnn=0 to use the gate head")
 

@@ -100,7 +100,7 @@ class ExperimentConfig:
     gate_tau_grid: tuple[float, ...] = ()
     """candidate time constants [s] (0: none) of the estimator's contact-gate smoothing,
     chosen on the calibration episodes with a detection and a release threshold
-    (hysteresis; :func:`neuract.neuralactuator.calibrate.select_gate_filter`); empty: one
+    (hysteresis; :func:`neuract.estimate.calibrate.select_gate_filter`); empty: one
     plain threshold"""
     physics: bool = False
     """NeuralActuator estimator also reads the arm model's gravity torque and end-effector
@@ -131,7 +131,7 @@ class ExperimentConfig:
     trained after the estimator on its training episodes (and on extra gate episodes where
     the experiment has them: ``TwinDataConfig.gate_train_minutes``), keeping the iteration
     with the best F1 on the calibration episodes
-    (:func:`neuract.neuralactuator.gate_rnn.train_gate_rnn`); 0: the gate head"""
+    (:func:`neuract.estimate.gate_rnn.train_gate_rnn`); 0: the gate head"""
     gate_conv: int = 0
     """recurrent gate: causal dilated convolution layers before its GRU
     (``NeuralActuatorConfig.gate_conv``; needs ``gate_rnn``); 0: none"""
@@ -279,8 +279,8 @@ def has_contact(tr: Any) -> bool:
 def plain_gate(model: Any, test: Sequence[Any], threshold: float) -> dict[str, Any]:
     """Gate metrics of an estimator-mode model on ``test`` with one plain contact threshold
     (no smoothing, no release threshold)."""
+    from neuract.estimate import estimate
     from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate
 
     rec = evaluate_estimator(lambda tr: estimate(model, tr, gate_threshold=threshold), test,
                              "NeuralActuator (plain gate threshold)")["gate"]
@@ -363,8 +363,8 @@ def check_experiment(cfg: ExperimentConfig, pretrained_modes: Sequence[str] = ()
 def gate_train_config(cfg: ExperimentConfig, checkpoint: str = ""):
     """The recurrent gate's training schedule of an experiment (its options named as
     ``ExperimentConfig`` fields when refused)."""
+    from neuract.estimate.gate_rnn import GateTrainConfig
     from neuract.neuralactuator.config import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
-    from neuract.neuralactuator.gate_rnn import GateTrainConfig
 
     if not _is_int(cfg.gate_rnn, 0):
         raise ConfigError(f"ExperimentConfig.gate_rnn = {cfg.gate_rnn!r}; expected an integer "
@@ -528,7 +528,7 @@ def _train_recurrent_gate(model: Any, fit_eps: Sequence[Any], g_eps: Sequence[An
     rows and ``gate_extra``'s, keeping the best iteration on ``g_eps`` (the gate's
     calibration episodes); without labelled calibration episodes the recurrent gate is
     removed from the model (the gate head decides) and the report says so."""
-    from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
+    from neuract.estimate.gate_rnn import gate_rows, train_gate_rnn
 
     if g_eps is None or not any(has_contact(tr) for tr in fit_eps):
         model.gate_rnn = None
@@ -561,7 +561,7 @@ def _sample_s(eps: Sequence[Any]) -> float:
 
 
 GateExtraFn = Callable[[Any, ProgressFn], list]
-"""``gate_extra(model, progress)``: extra :class:`~neuract.neuralactuator.gate_rnn.GateRows`
+"""``gate_extra(model, progress)``: extra :class:`~neuract.estimate.gate_rnn.GateRows`
 the recurrent gate trains on, computed with the trained estimator (its normalisation)"""
 
 
@@ -575,22 +575,24 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     Checkpoints go to ``out_dir``.
     pretrained: mode -> NeuralActuator to evaluate instead of training that mode.
     gate_extra: extra rows for the estimator's recurrent gate (``cfg.gate_rnn``), if any."""
-    from neuract.estimate import force_estimator
-    from neuract.eval import evaluate_estimator, evaluate_rollouts
-    from neuract.neuralactuator import (
+    from neuract.estimate import (
         calibrate_gate,
-        count_flops,
-        count_params,
         estimate,
-        save_checkpoint,
+        force_estimator,
         select_condition_smoothing,
         select_gate_filter,
+    )
+    from neuract.estimate.calibrate import gate_samples
+    from neuract.estimate.filters import DEFAULT_CONDITION_TAU_S
+    from neuract.eval import evaluate_estimator, evaluate_rollouts
+    from neuract.neuralactuator import (
+        count_flops,
+        count_params,
+        save_checkpoint,
         simulator,
         train_neuralactuator,
     )
-    from neuract.neuralactuator.calibrate import gate_samples
     from neuract.neuralactuator.data import per_joint_condition
-    from neuract.neuralactuator.filters import DEFAULT_CONDITION_TAU_S
     from neuract.pipeline import baselines as bl
 
     progress = progress or _noop

@@ -390,7 +390,7 @@ def _gate_worker_init(model: Any, chunks: list, thr: float) -> None:
 
 
 def _gate_chunk_rows(k: int) -> list:
-    from neuract.neuralactuator.gate_rnn import gate_rows
+    from neuract.estimate.gate_rnn import gate_rows
     from neuract.twin import generate
 
     job = _GATE_JOB
@@ -400,7 +400,7 @@ def _gate_chunk_rows(k: int) -> list:
 
 def gate_extra_rows(cfg: TwinDataConfig, model: Any, progress: ProgressFn | None = None
                     ) -> list:
-    """The recurrent gate's :class:`~neuract.neuralactuator.gate_rnn.GateRows` of ``cfg``'s
+    """The recurrent gate's :class:`~neuract.estimate.gate_rnn.GateRows` of ``cfg``'s
     extra gate episodes (:func:`gate_chunks`), computed with the trained estimator ``model``
     by ``cfg.workers`` processes, chunk by chunk (only the rows are kept)."""
     import multiprocessing as mp
@@ -437,8 +437,8 @@ def gate_extra_rows(cfg: TwinDataConfig, model: Any, progress: ProgressFn | None
 def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     """NeuralActuator's gate scored against the twin's raw contact label (any force) of the
     test episodes."""
+    from neuract.estimate import estimate
     from neuract.eval import evaluate_estimator
-    from neuract.neuralactuator import estimate
 
     return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
 

@@ -385,7 +385,7 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     import torch
 
     from neuract.atomic import atomic_dir, write_json
-    from neuract.neuralactuator.filters import resolve_filters
+    from neuract.estimate.filters import resolve_filters
 
     torch.set_num_threads(1)
     out_dir = Path(cfg.out)
@@ -415,10 +415,10 @@ def _estimate_episode(model, tr, cfg: EstimateConfig, out_dir: Path) -> dict[str
     """One episode's estimates as a parquet file in ``out_dir``; returns its summary row."""
     import pyarrow.parquet as pq
 
-    from neuract.neuralactuator import estimate
+    from neuract.estimate import estimate
 
     if cfg.stream:
-        from neuract.neuralactuator.stream import stream_trajectory
+        from neuract.estimate.stream import stream_trajectory
 
         est = stream_trajectory(model, tr, condition_tau_s=cfg.condition_tau_s)
     else:

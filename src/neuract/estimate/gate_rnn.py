@@ -18,12 +18,12 @@ It is trained after the rest of the model, which it leaves unchanged:
   iterations runs it over the calibration episodes from their start, as the estimator does;
   the weights with the best calibration F1 (at their own best threshold) are kept. The
   thresholds and the gate filter are calibrated afterwards as for the gate head
-  (:func:`~neuract.neuralactuator.calibrate.select_gate_filter`).
+  (:func:`~neuract.estimate.calibrate.select_gate_filter`).
 
 A fixed-lag gate (``NeuralActuatorConfig.gate_lag`` = D) is trained the same way with one
 logit per lag k = 0 .. D, each against the label k samples back (the loss averages them all);
 its calibration passes score the lag-D decision of each sample (the largest lag available near
-an episode's end), as :func:`~neuract.neuralactuator.estimate.estimate` decides; with a shorter
+an episode's end), as :func:`~neuract.estimate.neural.estimate` decides; with a shorter
 decision lag (``NeuralActuatorConfig.gate_decide``), that lag's decision.
 
 The GRU can be trained on more episodes than the rest of the model (e.g. twin episodes of
@@ -47,9 +47,9 @@ import torch
 import torch.nn.functional as F
 
 from neuract.errors import ConfigError
+from neuract.estimate.calibrate import _GRID
 from neuract.eval.metrics import decision_f1
 from neuract.fit.loop import Evaluation, StateFile, Trainer
-from neuract.neuralactuator.calibrate import _GRID
 from neuract.neuralactuator.gate import RecurrentGate, lagged_probability
 from neuract.neuralactuator.model import NeuralActuator
 

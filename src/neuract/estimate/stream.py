@@ -1,6 +1,6 @@
 """Estimator mode one telemetry sample at a time, for a running robot.
 
-:func:`neuract.neuralactuator.estimate.estimate` reads a whole recorded episode;
+:func:`neuract.estimate.neural.estimate` reads a whole recorded episode;
 :class:`StreamingEstimator` gives the same outputs sample by sample, keeping only what the
 causal features need: the last ``history`` feature rows, the context channels' moving averages
 and last direction of motion, the identification channels' running sums (since the last
@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError, SchemaError
+from neuract.estimate.filters import check_gate_filter, resolve_filters
 from neuract.neuralactuator.features import (
     CONTEXT_CHANNELS,
     EFFORT_CHANNELS,
@@ -47,7 +48,6 @@ from neuract.neuralactuator.features import (
     ident_regressors,
     source_channels,
 )
-from neuract.neuralactuator.filters import check_gate_filter, resolve_filters
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 from neuract.neuralactuator.physics import PoseChannels
 from neuract.neuralactuator.reference import (
@@ -59,7 +59,7 @@ from neuract.neuralactuator.reference import (
 
 
 class _CausalMean:
-    """:func:`~neuract.neuralactuator.filters.smooth_causal` one sample at a time. That
+    """:func:`~neuract.estimate.filters.smooth_causal` one sample at a time. That
     function gives its first sample the weight of the interval to the second; the first
     output is the first sample itself whatever that weight, so the average starts one sample
     late, when the interval is known."""
@@ -208,13 +208,13 @@ class _OnnxNetwork:
 
 
 def _log_odds(th: float | np.ndarray) -> float | np.ndarray:
-    """:func:`~neuract.neuralactuator.filters.shift_threshold`'s shift of ``th``."""
+    """:func:`~neuract.estimate.filters.shift_threshold`'s shift of ``th``."""
     th = np.clip(th, 1e-6, 1 - 1e-6)
     return np.log(th / (1 - th))
 
 
 def _shift(p: float, shift: float | None) -> float:
-    """:func:`~neuract.neuralactuator.filters.shift_threshold` of one probability (shift:
+    """:func:`~neuract.estimate.filters.shift_threshold` of one probability (shift:
     :func:`_log_odds` of the threshold; None for 0.5: p as it is)."""
     if shift is None:
         return p
@@ -225,7 +225,7 @@ def _shift(p: float, shift: float | None) -> float:
 class StreamingEstimator:
     """Estimator-mode outputs of ``model`` for one telemetry sample at a time.
 
-    The thresholds and filters are :func:`~neuract.neuralactuator.estimate.estimate`'s, with
+    The thresholds and filters are :func:`~neuract.estimate.neural.estimate`'s, with
     the same defaults (the checkpoint's calibrated values). :meth:`step` takes a mapping with
     the sample's time ``t`` [s] and the model's source channels (each (n,) per joint, or one
     value for a bus-wide channel such as ``voltage``), and returns ``tau`` (n,) [N m],
@@ -549,7 +549,7 @@ class StreamingEstimator:
         return owed
 
     def _gate_decision(self, t: float, p: float) -> float:
-        """:func:`~neuract.neuralactuator.filters.gate_filter`, one sample at a time."""
+        """:func:`~neuract.estimate.filters.gate_filter`, one sample at a time."""
         if self._gate is not None:
             p = float(self._gate.update(t, p))
         on, off = self.gate_threshold, self.gate_release
@@ -565,7 +565,7 @@ class StreamingEstimator:
 
 def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
     """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
-    outputs stacked like :func:`~neuract.neuralactuator.estimate.estimate`'s, each contact
+    outputs stacked like :func:`~neuract.estimate.neural.estimate`'s, each contact
     decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
     estimator's thresholds, filters and backends; the servo-reference channels, if the model
     reads them, are simulated on the episode's median sample spacing, as ``estimate`` does).

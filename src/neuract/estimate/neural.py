@@ -20,13 +20,13 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
-from neuract.neuralactuator.features import windows
-from neuract.neuralactuator.filters import (
+from neuract.estimate.filters import (
     gate_filter,
     resolve_filters,
     shift_threshold,
     smooth_causal,
 )
+from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.gate import decision_delay, lagged_probability
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 

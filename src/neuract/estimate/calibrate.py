@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from neuract.errors import ConfigError
+from neuract.estimate.filters import DEFAULT_CONDITION_TAU_S, hysteresis, smooth_causal
+from neuract.estimate.neural import estimate
 from neuract.eval.metrics import decision_f1, true_runs
 from neuract.neuralactuator.config import check_gate_decide
 from neuract.neuralactuator.data import per_joint_condition
-from neuract.neuralactuator.estimate import estimate
-from neuract.neuralactuator.filters import DEFAULT_CONDITION_TAU_S, hysteresis, smooth_causal
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 
 _GRID = np.round(np.linspace(0.02, 0.98, 97), 4)
