@@ -24,9 +24,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import bench_neuralactuator_twin as twin  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.experiment import split_by_task  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import generate_config, generate_twin  # noqa: E402
+from neuract.pipeline.splits import split_by_task  # noqa: E402
+from neuract.pipeline.twin_data import generate_config, generate_twin  # noqa: E402
 from neuract.twin.observability import contact_visibility  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"

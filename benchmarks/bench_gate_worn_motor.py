@@ -31,7 +31,7 @@ import torch  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.neuralactuator import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled, worn_config  # noqa: E402
+from neuract.pipeline.twin_data import contact_labelled, worn_config  # noqa: E402
 from neuract.twin.generate import (  # noqa: E402
     _model,
     episode_name,

@@ -98,7 +98,8 @@ def twin_estimator_config() -> NeuralActuatorConfig:
     from bench_neuralactuator_twin import config as twin_config
     from neuract.actuators import ActuatorConfig
     from neuract.neuralactuator.model import servo_json
-    from neuract.pipeline.experiment import na_config, so101_setup
+    from neuract.pipeline.experiment_config import na_config
+    from neuract.pipeline.setups import so101_setup
     from neuract.sim.simulate import JointParamsConfig
 
     e = twin_config().experiment

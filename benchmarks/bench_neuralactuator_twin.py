@@ -31,7 +31,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.experiment import ExperimentConfig  # noqa: E402
+from neuract.pipeline.experiment_config import ExperimentConfig  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
     episode_end_count,
@@ -39,11 +39,8 @@ from neuract.pipeline.report import (  # noqa: E402
     public,
     summary_markdown,
 )
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    TwinDataConfig,
-    TwinExperimentConfig,
-    run_twin_experiment,
-)
+from neuract.pipeline.twin_data import TwinDataConfig  # noqa: E402
+from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -198,7 +195,7 @@ def main_run_episodes(run_dir: Path = MAIN_RUN):
     its own data seed), or None, after saying so, where the run has not been run yet."""
     import json
 
-    from neuract.pipeline.twin_experiment import generate_config
+    from neuract.pipeline.twin_data import generate_config
     from neuract.twin.generate import episode_table
 
     model = load_estimator(run_dir / "checkpoints" / "neuralactuator_estimator")
@@ -215,7 +212,7 @@ def main_run_test_split(run_dir: Path = MAIN_RUN):
     """(trained estimator, benchmark config, its generator config, its test episodes generated
     again and labelled as the benchmark scores them) of the main run or of another run of the
     benchmark's configuration (:func:`main_run_episodes`), or None where it has not been run."""
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin.generate import episode_name, run_chunk
 
     run = main_run_episodes(run_dir)
@@ -245,7 +242,7 @@ def checkpoint_gate(model) -> str:
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
     """The main run's trained estimator with its calibrated decisions (what the benchmark
     scored), or None, after saying so, where the main run has not been run yet."""
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.checkpoints import load_model
 
     if not (checkpoint / "config.json").is_file():
         print(f"no estimator checkpoint at {checkpoint}: run "

@@ -24,18 +24,12 @@ import torch  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 from neuract.config import load_resolved  # noqa: E402
 from neuract.neuralactuator import calibrate_gate  # noqa: E402
-from neuract.pipeline.experiment import (  # noqa: E402
-    _calibration_set,
-    calibration_split,
-    has_contact,
-    plain_gate,
-)
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    TwinExperimentConfig,
-    contact_labelled,
-    twin_split,
-)
-from neuract.pipeline.verbs import load_model  # noqa: E402
+from neuract.pipeline.checkpoints import load_model  # noqa: E402
+from neuract.pipeline.scoring import plain_gate  # noqa: E402
+from neuract.pipeline.splits import calibration_set as _calibration_set  # noqa: E402
+from neuract.pipeline.splits import calibration_split, has_contact  # noqa: E402
+from neuract.pipeline.twin_data import contact_labelled, twin_split  # noqa: E402
+from neuract.pipeline.twin_experiment import TwinExperimentConfig  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -79,8 +79,9 @@ def run_data(seed: int) -> tuple:
     episodes, its calibration episodes, the test split), the episodes generated again from
     the run's data seed and labelled as the run scored them; stops where the run is missing
     or its test split is not reproduced."""
-    from neuract.pipeline.experiment import _calibration_set, calibration_split, has_contact
-    from neuract.pipeline.twin_experiment import contact_labelled, twin_split
+    from neuract.pipeline.splits import calibration_set as _calibration_set
+    from neuract.pipeline.splits import calibration_split, has_contact
+    from neuract.pipeline.twin_data import contact_labelled, twin_split
 
     run = gate_seeds.run_dir(seed)
     loaded = twin.main_run_episodes(run)
@@ -118,8 +119,8 @@ def run_seed(v: Variant, seed: int) -> dict:
     from neuract.neuralactuator.estimate import gate_samples, select_gate_filter
     from neuract.neuralactuator.gate_rnn import gate_rows, train_gate_rnn
     from neuract.neuralactuator.model import RecurrentGate
-    from neuract.pipeline.experiment import gate_train_config
-    from neuract.pipeline.twin_experiment import gate_extra_rows
+    from neuract.pipeline.experiment_config import gate_train_config
+    from neuract.pipeline.twin_gate import gate_extra_rows
 
     t0 = time.perf_counter()
     model, cfg, fit_eps, g_eps, test = run_data(seed)
