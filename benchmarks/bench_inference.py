@@ -98,7 +98,8 @@ def twin_estimator_config() -> NeuralActuatorConfig:
     from common import twin_config
     from neuract.actuators import ActuatorConfig
     from neuract.neuralactuator.config import servo_json
-    from neuract.pipeline.experiment import na_config, so101_setup
+    from neuract.pipeline.experiment_config import na_config
+    from neuract.pipeline.setups import so101_setup
     from neuract.sim.simulate import JointParamsConfig
 
     e = twin_config().experiment
@@ -510,7 +511,8 @@ def demo_estimator_config() -> NeuralActuatorConfig:
     """The estimator ``neuract demo`` trains at its defaults (``DemoConfig().experiment``:
     the SO-101 setup, physics and context channels, the gate head)."""
     from neuract.demo import DemoConfig
-    from neuract.pipeline.experiment import na_config, so101_setup
+    from neuract.pipeline.experiment_config import na_config
+    from neuract.pipeline.setups import so101_setup
 
     e = DemoConfig().experiment
     if e.reference_steps:

@@ -36,11 +36,8 @@ from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E
 from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    contact_labelled,
-    generate_twin,
-    split_by_task,
-)
+from neuract.pipeline.splits import split_by_task  # noqa: E402
+from neuract.pipeline.twin_data import contact_labelled, generate_twin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

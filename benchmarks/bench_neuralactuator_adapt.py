@@ -31,13 +31,12 @@ import torch  # noqa: E402
 
 from common import RESULTS, ROOT, machine, progress_printer  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.experiment import ExperimentConfig, run_experiment, so101_setup  # noqa: E402
+from neuract.pipeline.experiment import run_experiment  # noqa: E402
+from neuract.pipeline.experiment_config import ExperimentConfig  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    TwinDataConfig,
-    generate_twin,
-    split_by_task,
-)
+from neuract.pipeline.setups import so101_setup  # noqa: E402
+from neuract.pipeline.splits import split_by_task  # noqa: E402
+from neuract.pipeline.twin_data import TwinDataConfig, generate_twin  # noqa: E402
 
 RUN = ROOT / "runs" / "bench_neuralactuator_adapt"
 BASE_MINUTES = 36.0
@@ -53,8 +52,8 @@ def main() -> int:
     from neuract.eval import evaluate_rollouts
     from neuract.neuralactuator import simulator
     from neuract.pipeline import baselines as bl
-    from neuract.pipeline.adapt import AdaptConfig, run_adapt
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.adapt_verb import AdaptConfig, run_adapt
+    from neuract.pipeline.checkpoints import load_model
 
     torch.set_num_threads(1)
     progress = progress_printer()

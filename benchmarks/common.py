@@ -266,7 +266,7 @@ def checkpoint_gate(model) -> str:
 def load_estimator(checkpoint: Path = ESTIMATOR_CHECKPOINT):
     """The main run's trained estimator with its calibrated decisions (what the benchmark
     scored), or None, after saying so, where the main run has not been run yet."""
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.checkpoints import load_model
 
     if not (checkpoint / "config.json").is_file():
         print(f"no estimator checkpoint at {checkpoint}: run "
@@ -510,23 +510,12 @@ def load_gate(v: Variant, seed: int):
     return load_estimator(ckpt), json.loads(rec.read_text())["new_gate"]["f1"]
 
 
-def calibration_episodes(calib, train, positive, min_each: int = 2):
-    """The episodes a decision threshold is calibrated on, as the twin experiment chooses them:
-    ``calib`` if it holds at least ``min_each`` episodes where ``positive`` holds and as many
-    where it does not, else ``train`` if it does, else None."""
-    for eps in (calib, train):
-        pos = sum(1 for tr in eps if positive(tr))
-        if min(pos, len(eps) - pos) >= min_each:
-            return eps
-    return None
-
-
 def gate_run_data(seed: int) -> tuple:
     """(the seed's run's trained estimator, its benchmark config, the gate's training
     episodes, its calibration episodes, the test split), the episodes generated again from
     the run's data seed and labelled as the run scored them; stops where the run is missing
     or its test split is not reproduced."""
-    from neuract.pipeline.experiment import calibration_split, has_contact
+    from neuract.pipeline.splits import calibration_set, calibration_split, has_contact
     from neuract.pipeline.twin_experiment import contact_labelled, twin_split
 
     run = gate_seed_run_dir(seed)
@@ -545,7 +534,7 @@ def gate_run_data(seed: int) -> tuple:
     if sorted(tr.meta.name for tr in test) != sorted(test_names):
         raise SystemExit(f"seed {seed}: the regenerated test split differs from the run's")
     fit_eps, calib = calibration_split(train, cfg.experiment.calibration_fraction)
-    g_eps = calibration_episodes(calib, train, has_contact)
+    g_eps = calibration_set(calib, train, has_contact)
     if g_eps is None:
         raise SystemExit(f"seed {seed}: no calibration episodes with and without contact")
     return model, cfg, fit_eps, g_eps, test
@@ -567,7 +556,7 @@ def retrain_seed(v: Variant, seed: int) -> dict:
     from neuract.estimate.gate_rnn import gate_rows, train_gate_rnn
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
     from neuract.neuralactuator.gate import RecurrentGate
-    from neuract.pipeline.experiment import gate_train_config
+    from neuract.pipeline.experiment_config import gate_train_config
     from neuract.pipeline.twin_experiment import gate_extra_rows
 
     t0 = time.perf_counter()

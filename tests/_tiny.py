@@ -7,7 +7,7 @@ TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 
 def tiny_episodes(minutes: float, seed: int = 0) -> list:
     """``minutes`` of one-unit free-motion twin episodes of 6 s."""
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
+    from neuract.pipeline.twin_data import TwinDataConfig, generate_twin
 
     return generate_twin(TwinDataConfig(minutes=minutes, units=1, tasks=("free",),
                                         episode_s=6.0, seed=seed))
@@ -31,8 +31,8 @@ def fitted_servo(act, joints):
 
     from neuract.fit.trainer import TrainConfig
     from neuract.pipeline import baselines as bl
-    from neuract.pipeline.experiment import so101_setup
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
+    from neuract.pipeline.setups import so101_setup
+    from neuract.pipeline.twin_data import TwinDataConfig, generate_twin
 
     torch.manual_seed(0)
     trajs = generate_twin(TwinDataConfig(minutes=0.4, units=1, tasks=("free",),

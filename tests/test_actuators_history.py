@@ -11,12 +11,12 @@ from neuract.actuators import (
     Backlash,
     CommandDelay,
     History,
-    NeuralActuator,
     NeuralConfig,
     build_actuator,
 )
 from neuract.actuators.base import make_frame
 from neuract.errors import ConfigError
+from neuract.neuralactuator.model import NeuralActuator
 
 D = torch.float64
 

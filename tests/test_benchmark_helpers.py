@@ -291,7 +291,7 @@ def test_fresh_test_recall_bins(bench):
 def test_fresh_test_scores_several_gates_as_each_alone(bench):
     """Scoring the run's gate and its variants together (each episode's windows computed
     once) gives each gate the figures it gets scored alone."""
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
     from test_neuralactuator_gate_rnn import make_model

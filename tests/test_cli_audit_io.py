@@ -140,7 +140,7 @@ def test_check_out_default_is_simulates_own_outputs(tmp_path):
     """check_out's default mode and OUT_DEST (the former name of SIMULATE_DEST) describe
     simulate's outputs only."""
     from neuract.atomic import atomic_dir
-    from neuract.pipeline.verbs import OUT_DEST, SIMULATE_DEST, check_out
+    from neuract.pipeline.streaming import OUT_DEST, SIMULATE_DEST, check_out
 
     assert OUT_DEST is SIMULATE_DEST
     old = tmp_path / "old_estimate"

@@ -204,7 +204,7 @@ def test_a_training_state_of_an_older_neuract_without_its_time_still_resumes(rob
 
 
 def _omx_twin(seed: int, minutes: float):
-    from neuract.pipeline.twin_experiment import TwinDataConfig
+    from neuract.pipeline.twin_data import TwinDataConfig
 
     # free (no contact) and push (contact) episodes: both gate classes, so thresholds calibrate
     return TwinDataConfig(robot="omx", minutes=minutes, units=2, tasks=("free", "push"),
@@ -217,9 +217,10 @@ def test_twin_pretrain_fine_tune_interrupted_resumes_to_the_uninterrupted_result
     stages do; killed during it, the same run started again resumes it (it used to redo it)
     and ends bit-identical to an uninterrupted run, its state removed."""
     from neuract.fit.checkpoint import read_training_state
-    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
-    from neuract.pipeline.nad_experiment import TwinPretrainConfig, omx_setup, twin_pretrained
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.experiment_config import ExperimentConfig, ModelSize
+    from neuract.pipeline.nad_experiment import TwinPretrainConfig, twin_pretrained
+    from neuract.pipeline.setups import omx_setup
+    from neuract.pipeline.twin_data import generate_twin
 
     eps = generate_twin(_omx_twin(seed=9, minutes=0.4))  # stand-ins for the NAD files
     train, test = eps[: len(eps) // 2], eps[len(eps) // 2:]

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from neuract.errors import ConfigError
-from neuract.pipeline.experiment import ExperimentConfig, ModelSize
-from neuract.pipeline.nad_experiment import TwinPretrainConfig, omx_setup, twin_pretrained
-from neuract.pipeline.twin_experiment import TwinDataConfig, generate_twin
+from neuract.pipeline.experiment_config import ExperimentConfig, ModelSize
+from neuract.pipeline.nad_experiment import TwinPretrainConfig, twin_pretrained
+from neuract.pipeline.setups import omx_setup
+from neuract.pipeline.twin_data import TwinDataConfig, generate_twin
 
 TINY = ExperimentConfig(size=ModelSize(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16),
                         sim_steps=0, est_steps=2, batch=4, est_horizon=3, baseline_iters=0,
@@ -36,7 +37,7 @@ def test_twin_pretrained_scores_zero_shot_and_fine_tuned(real, tmp_path, monkeyp
 
     import neuract.neuralactuator as na
     import neuract.pipeline.experiment as ex
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.checkpoints import load_model
 
     train, test = real
     calls, tunes = [], []
@@ -117,7 +118,7 @@ def test_twin_pretrained_refuses_twin_data_of_another_robot(real, tmp_path):
 
 
 def test_train_config_is_the_experiment_schedule_of_each_mode():
-    from neuract.pipeline.experiment import train_config
+    from neuract.pipeline.experiment_config import train_config
 
     # every option off its TrainConfig default, so a dropped one shows
     exp = dataclasses.replace(TINY, sim_horizon=5, est_horizon=6, lr=2e-3, batch=3, substeps=3,

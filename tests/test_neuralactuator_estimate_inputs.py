@@ -20,7 +20,7 @@ KEYS = ("tau", "ee_force", "contact_prob", "condition_prob_joint", "condition_pr
 
 @pytest.fixture(scope="module")
 def episodes():
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
 

@@ -29,7 +29,7 @@ KW = dict(gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5)
 
 @pytest.fixture(scope="module")
 def labelled():
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin import GenerateConfig, generate
     from neuract.twin.config import SimConfig
 
@@ -66,7 +66,7 @@ def test_bad_decision_lags_are_refused_naming_the_field():
     assert NeuralActuatorConfig(**base).gate_decision_lag == 4
     assert NeuralActuatorConfig(**base, gate_decide=0).gate_decision_lag == 0
     assert NeuralActuatorConfig(gate_rnn=8).gate_decision_lag == 0
-    from neuract.pipeline.experiment import check_experiment
+    from neuract.pipeline.experiment_config import check_experiment
 
     with pytest.raises(ConfigError, match="ExperimentConfig.gate_decide=7"):
         check_experiment(tiny_gate_experiment(gate_lag=6, gate_decide=7))

@@ -256,7 +256,7 @@ def test_bad_lags_are_refused_and_sizes_count_the_logits():
             NeuralActuatorConfig(gate_rnn=8, gate_lag=bad).validate()
     with pytest.raises(ConfigError, match="gate_lag=3 is a lag of the recurrent gate"):
         NeuralActuatorConfig(gate_lag=3).validate()
-    from neuract.pipeline.experiment import check_experiment
+    from neuract.pipeline.experiment_config import check_experiment
 
     with pytest.raises(ConfigError, match="ExperimentConfig.gate_lag = 3 is a lag"):
         check_experiment(tiny_gate_experiment(gate_rnn=0, gate_lag=3))
@@ -270,11 +270,8 @@ def test_bad_lags_are_refused_and_sizes_count_the_logits():
 
 
 def test_twin_experiment_trains_and_saves_a_lagged_gate(tmp_path):
-    from neuract.pipeline.twin_experiment import (
-        TwinDataConfig,
-        TwinExperimentConfig,
-        run_twin_experiment,
-    )
+    from neuract.pipeline.twin_data import TwinDataConfig
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
     # decided at a shorter lag than it is trained with (gate_decide), as a user may choose
     exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=10, gate_lag=6,

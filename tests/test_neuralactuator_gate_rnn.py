@@ -272,7 +272,7 @@ def test_bad_settings_are_refused():
             NeuralActuatorConfig(gate_rnn=8, gate_conv=bad).validate()
     with pytest.raises(ConfigError, match="gate_conv=2 builds on the recurrent gate"):
         NeuralActuatorConfig(gate_conv=2).validate()
-    from neuract.pipeline.experiment import check_experiment
+    from neuract.pipeline.experiment_config import check_experiment
 
     with pytest.raises(ConfigError, match="ExperimentConfig.gate_conv = 3 adds convolutions"):
         check_experiment(tiny_gate_experiment(gate_rnn=0, gate_conv=3))
@@ -374,7 +374,7 @@ def test_export_verb_checks_a_recurrent_gate_checkpoint(tmp_path, capsys, conv):
 
 def tiny_gate_experiment(**kw):
     """A tiny estimator-only experiment with an 8-unit recurrent gate (``kw``: changes)."""
-    from neuract.pipeline.experiment import ExperimentConfig, ModelSize
+    from neuract.pipeline.experiment_config import ExperimentConfig, ModelSize
 
     size = ModelSize(history=4, d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
     return ExperimentConfig(size=size, sim_steps=0, est_steps=3, batch=4, est_horizon=3,
@@ -390,13 +390,10 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
     the test episodes are the same as without the extra ones."""
     import dataclasses
 
-    from neuract.pipeline.experiment import check_experiment
-    from neuract.pipeline.twin_experiment import (
-        TwinDataConfig,
-        TwinExperimentConfig,
-        gate_chunks,
-        run_twin_experiment,
-    )
+    from neuract.pipeline.experiment_config import check_experiment
+    from neuract.pipeline.twin_data import TwinDataConfig
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
+    from neuract.pipeline.twin_gate import gate_chunks
 
     exp = tiny_gate_experiment(calibration_fraction=0.3, gate_rnn_iters=20, gate_conv=2)
     data = TwinDataConfig(minutes=2.4, units=2, tasks=("push", "free"), episode_s=6.0,
@@ -450,17 +447,14 @@ def test_twin_experiment_trains_the_recurrent_gate_on_extra_units(tmp_path):
 
 
 def run_twin_split_names(data) -> list:
-    from neuract.pipeline.twin_experiment import twin_split
+    from neuract.pipeline.twin_data import twin_split
 
     return [tr.meta.name for tr in twin_split(data)[1]]
 
 
 def test_without_contact_labels_the_gate_head_decides(tmp_path):
-    from neuract.pipeline.twin_experiment import (
-        TwinDataConfig,
-        TwinExperimentConfig,
-        run_twin_experiment,
-    )
+    from neuract.pipeline.twin_data import TwinDataConfig
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
     exp = tiny_gate_experiment(gate_rnn_iters=5, gate_conv=2)
     data = TwinDataConfig(minutes=0.6, units=1, tasks=("free",), episode_s=6.0)
@@ -475,7 +469,8 @@ def test_without_contact_labels_the_gate_head_decides(tmp_path):
 def test_memory_bounds_count_what_is_held_together(monkeypatch):
     import importlib
 
-    from neuract.pipeline.twin_experiment import TwinDataConfig, gate_chunks, worn_config
+    from neuract.pipeline.twin_data import TwinDataConfig, worn_config
+    from neuract.pipeline.twin_gate import gate_chunks
 
     gen = importlib.import_module("neuract.twin.generate")
 
@@ -487,7 +482,7 @@ def test_memory_bounds_count_what_is_held_together(monkeypatch):
     worn_config(TwinDataConfig(minutes=60.0, worn_train_minutes=30.0))
     # the gate's rows of every extra minute are held too: room for 12 main minutes, one
     # 216-min chunk and 1000 minutes' rows, but not for 2000 minutes' rows
-    import neuract.pipeline.twin_experiment as te
+    import neuract.pipeline.twin_gate as te
 
     eps = gen.estimated_bytes(12.0, 30.0, "so101") + gen.estimated_bytes(216.0, 30.0, "so101")
     room = eps + 1500 * te.GATE_ROW_BYTES_PER_MINUTE
@@ -503,7 +498,7 @@ def test_memory_bounds_count_what_is_held_together(monkeypatch):
 def test_extra_gate_rows_do_not_depend_on_the_workers(monkeypatch):
     """Two chunks computed by two spawned worker processes give the rows one process gives,
     in chunk order."""
-    import neuract.pipeline.twin_experiment as te
+    import neuract.pipeline.twin_gate as te
 
     monkeypatch.setattr(te, "GATE_CHUNK_MINUTES", 0.2)
     m = make_model()

@@ -347,7 +347,9 @@ def test_ident_random_forest_baseline_reads_the_channels_causally():
 
 
 def test_experiment_refuses_a_bad_ident_memory_before_any_fit(episodes):
-    from neuract.pipeline.experiment import ExperimentConfig, run_experiment, so101_setup
+    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.experiment_config import ExperimentConfig
+    from neuract.pipeline.setups import so101_setup
 
     setup = so101_setup()
     for kw, match in (({"ident": True, "physics": True, "ident_memory": -3}, "integer >= 2"),

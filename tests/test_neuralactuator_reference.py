@@ -179,7 +179,8 @@ def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(f
 
 
 def test_experiment_reference_needs_the_physics_channels(fitted):
-    from neuract.pipeline.experiment import ExperimentConfig, run_experiment
+    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.experiment_config import ExperimentConfig
 
     trajs, setup, _ = fitted
     with pytest.raises(ConfigError, match="physics=True"):

@@ -18,7 +18,7 @@ def unit(tmp_path_factory):
     """A tiny estimator checkpoint trained on one twin unit and a dataset of another."""
     from neuract.data import write_dataset
     from neuract.neuralactuator import save_checkpoint
-    from neuract.pipeline.experiment import so101_setup
+    from neuract.pipeline.setups import so101_setup
 
     root = tmp_path_factory.mktemp("adapt")
     old, new = tiny_episodes(0.3), tiny_episodes(0.4, seed=9)
@@ -55,7 +55,7 @@ def test_adapt_writes_a_scored_checkpoint(unit):
                  "--quiet"]) == 0
     assert (est / "summary.json").is_file()
     # and evaluate --checkpoints takes it as one checkpoint directory, under its own mode
-    from neuract.pipeline.verbs import load_pretrained
+    from neuract.pipeline.checkpoints import load_pretrained
 
     pre = load_pretrained(out)
     assert list(pre) == ["estimator"] and pre["estimator"].gate_threshold == 0.4
@@ -70,7 +70,7 @@ def test_adapt_writes_a_scored_checkpoint(unit):
 
 
 def test_adapt_refuses_bad_input(unit):
-    from neuract.pipeline.adapt import AdaptConfig, run_adapt
+    from neuract.pipeline.adapt_verb import AdaptConfig, run_adapt
 
     root, ck, ds = unit
     (root / "taken").mkdir()
@@ -87,7 +87,7 @@ def test_adapt_refuses_bad_input(unit):
 
 
 def test_adapt_always_trains_on_at_least_one_episode(unit):
-    from neuract.pipeline.adapt import AdaptConfig, run_adapt
+    from neuract.pipeline.adapt_verb import AdaptConfig, run_adapt
 
     root, ck, ds = unit
     out = run_adapt(AdaptConfig(checkpoint=ck, data=ds, out=root / "most_held_out", steps=2,

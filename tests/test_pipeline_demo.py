@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from neuract.pipeline.experiment import ExperimentConfig, ModelSize
-from neuract.pipeline.twin_experiment import TwinDataConfig, split_by_task
+from neuract.pipeline.experiment_config import ExperimentConfig, ModelSize
+from neuract.pipeline.splits import split_by_task
+from neuract.pipeline.twin_data import TwinDataConfig
 
 TINY_SIZE = ModelSize(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)
 
@@ -46,7 +47,7 @@ def test_split_by_task_holds_out_whole_episodes_of_every_task():
 
 
 def test_relabel_contact_keeps_only_forces_above_the_threshold():
-    from neuract.pipeline.twin_experiment import generate_twin, relabel_contact
+    from neuract.pipeline.twin_data import generate_twin, relabel_contact
 
     tr = generate_twin(TwinDataConfig(minutes=0.2, units=1, tasks=("push",), episode_s=12.0))[0]
     f = np.linalg.norm(tr["ee_force"], axis=1)
@@ -59,7 +60,7 @@ def test_relabel_contact_keeps_only_forces_above_the_threshold():
 
 def test_twin_ablation_switches_off_the_named_effect_only():
     from neuract.errors import ConfigError
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.twin_data import generate_twin
 
     cfg = TwinDataConfig(minutes=0.1, units=1, tasks=("push",), episode_s=6.0, seed=3)
     full = generate_twin(cfg)[0]
@@ -78,7 +79,7 @@ def test_twin_ablation_switches_off_the_named_effect_only():
 
 def test_worn_training_episodes_are_new_episodes_of_the_same_units_all_degraded():
     from neuract.errors import ConfigError
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.twin_data import generate_twin
 
     cfg = TwinDataConfig(minutes=0.2, units=2, tasks=("push", "degraded"), episode_s=3.0,
                          seed=5, worn_train_minutes=0.1)
@@ -112,7 +113,7 @@ def test_worn_training_episodes_are_new_episodes_of_the_same_units_all_degraded(
 
 def test_worn_training_episodes_of_another_task_carry_its_contacts_and_worn_motors():
     from neuract.errors import ConfigError
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.twin_data import generate_twin
 
     cfg = TwinDataConfig(minutes=0.2, units=2, tasks=("push", "degraded"), episode_s=3.0,
                          seed=5, worn_train_minutes=0.1, worn_train_tasks=("push",))
@@ -192,7 +193,7 @@ def test_demo_end_to_end_tiny(tmp_path):
     # checkpoint (a checkpoint reloaded by the verbs uses it)
     assert est_model["condition_tau_s"] in (2.0, 10.0)
     assert ck["extra"]["condition_tau_s"] == est_model["condition_tau_s"]
-    from neuract.pipeline.verbs import load_model
+    from neuract.pipeline.checkpoints import load_model
 
     m = load_model(out / "checkpoints/neuralactuator_estimator")
     assert m.condition_tau_s == est_model["condition_tau_s"] and m.cfg.context_s == 1.0
@@ -222,8 +223,9 @@ def test_experiment_killed_during_training_resumes_to_the_same_models(tmp_path):
 
     from neuract.errors import CheckpointError
     from neuract.neuralactuator import load_checkpoint
-    from neuract.pipeline.experiment import run_experiment, so101_setup
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.experiment import run_experiment
+    from neuract.pipeline.setups import so101_setup
+    from neuract.pipeline.twin_data import generate_twin
 
     train, test = split_by_task(generate_twin(_tiny_data()), 0.25)
     exp = dataclasses.replace(_tiny_experiment(), sim_steps=4, est_steps=6, checkpoint_every=2,
@@ -274,12 +276,13 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
     from neuract.cli import main
     from neuract.data import write_dataset
     from neuract.neuralactuator import TrainConfig, save_checkpoint, train_neuralactuator
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.twin_data import generate_twin
     from neuract.robot import load_robot
 
     trajs = generate_twin(_tiny_data())
     ds = write_dataset(trajs[:2], tmp_path / "ds")
-    from neuract.pipeline.experiment import na_config, so101_setup
+    from neuract.pipeline.experiment_config import na_config
+    from neuract.pipeline.setups import so101_setup
 
     setup = so101_setup()
     model, _ = train_neuralactuator(trajs, load_robot("so101", dtype=torch.float32),
@@ -320,7 +323,7 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
 def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
     from neuract.cli import main
     from neuract.data import write_dataset
-    from neuract.pipeline.twin_experiment import generate_twin
+    from neuract.pipeline.twin_data import generate_twin
 
     trajs = generate_twin(_tiny_data())
     ds = write_dataset(trajs, tmp_path / "ds")
@@ -347,7 +350,7 @@ def test_evaluate_verb_on_a_dataset_with_pretrained_checkpoints(tmp_path):
 
 
 def test_thresholds_are_calibrated_on_held_out_episodes_only_with_both_classes():
-    from neuract.pipeline.experiment import _calibration_set
+    from neuract.pipeline.splits import calibration_set as _calibration_set
 
     train, degraded = ["bad_t1", "bad_t2", "t1", "t2"], lambda e: e.startswith("bad")
     held = ["bad1", "bad2", "ok1", "ok2"]
@@ -379,7 +382,7 @@ def test_twin_experiment_on_the_openmanipulator(tmp_path):
 
 def test_twin_experiment_refuses_unknown_robots(tmp_path):
     from neuract.errors import ConfigError
-    from neuract.pipeline.twin_experiment import setup_for
+    from neuract.pipeline.setups import setup_for
 
     with pytest.raises(ConfigError, match="accepted: \\['so101', 'omx'\\]"):
         setup_for("ur5")

@@ -19,7 +19,7 @@ from neuract.errors import ConfigError
 def run(tmp_path_factory):
     from neuract.data import write_dataset
     from neuract.neuralactuator import save_checkpoint
-    from neuract.pipeline.experiment import so101_setup
+    from neuract.pipeline.setups import so101_setup
 
     root = tmp_path_factory.mktemp("simulate")
     setup = so101_setup()
@@ -54,7 +54,7 @@ def test_simulate_writes_the_protocol_rollout(run):
 
 
 def test_simulate_refuses_an_estimator_checkpoint(run):
-    from neuract.pipeline.simulate import SimulateConfig, run_simulate
+    from neuract.pipeline.simulate_verb import SimulateConfig, run_simulate
 
     root, ck, ds, _, _ = run
     with pytest.raises(ConfigError, match="simulator-mode checkpoint"):

@@ -9,12 +9,9 @@ import pytest
 
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError
-from neuract.pipeline.experiment import ExperimentConfig
-from neuract.pipeline.twin_experiment import (
-    TwinDataConfig,
-    TwinExperimentConfig,
-    run_twin_experiment,
-)
+from neuract.pipeline.experiment_config import ExperimentConfig
+from neuract.pipeline.twin_data import TwinDataConfig
+from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
 
 def _cfg(out, steps=30, minutes=1.0):

@@ -130,7 +130,7 @@ def test_bundled_omx_arm_matches_its_generator():
     import mujoco
     import numpy as np
 
-    from neuract.pipeline.nad_experiment import omx_arm_xml
+    from neuract.pipeline.setups import omx_arm_xml
     from neuract.robot.bundled import bundled_path
 
     a = mujoco.MjModel.from_xml_path(str(bundled_path("omx_arm")))

@@ -302,7 +302,7 @@ def test_current_register_noise_changes_the_current_register_only():
             dataclasses.replace(cfg, sim=dataclasses.replace(
                 sim, current_noise_lsb=bad)).validate()
     # the experiments' twin data take it too (neuract evaluate --twin.current-noise-lsb)
-    from neuract.pipeline.twin_experiment import TwinDataConfig, generate_config, worn_config
+    from neuract.pipeline.twin_data import TwinDataConfig, generate_config, worn_config
 
     data = TwinDataConfig(current_noise_lsb=0.7, worn_train_minutes=1.0)
     assert generate_config(data).sim.current_noise_lsb == 0.7

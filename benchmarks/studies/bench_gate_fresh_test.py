@@ -222,7 +222,7 @@ def _interval(x: np.ndarray) -> list[float]:
 
 
 def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin.generate import generate
 
     t0 = time.perf_counter()

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 from common import RESULTS, describe_twin, twin_config  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
-from neuract.pipeline.experiment import split_by_task  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import generate_config, generate_twin  # noqa: E402
+from neuract.pipeline.splits import split_by_task  # noqa: E402
+from neuract.pipeline.twin_data import generate_config, generate_twin  # noqa: E402
 from neuract.twin.observability import contact_visibility  # noqa: E402
 
 

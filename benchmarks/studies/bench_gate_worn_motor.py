@@ -33,7 +33,7 @@ from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
-from neuract.pipeline.twin_experiment import contact_labelled, worn_config  # noqa: E402
+from neuract.pipeline.twin_data import contact_labelled, worn_config  # noqa: E402
 from neuract.twin.generate import (  # noqa: E402
     episode_name,
     episode_plan,

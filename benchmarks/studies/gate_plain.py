@@ -22,21 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 import torch  # noqa: E402
 
-from common import calibration_episodes  # noqa: E402
 from neuract.atomic import write_json  # noqa: E402
 from neuract.config import load_resolved  # noqa: E402
 from neuract.estimate import calibrate_gate  # noqa: E402
-from neuract.pipeline.experiment import (  # noqa: E402
-    calibration_split,
-    has_contact,
-    plain_gate,
-)
+from neuract.pipeline.checkpoints import load_model  # noqa: E402
+from neuract.pipeline.experiment import plain_gate
+from neuract.pipeline.splits import calibration_set, calibration_split, has_contact
 from neuract.pipeline.twin_experiment import (  # noqa: E402
     TwinExperimentConfig,
     contact_labelled,
     twin_split,
 )
-from neuract.pipeline.verbs import load_model  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -55,7 +51,7 @@ def main(argv: list[str]) -> int:
         print(f"{results}: its test episodes are not this run's; not written")
         return 2
     _, calib = calibration_split(train, cfg.experiment.calibration_fraction)
-    g_eps = calibration_episodes(calib, train, has_contact)
+    g_eps = calibration_set(calib, train, has_contact)
     if g_eps is None:
         print("no calibration episodes with both classes: nothing to compare")
         return 2

@@ -107,7 +107,7 @@ def _rows(model, tr) -> dict:
 
 def build_cache() -> None:
     from common import load_estimator, twin_config
-    from neuract.pipeline.experiment import calibration_split
+    from neuract.pipeline.splits import calibration_split
     from neuract.pipeline.twin_experiment import contact_labelled
 
     torch.set_num_threads(1)
@@ -132,7 +132,8 @@ def build_cache() -> None:
 
 def gen_extra(seed: int, minutes: float = 216.0) -> None:
     from common import load_estimator, twin_config
-    from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, generate_twin
+    from neuract.pipeline.twin_data import generate_twin
+    from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled
 
     torch.set_num_threads(1)
     model = load_estimator()

@@ -10,22 +10,29 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import re
+import signal
 import sys
+import threading
+
+from neuract.errors import ConfigError, NeuractError
 
 # verb -> (module, config class, one-line help). Each module defines ``run(cfg)``.
 VERBS: dict[str, tuple[str, str, str]] = {
-    "adapt": ("neuract.pipeline.adapt", "AdaptConfig", "fine-tune a checkpoint on a new unit"),
+    "adapt": ("neuract.pipeline.adapt_verb", "AdaptConfig", "fine-tune a checkpoint on a new unit"),
     "control": ("neuract.control.cli_control", "ControlConfig", "replay-test model-based control"),
     "demo": ("neuract.demo", "DemoConfig", "twin SO-101 -> NeuralActuator + baselines -> report"),
-    "estimate": ("neuract.pipeline.verbs", "EstimateConfig", "stream telemetry through a model"),
-    "evaluate": ("neuract.pipeline.verbs", "EvaluateConfig", "NeuralActuator vs baselines, report"),
+    "estimate": ("neuract.pipeline.estimate_verb", "EstimateConfig",
+                 "stream telemetry through a model"),
+    "evaluate": ("neuract.pipeline.evaluate_verb", "EvaluateConfig",
+                 "NeuralActuator vs baselines, report"),
     "export": ("neuract.pipeline.export_verb", "ExportConfig",
                "a NeuralActuator checkpoint to ONNX or torch AOTInductor (float32 or int8)"),
     "identify": ("neuract.control.cli_identify", "IdentifyConfig", "fit arm dynamics to torques"),
     "fit": ("neuract.fit.verb", "FitConfig", "identify an actuator model from positions only"),
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
-    "simulate": ("neuract.pipeline.simulate", "SimulateConfig",
+    "simulate": ("neuract.pipeline.simulate_verb", "SimulateConfig",
                  "replay commands open loop through a learned simulator"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),
 }
@@ -54,8 +61,6 @@ def cli_names(verb: str, message: str) -> str:
     """A library error message with its config field names (``ExperimentConfig.sim_prior``,
     ``ExperimentConfig.size.n_heads``) written as the verb's options
     (``--experiment.sim-prior``, ``--experiment.size.n-heads``)."""
-    import re
-
     for cls, prefix in OPTION_PREFIX.get(verb, {}).items():
         message = re.sub(rf"\b{re.escape(cls)}\.([a-z_]+(?:\.[a-z_]+)*)",
                          lambda m, p=prefix: p + m.group(1).replace("_", "-"), message)
@@ -66,10 +71,6 @@ def check_seeds(cfg, path: tuple[str, ...] = ()) -> None:
     """Refuse a negative ``seed`` anywhere in a verb's config (numpy's and torch's random
     generators take seeds >= 0): a ConfigError naming the option (``--seed``,
     ``--twin.seed``), before the verb runs."""
-    import dataclasses
-
-    from neuract.errors import ConfigError
-
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name, None)
         if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -92,9 +93,6 @@ class Terminated(KeyboardInterrupt):
 def _on_sigterm():
     """Install the SIGTERM handler that raises :class:`Terminated`; returns the previous
     handler (None where signals cannot be handled here: not the main thread)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -111,8 +109,6 @@ def _on_sigterm():
 
 
 def _restore_sigterm(previous) -> None:
-    import signal
-
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
 
@@ -122,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     check that failed (a verb returning ``{"passed": 0}``, e.g. selfcheck); 2 a usage error;
     130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g. ``timeout`` or ``docker stop``:
     handled as Ctrl-C is, so partial outputs are removed and training states kept)."""
-    import tyro
-
-    from neuract.errors import NeuractError
+    import tyro  # here, not at the top: ``neuract --help`` does without it
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):

@@ -17,8 +17,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from neuract.pipeline.experiment import ExperimentConfig
-from neuract.pipeline.twin_experiment import TwinDataConfig, TwinExperimentConfig
+from rich.console import Console
+from rich.table import Table
+
+from neuract.pipeline.experiment_config import ExperimentConfig
+from neuract.pipeline.progress import progress_bar
+from neuract.pipeline.report import estimation_rows, rollout_rows, targets
+from neuract.pipeline.twin_data import TwinDataConfig
+from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
 
 def _demo_experiment() -> ExperimentConfig:
@@ -62,13 +68,6 @@ def scale_note(cfg: DemoConfig) -> str:
 
 
 def run(cfg: DemoConfig) -> dict:
-    from rich.console import Console
-    from rich.table import Table
-
-    from neuract.pipeline.report import estimation_rows, rollout_rows, targets
-    from neuract.pipeline.twin_experiment import run_twin_experiment
-    from neuract.pipeline.verbs import progress_bar
-
     t0 = time.perf_counter()
     tcfg = TwinExperimentConfig(out=cfg.out, data=cfg.data, experiment=cfg.experiment)
     note = scale_note(cfg)

@@ -30,11 +30,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import mujoco
 import numpy as np
 import torch
+from mujoco import rollout
 
+from neuract.actuators.base import ActuatorState
+from neuract.actuators.param import cached_params
 from neuract.errors import ConfigError, SchemaError
+from neuract.estimate import make_condition_baseline, window_features
+from neuract.estimate.condition import condition_estimator
+from neuract.eval.adapters import system_model_simulator
 from neuract.eval.protocol import SimBatch, Simulator
+from neuract.fit.batch import batch_from_trajectories
+from neuract.fit.identify import build_model
+from neuract.fit.trainer import TrainConfig, fit
+from neuract.neuralactuator.data import smooth_velocity
+from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
+from neuract.sim.simulate import JointParamsConfig
 
 
 # ----------------------------------------------------------------------- MuJoCo servo
@@ -45,9 +58,6 @@ def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
     xml_path: an MJCF with one ``position`` actuator per trajectory joint (same names);
     physics_dt: largest physics step [s] (each telemetry step is split into equal steps).
     """
-    import mujoco
-    from mujoco import rollout
-
     model = mujoco.MjModel.from_xml_path(str(xml_path))
     names = [model.joint(i).name for i in range(model.njnt)]
     act_joint = [model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu)]
@@ -88,8 +98,6 @@ def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
 def fit_joints():
     """Joint parameters of the fitted actuators: the arm model's own armature, no encoder
     offset, nothing fitted (a :class:`neuract.sim.simulate.JointParamsConfig`)."""
-    from neuract.sim.simulate import JointParamsConfig
-
     return JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
 
 
@@ -99,10 +107,6 @@ def fit_actuator(trajs: Sequence[Any], plant, actuator, train=None, joints=None,
     :func:`neuract.fit.trainer.fit`: multiple shooting, horizon curriculum) on ``plant``
     (float64 robot). Returns (SystemModel, report). ``actuator``:
     :class:`neuract.actuators.ActuatorConfig`."""
-    from neuract.fit.batch import batch_from_trajectories
-    from neuract.fit.identify import build_model
-    from neuract.fit.trainer import TrainConfig, fit
-
     train = train or TrainConfig(horizons=(0.3, 0.8), stage_iters=(20, 20), windows_per_run=4,
                                  runs_per_iter=8, label_inputs=(), use_voltage=True)
     joints = joints or fit_joints()
@@ -115,8 +119,6 @@ def fit_actuator(trajs: Sequence[Any], plant, actuator, train=None, joints=None,
 def system_simulator(model, robot, substeps: int = 2, use_voltage: bool = True) -> Simulator:
     """Roll a fitted SystemModel (actuator + joint parameters) out on ``robot`` (float64);
     the supply voltage is fed whenever the protocol passes it (and ``use_voltage``)."""
-    from neuract.eval.adapters import system_model_simulator
-
     with_voltage = system_model_simulator(model, lambda labels: robot, substeps,
                                           use_voltage=True)
     without = system_model_simulator(model, lambda labels: robot, substeps)
@@ -142,9 +144,6 @@ def system_torques(model, robot, trajs: Sequence[Any], use_voltage: bool = True
     """A fitted actuator's joint torque [N m] at every measured sample (estimator mode):
     the history sees the measured commands and states; friction budgets see the measured
     velocity, the rigid-body load and the joint inertia. Returns one (T, n) per trajectory."""
-    from neuract.actuators.base import ActuatorState
-    from neuract.actuators.param import cached_params
-
     q, lens = _stack(trajs, "q")
     qd, _ = _stack(trajs, "qd")
     qg, _ = _stack(trajs, "q_goal")
@@ -197,8 +196,6 @@ def signed_current(traj) -> np.ndarray:
 def inverse_dynamics_torque(robot, traj) -> np.ndarray:
     """(T, n) rigid-body torque M qdd + b - J^T f explaining the measured motion [N m]
     (qd, qdd by Savitzky-Golay derivatives of q): a torque estimate from positions only."""
-    from neuract.neuralactuator.data import smooth_velocity
-
     t = np.asarray(traj["t"], dtype=np.float64)
     q = np.asarray(traj["q"], dtype=np.float64)
     qd = smooth_velocity(q, t)
@@ -241,9 +238,6 @@ def condition_baseline(name: str, train_trajs: Sequence[Any], window: int = 64,
     """Fit a condition baseline (``threshold``, ``svm``, ``random_forest``) on windowed
     features of ``train_trajs``; returns ``(est, clf)``, ``est`` the causal per-sample
     estimator of :func:`neuract.estimate.condition.condition_estimator` (stride 1)."""
-    from neuract.estimate import make_condition_baseline, window_features
-    from neuract.estimate.condition import condition_estimator
-
     wf = window_features(train_trajs, window=window, stride=stride)
     stats = list(dict.fromkeys(n.split(":", 1)[1] for n in wf.names))
     if "effort_per_tau" in stats:  # a measured torque is hidden truth on the twin: never used
@@ -271,9 +265,6 @@ def ident_condition_baseline(train_trajs: Sequence[Any], physics: tuple[str, str
     8-sample history scores from its 8th sample: give ``history - 1``); ident_memory: the
     channels' memory [samples], as the NeuralActuator's. Returns ``(est, clf)``: ``est(traj) ->
     {"condition_prob" (T, K), "valid" (T,)}``; ``kwargs`` go to the random forest."""
-    from neuract.estimate import make_condition_baseline
-    from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
-
     if stride < 1 or skip < 0:
         raise ConfigError(f"ident_condition_baseline: stride={stride!r} (>= 1) and "
                           f"skip={skip!r} (>= 0)")

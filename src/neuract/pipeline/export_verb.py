@@ -24,11 +24,21 @@ earlier AOT package directory (its ``aot.json``) is recompiled in place without 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+from neuract.atomic import check_dest, is_output, missing_folders
 from neuract.errors import ConfigError, NeuractError
+from neuract.neuralactuator import OnnxActuator, compiled, export_onnx
+from neuract.neuralactuator import export as na_export
+from neuract.neuralactuator.compiled import AOT_DEST
+from neuract.neuralactuator.export import QUANTIZE, reference_outputs
+from neuract.pipeline.checkpoints import calibrated, load_model
 
 FORMATS = ("onnx", "aot")
 CHECK_LIMIT = {"none": 1e-3, "int8": 0.25}
@@ -67,10 +77,6 @@ class ExportConfig:
 
 
 def run(cfg: ExportConfig) -> dict[str, Any]:
-
-    from neuract.neuralactuator.export import QUANTIZE
-    from neuract.pipeline.verbs import calibrated, load_model
-
     if cfg.format not in FORMATS:
         raise ConfigError(f"--format {cfg.format!r}; accepted: {list(FORMATS)}")
     if cfg.quantize not in QUANTIZE:
@@ -98,7 +104,6 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
                           "and returns the gate's state)")
     extra = calibrated(model)
     check_export_dest(dest, cfg.format, cfg.overwrite, cfg.checkpoint)  # before any writing
-    from neuract.atomic import missing_folders
 
     made = missing_folders(dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -136,9 +141,6 @@ def check_export_dest(dest: Path, fmt: str, overwrite: bool, checkpoint: Path) -
     anything but an earlier output of ``neuract export`` of the same format (an ONNX file
     with neuract's metadata; a package directory with its ``aot.json``)."""
     if fmt == "aot":
-        from neuract.atomic import check_dest, is_output
-        from neuract.neuralactuator.compiled import AOT_DEST
-
         # an earlier package directory is recompiled in place as before (compile_aot reuses
         # what is unchanged; tests/test_neuralactuator_int8op.py relies on it); anything else
         # that exists needs --overwrite, and even then only an empty directory is replaced
@@ -161,10 +163,6 @@ def check_export_dest(dest: Path, fmt: str, overwrite: bool, checkpoint: Path) -
 
 
 def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> dict[str, Any]:
-    import torch
-
-    from neuract.neuralactuator import OnnxActuator, export_onnx
-
     if cfg.format == "onnx":
         path = export_onnx(model, staged, quantize=cfg.quantize, extra=extra)
         out: dict[str, Any] = {"onnx": str(dest), "bytes": path.stat().st_size}
@@ -173,13 +171,11 @@ def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> 
         def run_export(x, state=None):  # one output set, like one compiled size below
             return [session.run(x, state)]
     else:
-        from neuract.neuralactuator.compiled import compile_aot
-
         if not cfg.quiet:
             print(f"compiling AOTInductor packages for batch sizes {sorted(set(cfg.batch_sizes))} "
                   "(about 15-60 s each) ...", flush=True)
-        import warnings
-
+        # the compiler's configuration: imported here, as it loads Inductor (seconds) that
+        # ONNX exports and ``neuract export --help`` do without
         import torch._inductor.config as inductor_config
 
         # the autotuner's timing tables and torch's deprecation notes are not the user's
@@ -189,8 +185,8 @@ def _export(cfg: ExportConfig, model, extra: dict, dest: Path, staged: Path) -> 
                 warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             warnings.simplefilter("ignore", FutureWarning)
-            aot = compile_aot(model, cfg.batch_sizes, dest, quantize=cfg.quantize,
-                              extra=extra)
+            aot = compiled.compile_aot(model, cfg.batch_sizes, dest, quantize=cfg.quantize,
+                                       extra=extra)
         path = dest
         out = {"aot": str(dest), "batch_sizes": list(aot.batch_sizes),
                "bytes": sum(f.stat().st_size for f in dest.iterdir() if f.is_file())}
@@ -220,11 +216,6 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
     windows (drawn from the feature statistics); fills ``out["check"]``; raises past
     :data:`CHECK_LIMIT`. ``where``: the export as the user will find it (ONNX: not written
     to it when the check fails; AOT packages: written there)."""
-    import numpy as np
-    import torch
-
-    from neuract.neuralactuator.export import output_deviation, reference_outputs
-
     if not cfg.check_windows:
         return
     g = torch.Generator().manual_seed(0)
@@ -235,7 +226,7 @@ def _check(cfg: ExportConfig, model, run_export, out: dict[str, Any], where: Pat
     if model.gate_rnn is not None:  # a recurrent gate: each window continues its own stream
         state = torch.rand(cfg.check_windows, model.gate_rnn.state_size, generator=g) * 2 - 1
     ref = reference_outputs(model, x, state)
-    devs = [output_deviation(ref, o) for o in run_export(
+    devs = [na_export.output_deviation(ref, o) for o in run_export(
         x.numpy().astype(np.float32), None if state is None else state.numpy())]
     out["check"] = {k: {"max_abs_diff": max(d[k]["max_abs_diff"] for d in devs),
                         "max_abs_diff_over_std": max(d[k]["max_abs_over_std"] for d in devs)}

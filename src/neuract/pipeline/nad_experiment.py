@@ -9,13 +9,15 @@ protocol as the twin experiment. Robot-specific choices (stated in every report)
 * OpenManipulator-X: the bundled description models the gripper as two slide joints, NAD
   logs one gripper angle; the gripper is left out (4 arm joints). The arm keeps the NAD
   release's joint defaults (armature 0.1, damping 1.0). MuJoCo default servo: a position
-  actuator per joint with kp = 18.9 N m/rad and forcerange +-4.1 N m, the XM430-W350 default
-  Position P gain 800 (duty = 800/128 PWM counts per encoder step, 885 counts = 100 %,
-  4096 steps/rev -> 4.60 duty/rad) times its 12 V stall torque 4.1 N m per full duty.
+  actuator per joint with the XM430-W350 default gains (:mod:`.setups`).
+
+The files are read by :mod:`.nad_data`; :func:`twin_pretrained` adds the sim-to-real
+estimator, pretrained on the robot's twin.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import numbers
@@ -26,12 +28,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from neuract.errors import ConfigError, SchemaError
-from neuract.pipeline.experiment import ExperimentConfig, ProgressFn, RobotSetup
-
-OMX_ARM = ("joint1", "joint2", "joint3", "joint4")
-XM430_KP = 800 / 128 * 4096 / (2 * np.pi) / 885 * 4.1  # [N m / rad]
-XM430_TAU_MAX = 4.1  # stall torque at 12 V [N m]
+import neuract.neuralactuator as na
+from neuract.config import check_rerun, save_resolved
+from neuract.errors import ConfigError
+from neuract.eval import write_report
+from neuract.neuralactuator import save_checkpoint
+from neuract.pipeline import experiment
+from neuract.pipeline.checkpoints import calibrated
+from neuract.pipeline.experiment_config import (
+    ExperimentConfig,
+    check_experiment,
+    train_config,
+    train_state_path,
+)
+from neuract.pipeline.nad_data import load_nad
+from neuract.pipeline.progress import ProgressFn
+from neuract.pipeline.report import build_report, write_results
+from neuract.pipeline.setups import RobotSetup, omx_setup, so101_setup
+from neuract.pipeline.twin_data import TwinDataConfig, contact_labelled, twin_split
+from neuract.twin.generate import check_minutes
 
 # the NeuralActuator release's numbers (full NAD, GPU, far more data than these 6 files)
 RELEASE = {
@@ -95,9 +110,6 @@ class TwinPretrainConfig:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ConfigError(f"TwinPretrainConfig.{k} = {v!r}; expected an integer >= {lo}")
         if self.minutes:  # whole 30-s twin episodes, held in memory
-            from neuract.pipeline.twin_experiment import TwinDataConfig
-            from neuract.twin.generate import check_minutes
-
             check_minutes(self.minutes, TwinDataConfig.episode_s, "so101",
                           "TwinPretrainConfig.minutes", "the twin's episode length")
         if self.minutes and self.steps < 1:
@@ -120,84 +132,10 @@ class NADExperimentConfig:
     default: ``minutes`` 0)"""
 
 
-def omx_arm_xml() -> str:
-    """MJCF of the OMX arm (4 hinge joints, slide gripper removed) with a position actuator
-    per joint (XM430 default gains, see the module docstring)."""
-    import mujoco
-
-    from neuract.robot.bundled import bundled_path
-    from neuract.twin.model import add_position_actuator, strip_to_hinges
-
-    spec = mujoco.MjSpec.from_file(str(bundled_path("omx")))
-    strip_to_hinges(spec)
-    for name in OMX_ARM:
-        add_position_actuator(spec, name, XM430_KP, force_limit=XM430_TAU_MAX)
-    spec.compile()
-    return spec.to_xml()
-
-
-def omx_setup() -> RobotSetup:
-    """The OMX arm experiment setup: the bundled ``omx_arm`` model (:func:`omx_arm_xml`, kept
-    as a file so checkpoints name it by a name that travels)."""
-    from neuract.robot import load_robot
-    from neuract.robot.bundled import bundled_path
-
-    return RobotSetup("omx", load_robot("omx_arm", dtype=torch.float32),
-                      load_robot("omx_arm", dtype=torch.float64), "end_effector",
-                      str(bundled_path("omx_arm")), "xm430", "current", (XM430_TAU_MAX,), None,
-                      "omx_arm")
-
-
-def omx_arm_only(tr):
-    """The trajectory with the gripper column dropped from every per-joint channel."""
-    names = tuple(tr.meta.joint_names)
-    idx = [names.index(j) for j in OMX_ARM]
-    n = len(names)
-    ch = {}
-    for k in tr.channels:
-        v = np.asarray(tr[k])
-        if v.ndim == 2 and v.shape[1] == n and k not in ("ee_force",):
-            ch[k] = v[:, idx]
-    return tr.replace(channels=ch, joint_names=OMX_ARM)
-
-
-def zero_payload_label(tr):
-    """A known 0 g payload is a 0 N force label (NAD writes -999 there)."""
-    if tr.meta.labels.get("payload_mass_kg") == 0.0 and "ee_force_mask" in tr \
-            and not np.asarray(tr["ee_force_mask"]).any():
-        T = len(tr)
-        return tr.replace(channels={"ee_force": np.zeros((T, 3)),
-                                    "ee_force_mask": np.ones(T, bool)})
-    return tr
-
-
-def load_nad(root: Path, robot: str) -> tuple[list, list]:
-    from neuract.io.nad import iter_nad
-
-    root = Path(root)
-    if not root.exists():
-        raise ConfigError(f"NAD root {str(root)!r} does not exist; pass --nad PATH")
-    trajs = [tr for tr in iter_nad(root) if tr.meta.robot == robot]
-    if robot == "omx":
-        trajs = [omx_arm_only(tr) for tr in trajs]
-    trajs = [zero_payload_label(tr) for tr in trajs]
-    train = [tr for tr in trajs if tr.meta.labels.get("split") == "train"]
-    test = [tr for tr in trajs if tr.meta.labels.get("split") == "test"]
-    if not train or not test:
-        raise SchemaError(f"NAD {robot}: {len(train)} train and {len(test)} test files under "
-                          f"{root}; need both")
-    return train, test
-
-
 def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = None
                        ) -> dict[str, Any]:
     """Run every robot; writes ``<out>/<robot>/{results.json, report.*}`` and returns
     ``{robot: results}``."""
-    from neuract.config import check_rerun, save_resolved
-    from neuract.eval import write_report
-    from neuract.pipeline.experiment import check_experiment, run_experiment, so101_setup
-    from neuract.pipeline.report import build_report, write_results
-
     torch.set_num_threads(1)
     cfg.twin_pretrain.validate()
     check_experiment(cfg.experiment)  # before anything is written
@@ -216,8 +154,8 @@ def run_nad_experiment(cfg: NADExperimentConfig, progress: ProgressFn | None = N
         longest = max(len(tr) for tr in test)
         exp = dataclasses.replace(exp, horizons=tuple(h for h in exp.horizons
                                                       if h < longest - exp.size.history))
-        res = run_experiment(setup, train, test, exp, out_dir=out / robot,
-                             progress=progress)
+        res = experiment.run_experiment(setup, train, test, exp, out_dir=out / robot,
+                                        progress=progress)
         res["data"] = {"train_files": [tr.meta.name for tr in train],
                        "test_files": [tr.meta.name for tr in test],
                        "joints": list(train[0].meta.joint_names)}
@@ -257,15 +195,8 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     while it trains (``train_neuralactuator_estimator.safetensors``: a run killed during the
     pretraining or the fine-tuning resumes from it when started again with the same options
     and data, to the same result; removed once that stage's scores are in). ``data``: a
-    :class:`~neuract.pipeline.twin_experiment.TwinDataConfig` to pretrain on instead of the
+    :class:`~neuract.pipeline.twin_data.TwinDataConfig` to pretrain on instead of the
     one ``pre`` describes (its robot must be ``robot``; its own contact label is used)."""
-    import copy
-
-    from neuract.neuralactuator import fine_tune, save_checkpoint
-    from neuract.pipeline.experiment import run_experiment, train_config, train_state_path
-    from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled, twin_split
-    from neuract.pipeline.verbs import calibrated
-
     pre.validate()
     if data is None:
         data = TwinDataConfig(robot=robot, minutes=float(pre.minutes), units=int(pre.units),
@@ -280,17 +211,18 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
     est = dataclasses.replace(exp, sim_steps=0, baseline_iters=0, neural_baselines=(),
                               horizons=(10,), full=False)
     out = Path(out) / "twin_pretrained"
-    twin = run_experiment(setup, tw_train, tw_test, dataclasses.replace(est, est_steps=pre.steps),
-                          out_dir=out / "twin", progress=progress)
+    twin = experiment.run_experiment(setup, tw_train, tw_test,
+                                     dataclasses.replace(est, est_steps=pre.steps),
+                                     out_dir=out / "twin", progress=progress)
     model = twin["_neuralactuator"]["estimator"]
     # the pretrained model keeps its own gate
     est = dataclasses.replace(est, gate_rnn=0, gate_conv=0, gate_lag=0, gate_decide=-1)
-    zero = run_experiment(setup, train, test, est, progress=progress,
-                          pretrained={"estimator": model})
+    zero = experiment.run_experiment(setup, train, test, est, progress=progress,
+                                     pretrained={"estimator": model})
     # the pretrained model on the train files it has not seen: a validation figure for
     # choices about the pretraining that leaves the test files alone
-    zero_train = run_experiment(setup, train, train, est, progress=progress,
-                                pretrained={"estimator": model})
+    zero_train = experiment.run_experiment(setup, train, train, est, progress=progress,
+                                           pretrained={"estimator": model})
     rec: dict[str, Any] = {
         "config": dataclasses.asdict(pre),
         "twin": {"data": dataclasses.asdict(data), "train_episodes": len(tw_train),
@@ -300,31 +232,43 @@ def twin_pretrained(robot: str, setup: RobotSetup, train: list, test: list,
         "zero_shot": _estimator_row(zero),
         "zero_shot_on_train_files": _estimator_row(zero_train)}
     if pre.fine_tune_steps:
-        tuned = copy.deepcopy(model)
-        # the experiment's estimator schedule (horizon, substeps, losses), fewer steps; its
-        # training state beside the fine-tuned checkpoint, as the other stages keep theirs
-        state = train_state_path(out / "fine_tuned", "estimator")
-        tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr,
-                          checkpoint=str(state))
-        stage = "twin-pretrained estimator: fine-tune on the train files"
-        if progress is not None:
-            progress(stage, 0, pre.fine_tune_steps)
-        tuned, rep = fine_tune(tuned, train, setup.robot, tc, site=setup.site,
-                               progress=None if progress is None
-                               else lambda s, t, info: progress(stage, s, t))
-        save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
-                        extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
-                               f"{data.minutes:g} min, {data.units} units, seed {data.seed}",
-                               **calibrated(tuned)},
-                        overwrite=True)
-        ft = run_experiment(setup, train, test, est, progress=progress,
-                            pretrained={"estimator": tuned})
-        rec["fine_tuned"] = _estimator_row(ft)
-        rec["fine_tune_final_loss"] = {k: v for k, v in (rep.get("final") or {}).items()
-                                       if isinstance(v, (int, float))}
-        state.unlink(missing_ok=True)  # done: nothing left to resume
+        rec.update(_fine_tuned(model, robot, setup, train, test, exp, est, pre, data, out,
+                               progress))
     return rec
 
 
-__all__ = ["NADExperimentConfig", "RELEASE", "TwinPretrainConfig", "load_nad", "omx_arm_xml",
-           "omx_setup", "run_nad_experiment", "twin_pretrained"]
+def _fine_tuned(model: Any, robot: str, setup: RobotSetup, train: list, test: list,
+                exp: ExperimentConfig, est: ExperimentConfig, pre: TwinPretrainConfig,
+                data: TwinDataConfig, out: Path, progress: ProgressFn | None
+                ) -> dict[str, Any]:
+    """The twin-pretrained ``model`` fine-tuned on the NAD ``train`` files
+    (``pre.fine_tune_steps``), its checkpoint written into ``out/fine_tuned``, scored on the
+    ``test`` files: ``fine_tuned`` and ``fine_tune_final_loss`` of :func:`twin_pretrained`."""
+    tuned = copy.deepcopy(model)
+    # the experiment's estimator schedule (horizon, substeps, losses), fewer steps; its
+    # training state beside the fine-tuned checkpoint, as the other stages keep theirs
+    state = train_state_path(out / "fine_tuned", "estimator")
+    tc = train_config(exp, "estimator", pre.fine_tune_steps, lr=pre.fine_tune_lr,
+                      checkpoint=str(state))
+    stage = "twin-pretrained estimator: fine-tune on the train files"
+    if progress is not None:
+        progress(stage, 0, pre.fine_tune_steps)
+    tuned, rep = na.fine_tune(tuned, train, setup.robot, tc, site=setup.site,
+                              progress=None if progress is None
+                              else lambda s, t, info: progress(stage, s, t))
+    save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
+                    extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
+                           f"{data.minutes:g} min, {data.units} units, seed {data.seed}",
+                           **calibrated(tuned)},
+                    overwrite=True)
+    ft = experiment.run_experiment(setup, train, test, est, progress=progress,
+                                   pretrained={"estimator": tuned})
+    rec = {"fine_tuned": _estimator_row(ft),
+           "fine_tune_final_loss": {k: v for k, v in (rep.get("final") or {}).items()
+                                    if isinstance(v, (int, float))}}
+    state.unlink(missing_ok=True)  # done: nothing left to resume
+    return rec
+
+
+__all__ = ["NADExperimentConfig", "RELEASE", "TwinPretrainConfig", "run_nad_experiment",
+           "twin_pretrained"]

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from neuract.atomic import write_json, write_text
+from neuract.eval import Report, Table, confusion_matrix, records_table, rollout_table
+from neuract.eval.metrics import balanced_accuracy
+from neuract.eval.report import confusion_figure, force_figure, rollout_figure
 
 ROLLOUT_NOTE = ("Simulator mode: each window starts from the measured state (and the measured "
                 "8-step past, the same for every model); afterwards only the commands (and "
@@ -104,8 +107,6 @@ def _episode_end(c: Mapping[str, Any]) -> str:
 def condition_balanced(c: Mapping[str, Any]) -> float | None:
     """A condition record's balanced accuracy (derived from its confusion matrix in results
     written before the metric was stored)."""
-    from neuract.eval.metrics import balanced_accuracy
-
     if c.get("balanced_accuracy") is not None:
         return c["balanced_accuracy"]
     return balanced_accuracy(c["confusion"]) if c.get("confusion") else None
@@ -233,10 +234,14 @@ def twin_pretrained_rows(res: Mapping[str, Any],
 def build_report(res: Mapping[str, Any], title: str, intro: str = "",
                  extra_tables: Sequence[Any] = ()):
     """A :class:`neuract.eval.Report` with tables, rollout plot, force traces, confusion."""
-    from neuract.eval import Report, Table, records_table, rollout_table
-    from neuract.eval.report import confusion_figure, force_figure, rollout_figure
-
     rep = Report(title, intro)
+    _add_tables(rep, res, extra_tables)
+    _add_figures(rep, res)
+    return rep
+
+
+def _add_tables(rep: Report, res: Mapping[str, Any], extra_tables: Sequence[Any]) -> None:
+    """The report's tables: targets, rollouts, estimation, sizes, wall times."""
     tg = targets(res)
     if tg:
         rep.add("Targets", Table("Targets", ["target", "mode", "ours", "met"],
@@ -276,6 +281,11 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
     if res.get("timings_s"):
         rep.add("Models", Table("Wall time [s]", ["step", "seconds"],
                                 [[k, v] for k, v in res["timings_s"].items()]))
+
+
+def _add_figures(rep: Report, res: Mapping[str, Any]) -> None:
+    """The report's figures (from the run's raw arrays, ``res["_figures"]``): the first test
+    episode's open-loop rollout, a contact episode's force traces, the condition confusion."""
     figs = res.get("_figures") or {}
     tr = figs.get("fig_traj")
     if tr is not None and figs.get("full_q"):
@@ -310,12 +320,9 @@ def build_report(res: Mapping[str, Any], title: str, intro: str = "",
             yt.append(np.asarray(t["condition"])[v].astype(int))
             yp.append((o["condition_prob"][v] > 0.5).astype(int))
         if yt:
-            from neuract.eval import confusion_matrix
-
             cm = confusion_matrix(np.concatenate(yt), np.concatenate(yp), 2)
             rep.add("Figures", confusion_figure(cm, title="NeuralActuator condition (episode "
                                                 "has a degraded motor; estimator mode)"))
-    return rep
 
 
 def _keep(d: Mapping[str, Any]) -> list[str]:

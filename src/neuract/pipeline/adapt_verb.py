@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+import neuract.neuralactuator as na
+from neuract.atomic import check_dest
 from neuract.errors import ConfigError, SchemaError
+from neuract.neuralactuator import TrainConfig, pose_error, save_checkpoint
+from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
+from neuract.pipeline.checkpoints import load_model
+from neuract.pipeline.progress import progress_bar
+from neuract.pipeline.streaming import read_telemetry, resolve_robot, to_model_joints
 
 
 @dataclass
@@ -58,19 +67,6 @@ CHECKPOINT_EVERY = 10
 
 
 def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
-    import torch
-
-    from neuract.atomic import check_dest
-    from neuract.neuralactuator import TrainConfig, fine_tune, pose_error, save_checkpoint
-    from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
-    from neuract.pipeline.verbs import (
-        _adapt,
-        load_model,
-        progress_bar,
-        read_telemetry,
-        resolve_robot,
-    )
-
     torch.set_num_threads(1)
     if cfg.steps < 1:
         raise ConfigError(f"--steps {cfg.steps}; expected >= 1")
@@ -82,7 +78,7 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
                **CHECKPOINT_DEST)
     model = load_model(Path(cfg.checkpoint))
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
-    trajs = [_adapt(model, t) for t in read_telemetry(cfg.data)]
+    trajs = [to_model_joints(model, t) for t in read_telemetry(cfg.data)]
     h = model.cfg.history
     short = [t for t in trajs if len(t) < h]  # no window fits in such an episode
     if len(short) == len(trajs):  # nothing to adapt on (estimate and simulate refuse them too)
@@ -110,8 +106,8 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     bar, progress = progress_bar(cfg.quiet)
     stage = f"adapt NeuralActuator ({model.cfg.mode} mode, pose-only)"
     with bar:
-        model, rep = fine_tune(model, fit_eps, robot, tc, site=site,
-                               progress=lambda s, t, info: progress(stage, s, t))
+        model, rep = na.fine_tune(model, fit_eps, robot, tc, site=site,
+                                  progress=lambda s, t, info: progress(stage, s, t))
     after = score(model)
     summary = {"adapted_from": str(cfg.checkpoint), "data": str(cfg.data),
                "mode": model.cfg.mode, "steps": rep["steps"], "seconds": round(rep["seconds"], 1),

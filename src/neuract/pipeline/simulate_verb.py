@@ -17,7 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from neuract.atomic import atomic_dir, write_json
 from neuract.errors import ConfigError
+from neuract.eval.protocol import simulate_full
+from neuract.neuralactuator import simulator
+from neuract.pipeline.streaming import (
+    SIMULATE_DEST,
+    check_out,
+    checkpoint_and_episodes,
+    resolve_robot,
+)
 
 
 @dataclass
@@ -41,17 +57,6 @@ class SimulateConfig:
 
 
 def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
-    import torch
-
-    from neuract.atomic import atomic_dir, write_json
-    from neuract.neuralactuator import simulator
-    from neuract.pipeline.verbs import (
-        SIMULATE_DEST,
-        check_out,
-        checkpoint_and_episodes,
-        resolve_robot,
-    )
-
     torch.set_num_threads(1)
     if cfg.substeps < 1:
         raise ConfigError(f"--substeps {cfg.substeps}; expected >= 1")
@@ -68,9 +73,6 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
         _simulate_all(sim, trajs, h, tmp_dir, summary)
         write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:
-        from rich.console import Console
-        from rich.table import Table
-
         t = Table(title=f"NeuralActuator open-loop simulation (simulator mode) -> {out_dir}")
         for c in ("episode", "samples", "joint MAE (deg), mean of all joints"):
             t.add_column(c)
@@ -82,12 +84,6 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
 
 def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any]) -> None:
     """One parquet file per episode in ``out_dir``; each episode's errors into ``summary``."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from neuract.eval.protocol import simulate_full
-
     for tr in trajs:
         inputs = ("q_goal", "voltage") if "voltage" in tr else ("q_goal",)
         q_sim = simulate_full(sim, tr, "NeuralActuator", inputs=inputs, history=h)
