@@ -77,7 +77,7 @@ def test_bad_decision_lags_are_refused_naming_the_field():
 
 @pytest.mark.parametrize("decide", [0, 2])
 def test_estimate_stream_and_checkpoint_decide_at_the_shorter_lag(labelled, decide, tmp_path):
-    from neuract.estimate.stream import stream_trajectory
+    from neuract.estimate.neural import stream_trajectory
 
     ep = labelled[0]
     D = 5

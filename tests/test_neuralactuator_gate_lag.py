@@ -175,7 +175,8 @@ def test_latency_counts_to_when_the_decision_is_made():
 @pytest.mark.parametrize("kw", [dict(gate_threshold=0.5, gate_tau_s=0.0, gate_release=0.5),
                                 dict(gate_threshold=0.6, gate_tau_s=0.05, gate_release=0.3)])
 def test_streaming_a_lagged_gate_gives_the_whole_recording_decisions(episode, kw):
-    from neuract.estimate.stream import StreamingEstimator, stream_trajectory
+    from neuract.estimate.neural import stream_trajectory
+    from neuract.estimate.stream import StreamingEstimator
 
     lag = 4
     m = make_model(gate_lag=lag)

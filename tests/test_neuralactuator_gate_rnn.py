@@ -18,7 +18,7 @@ from neuract.estimate.gate_rnn import (
     gate_rows,
     train_gate_rnn,
 )
-from neuract.estimate.stream import stream_trajectory
+from neuract.estimate.neural import stream_trajectory
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.checkpoint import load_checkpoint, save_checkpoint
 from neuract.neuralactuator.features import windows

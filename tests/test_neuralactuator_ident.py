@@ -9,7 +9,8 @@ import torch
 
 from neuract.errors import ConfigError
 from neuract.estimate import estimate
-from neuract.estimate.stream import StreamingEstimator, stream_trajectory
+from neuract.estimate.neural import stream_trajectory
+from neuract.estimate.stream import StreamingEstimator
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, windows
 from neuract.neuralactuator.features import (
     IDENT_CHANNELS,

@@ -189,18 +189,16 @@ def test_experiment_reference_needs_the_physics_channels(fitted):
 
 def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted):
     from neuract.estimate import estimate
-    from neuract.estimate.stream import (
-        StreamingEstimator,
-        _ReferenceStream,
-        stream_trajectory,
-    )
+    from neuract.estimate.neural import stream_trajectory
+    from neuract.estimate.stream import StreamingEstimator
+    from neuract.estimate.stream_parts import ReferenceStream
     from neuract.neuralactuator import NeuralActuator
 
     trajs, setup, sm = fitted
     a = _arrays(trajs[0])
     dt = float(np.median(np.diff(a["t"])))
     ref = _channels(a, sm, setup.robot64)
-    rs = _ReferenceStream(sm, "so101", STEPS, dt)
+    rs = ReferenceStream(sm, "so101", STEPS, dt)
     v = a["voltage"].reshape(len(a["t"]), -1).mean(-1, keepdims=True)
     got = [rs.update(a["q"][k], a["qd"][k], a["q_goal"][k], {"voltage": v[k]})
            for k in range(len(a["t"]))]
@@ -215,7 +213,7 @@ def test_streamed_reference_channels_and_estimates_equal_the_offline_ones(fitted
                                           control_dt=0.016, delay=0.05, goal_slew=2.0, ki=0.5),
                            JOINTS, 6, dtype=torch.float64)
     ref = _channels(a, stateful, setup.robot64)
-    rs = _ReferenceStream(stateful, "so101", STEPS, dt)
+    rs = ReferenceStream(stateful, "so101", STEPS, dt)
     got = [rs.update(a["q"][k], a["qd"][k], a["q_goal"][k], {"voltage": v[k]})
            for k in range(len(a["t"]))]
     np.testing.assert_allclose(np.stack([g["ref_error"] for g in got]), ref["ref_error"],

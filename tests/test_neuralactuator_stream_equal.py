@@ -13,11 +13,9 @@ import torch
 from neuract.errors import ConfigError
 from neuract.estimate import estimate
 from neuract.estimate.calibrate import gate_samples
-from neuract.estimate.stream import (
-    StreamingEstimator,
-    onnxruntime_available,
-    stream_trajectory,
-)
+from neuract.estimate.neural import stream_trajectory
+from neuract.estimate.stream import StreamingEstimator
+from neuract.estimate.stream_parts import onnxruntime_available
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.features import feature_stats, windows
 

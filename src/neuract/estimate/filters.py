@@ -120,7 +120,7 @@ def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
     sample so far weighted alike), forgetting with tau_s afterwards. An average started at the
     first sample instead would keep that one sample's weight at exp(-t / tau_s). The
     streaming estimator computes the same average one sample at a time
-    (:class:`neuract.estimate.stream._CausalMean`)."""
+    (:class:`neuract.estimate.stream_parts.CausalMean`)."""
     out = np.empty_like(p, dtype=np.float64)
     acc, wsum = np.zeros(p.shape[1:]), 0.0
     dts = np.diff(t, prepend=t[0] - (t[1] - t[0] if len(t) > 1 else 0.01))

@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from neuract.errors import ConfigError
+from neuract.errors import ConfigError, SchemaError
 from neuract.estimate.filters import (
     gate_filter,
     resolve_filters,
     shift_threshold,
     smooth_causal,
 )
+from neuract.estimate.stream import StreamingEstimator
 from neuract.neuralactuator.features import windows
 from neuract.neuralactuator.gate import decision_delay, lagged_probability
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
@@ -177,4 +178,38 @@ def estimator(model: NeuralActuator, condition_tau_s: float | None = None):
     return lambda traj: estimate(model, traj, condition_tau_s=condition_tau_s)
 
 
-__all__ = ["EstimateInputs", "estimate", "estimate_inputs", "estimator", "input_signature"]
+def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+    """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
+    outputs stacked like :func:`~neuract.estimate.neural.estimate`'s, each contact
+    decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
+    estimator's thresholds, filters and backends; the servo-reference channels, if the model
+    reads them, are simulated on the episode's median sample spacing, as ``estimate`` does).
+    An episode shorter than the model's history is refused, as ``estimate`` refuses it."""
+    t = np.asarray(traj["t"], dtype=np.float64)
+    if len(t) < model.cfg.history:  # as estimate() refuses it: no sample would be valid
+        name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
+        raise SchemaError(f"episode {name!r} has {len(t)} samples, fewer than the model's "
+                          f"history of {model.cfg.history}")
+    if model.cfg.reference_steps and "reference_dt" not in kwargs and len(t) > 1:
+        kwargs["reference_dt"] = float(np.median(np.diff(t)))
+    est = StreamingEstimator(model, **kwargs)
+    names = [c for c in (*est.inputs, "torque_enable")
+             if c in traj and (c != "torque_enable" or model.cfg.reference_steps)]
+    cols = {c: np.asarray(traj[c]) for c in names}
+    outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
+    keys = ("tau", "ee_force", "condition_prob_joint", "condition_prob", "valid")
+    res = {k: np.array([o[k] for o in outs]) for k in keys}
+    # each contact decision at the sample it decides, made at the step that gave it
+    made = [(o["contact_t"], o["contact_prob"], t[k]) for k, o in enumerate(outs)
+            if np.isfinite(o["contact_t"])]
+    made += [(o["contact_t"], o["contact_prob"], t[-1]) for o in est.finish()]
+    res["contact_prob"], res["contact_decided_t"] = np.full(len(t), np.nan), t.copy()
+    if made:
+        at, p, when = map(np.array, zip(*made))
+        idx = np.searchsorted(t, at)
+        res["contact_prob"][idx], res["contact_decided_t"][idx] = p, when
+    return res
+
+
+__all__ = ["EstimateInputs", "estimate", "estimate_inputs", "estimator", "input_signature",
+           "stream_trajectory"]

@@ -19,10 +19,8 @@ demo's estimator's time per step on one CPU thread: ``stream_step_p50_ms`` of
             ...
 
 Models that read the servo-reference channels (``reference_steps > 0``) need
-``reference_dt``, the control step their servo is simulated on: the telemetry's sample
-period. The two chains of open-loop segments then advance one step per sample, each restarting
-from the measured state where its next segment starts. (Offline, ``estimate`` simulates on the
-episode's median sample spacing; the outputs agree when ``reference_dt`` is that spacing.)
+``reference_dt``, the telemetry's sample period, which their servo is simulated on (offline,
+``estimate`` uses the episode's median sample spacing: the outputs agree at that spacing).
 """
 
 from __future__ import annotations
@@ -33,10 +31,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from neuract.errors import ConfigError, SchemaError
 from neuract.estimate.filters import check_gate_filter, resolve_filters
+from neuract.estimate.stream_parts import (
+    NETWORKS,
+    PHYSICS_BACKENDS,
+    CausalMean,
+    OnnxNetwork,
+    TorchNetwork,
+    check_stream_args,
+    log_odds,
+    onnxruntime_available,
+    reference_stream,
+    shift_probability,
+)
 from neuract.neuralactuator.features import (
     CONTEXT_CHANNELS,
     EFFORT_CHANNELS,
@@ -52,174 +61,8 @@ from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
 from neuract.neuralactuator.physics import PoseChannels
 from neuract.neuralactuator.reference import (
     REFERENCE_CHANNELS,
-    chain_offsets,
-    float64_servo,
     servo_series,
 )
-
-
-class _CausalMean:
-    """:func:`~neuract.estimate.filters.smooth_causal` one sample at a time. That
-    function gives its first sample the weight of the interval to the second; the first
-    output is the first sample itself whatever that weight, so the average starts one sample
-    late, when the interval is known."""
-
-    def __init__(self, tau_s: float):
-        self.tau_s = tau_s
-        self.first: tuple[float, np.ndarray] | None = None
-        self.acc: np.ndarray | None = None
-        self.wsum = 0.0
-        self.t_prev = 0.0
-
-    def update(self, t: float, p: np.ndarray | float) -> np.ndarray | float:
-        """The average after the sample p (an array, or one probability as a float) at
-        time t [s]."""
-        if self.first is None:
-            self.first = (t, p)
-            return p * 1.0  # (a copy, in float64)
-        if self.acc is None:  # the first sample's weight: the first interval
-            t0, p0 = self.first
-            a0 = 1.0 - math.exp(-max(t - t0, 0.0) / self.tau_s)
-            self.acc, self.wsum, self.t_prev = a0 * p0, a0, t0
-        a = 1.0 - math.exp(-max(t - self.t_prev, 0.0) / self.tau_s)
-        self.acc = self.acc + a * (p - self.acc)
-        self.wsum = self.wsum + a * (1.0 - self.wsum)
-        self.t_prev = t
-        return self.acc / max(self.wsum, 1e-300)
-
-
-class _ReferenceStream:
-    """The servo-reference channels (:mod:`neuract.neuralactuator.reference`) one sample at
-    a time: the two chains' servo states advance one control step ``dt`` per sample, and a
-    chain restarts from the measured state where its next segment starts. ``dt`` is the
-    control step the servo is simulated on (the offline channels use the episode's median
-    sample spacing)."""
-
-    def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
-                 substeps: int = 2):
-        from neuract.actuators.param import cached_params
-        from neuract.neuralactuator.physics import arm_model
-        from neuract.sim.simulate import control_step
-
-        if not (math.isfinite(dt) and dt > 0):
-            raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")
-        self._cached_params, self._control_step = cached_params, control_step
-        self.model = float64_servo(system_model)
-        self.robot = arm_model(str(robot))
-        self.steps, self.dt, self.substeps = int(steps), float(dt), int(substeps)
-        self.reset()
-
-    def reset(self) -> None:
-        self.i = 0
-        self.q = self.qd = None
-        self.age = np.full(2, -1, dtype=np.int64)
-        self.model.actuator.reset()
-
-    def update(self, q: np.ndarray, qd: np.ndarray, q_goal: np.ndarray,
-               series: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        f = lambda x: torch.tensor(np.asarray(x), dtype=torch.float64)  # noqa: E731
-        if self.q is None:
-            self.q, self.qd = f(np.stack([q, q])), f(np.stack([qd, qd]))
-        for chain, offset in enumerate(chain_offsets(self.steps)):
-            if self.i >= offset and (self.i - offset) % self.steps == 0:  # a segment starts
-                self.q[chain], self.qd[chain] = f(q), f(qd)
-                self.age[chain] = 0
-                if self.model.actuator.history is not None:
-                    self.model.actuator.reset([chain])
-        use = 0 if self.age[0] >= self.age[1] else 1
-        err = q - self.q[use].numpy()
-        age = max(int(self.age[use]), 0) / float(self.steps)
-        # advance both chains by one control step on the sample's commands and inputs
-        h = self.dt / self.substeps
-        cmd = f(np.stack([q_goal, q_goal]))
-        now = {k: f(np.stack([v, v])) for k, v in series.items()}
-        with torch.no_grad(), self._cached_params():
-            self.q, self.qd = self._control_step(self.robot, self.model.actuator,
-                                                 self.model.joints, cmd, self.q, self.qd, h,
-                                                 now, self.substeps)
-        self.age[self.age >= 0] += 1
-        self.i += 1
-        n = len(q)
-        return {"ref_error": err, "ref_age": np.full(n, age)}
-
-
-NETWORKS = ("auto", "onnxruntime", "torch", "onnxruntime-int8")
-"""the network backends of :class:`StreamingEstimator` (``onnxruntime-int8``: the head
-trunk in int8, an approximation of the model, never chosen by ``auto``)"""
-PHYSICS_BACKENDS = ("auto", "torch")
-"""the physics-channel backends of :class:`StreamingEstimator` (``auto``: MuJoCo where it
-gives the torch model's numbers, :class:`~neuract.neuralactuator.physics.PoseChannels`)"""
-
-
-def onnxruntime_available() -> bool:
-    """Whether ONNX export and ONNX Runtime (the ``export`` extra) are installed."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
-
-
-class _TorchNetwork:
-    """The model itself, in torch at batch 1 (inference mode), on the window buffer ``x``
-    (1, T, F) float32; a recurrent gate's state carried from call to call."""
-
-    name = "torch-eager"
-
-    def __init__(self, model: NeuralActuator, x: np.ndarray):
-        self.model, self.x = model, torch.from_numpy(x)
-        self.state = None
-
-    def reset(self) -> None:
-        self.state = None
-
-    def __call__(self) -> tuple[np.ndarray, ...]:
-        """(tau (J,), force (3,), gate logits (lags,), condition logits (J, K)), float32."""
-        with torch.inference_mode():
-            tau, force, gate, cond = self.model(self.x)
-            if self.model.gate_rnn is not None:  # carried from the first valid sample on
-                gate, self.state = self.model.recurrent_gate(self.x[:, -1], self.state)
-        return tau[0].numpy(), force[0].numpy(), gate[0].reshape(-1).numpy(), cond[0].numpy()
-
-
-class _OnnxNetwork:
-    """The model folded and exported to ONNX (:func:`~neuract.neuralactuator.export.
-    export_onnx`), run by ONNX Runtime on one thread through a batch-1 runner whose bound
-    input buffer is the window (:attr:`x`, (1, T, F) float32); a recurrent gate's state is
-    carried by the runner."""
-
-    def __init__(self, model: NeuralActuator, quantize: str = "none"):
-        import tempfile
-        from pathlib import Path
-
-        from neuract.neuralactuator.export import OnnxActuator, export_onnx
-
-        self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
-        with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
-            ort = OnnxActuator(export_onnx(model, Path(td) / "estimator.onnx",
-                                           quantize=quantize), threads=1)
-        self.run = ort.runner(1)
-        self.x = self.run.buffers[0]
-
-    def reset(self) -> None:
-        self.run.reset()
-
-    def __call__(self) -> tuple[np.ndarray, ...]:
-        tau, force, gate, cond = self.run(self.x)
-        return tau[0], force[0], gate[0].reshape(-1), cond[0]
-
-
-def _log_odds(th: float | np.ndarray) -> float | np.ndarray:
-    """:func:`~neuract.estimate.filters.shift_threshold`'s shift of ``th``."""
-    th = np.clip(th, 1e-6, 1 - 1e-6)
-    return np.log(th / (1 - th))
-
-
-def _shift(p: float, shift: float | None) -> float:
-    """:func:`~neuract.estimate.filters.shift_threshold` of one probability (shift:
-    :func:`_log_odds` of the threshold; None for 0.5: p as it is)."""
-    if shift is None:
-        return p
-    q = min(max(p, 1e-9), 1 - 1e-9)
-    return 1.0 / (1.0 + math.exp(-(math.log(q) - math.log1p(-q) - shift)))
 
 
 class StreamingEstimator:
@@ -270,35 +113,12 @@ class StreamingEstimator:
                  gate_release: float | None = None, reference_dt: float | None = None,
                  network: str = "auto", physics_backend: str = "auto"):
         cfg = model.cfg
-        if cfg.mode != "estimator":
-            raise ConfigError(f"StreamingEstimator needs an estimator-mode model; got "
-                              f"{cfg.mode!r}")
-        if network not in NETWORKS:
-            raise ConfigError(f"StreamingEstimator network={network!r}; accepted: "
-                              f"{list(NETWORKS)}")
-        if physics_backend not in PHYSICS_BACKENDS:
-            raise ConfigError(f"StreamingEstimator physics_backend={physics_backend!r}; "
-                              f"accepted: {list(PHYSICS_BACKENDS)}")
-        if network.startswith("onnxruntime") and not onnxruntime_available():
-            raise ConfigError(f"StreamingEstimator network={network!r} needs the onnx and "
-                              "onnxruntime packages (pip install 'neuract[export]'); "
-                              "network='auto' uses torch without them")
+        check_stream_args(cfg, network, physics_backend)
         check_gate_trained(model)
         self.lag = cfg.gate_decision_lag
         """samples each contact decision waits for (``cfg.gate_decision_lag``: ``gate_lag``
         or a shorter ``gate_decide``; 0: a causal decision)"""
-        self._ref = None
-        if cfg.reference_steps:
-            if reference_dt is None:
-                raise ConfigError(f"this model reads the servo-reference channels "
-                                  f"(reference_steps={cfg.reference_steps}), whose servo is "
-                                  "simulated on a fixed control step: give reference_dt, the "
-                                  "telemetry's sample period [s]")
-            if not getattr(model, "servo_loaded", False):
-                raise ConfigError("the model's reference servo holds no fitted values (load "
-                                  "the checkpoint, or set_servo)")
-            servo, robot, steps = model.reference
-            self._ref = _ReferenceStream(servo, robot, steps, float(reference_dt))
+        self._ref = reference_stream(model, reference_dt)
         self.model = model.eval()
         (self.condition_tau_s, self.condition_threshold, self.gate_threshold, self.gate_tau_s,
          self.gate_release) = resolve_filters(model, condition_tau_s, condition_threshold,
@@ -307,6 +127,14 @@ class StreamingEstimator:
         if not (math.isfinite(self.condition_tau_s) and self.condition_tau_s > 0):
             raise ConfigError(f"condition_tau_s={self.condition_tau_s!r}; expected a time "
                               "constant > 0 s")
+        self._layout(cfg, physics_backend)
+        self._network(model, network)
+        self._decision_rows()
+        self._history = cfg.history
+        self.reset()
+
+    def _layout(self, cfg: Any, physics_backend: str) -> None:
+        """The channels step() reads and computes, and the staging rows they go to."""
         need = source_channels(cfg.channels)
         self._ctx = [c for c in need if c in CONTEXT_CHANNELS]
         self._phys = [c for c in need if c in PHYSICS_CHANNELS]
@@ -344,32 +172,38 @@ class StreamingEstimator:
         ch = cfg.channels
         self._pe = ((ch.index("pos_error"), ch.index("q_goal"), ch.index("q"))
                     if "pos_error" in ch else None)
+
+    def _network(self, model: NeuralActuator, network: str) -> None:
+        """The network runner and the window it reads (:attr:`backend`)."""
+        cfg = model.cfg
         if network == "auto":
             network = "onnxruntime" if onnxruntime_available() else "torch"
         if network.startswith("onnxruntime"):
-            self._net = _OnnxNetwork(model, "int8" if network.endswith("int8") else "none")
+            self._net = OnnxNetwork(model, "int8" if network.endswith("int8") else "none")
             self._x = self._net.x
         else:
             self._x = np.zeros((1, cfg.history, cfg.n_features), np.float32)
-            self._net = _TorchNetwork(model, self._x)
+            self._net = TorchNetwork(model, self._x)
         self.backend = self._net.name
         """what runs the network: ``"onnxruntime"``, ``"onnxruntime-int8"`` or
         ``"torch-eager"``"""
+
+    def _decision_rows(self) -> None:
+        """The decision thresholds as log-odds shifts, and the staging rows of the computed
+        channels."""
         on, off = self.gate_threshold, self.gate_release
-        self._on_shift = None if on == 0.5 else float(_log_odds(on))
-        self._off_shift = None if off == 0.5 else float(_log_odds(off))
+        self._on_shift = None if on == 0.5 else float(log_odds(on))
+        self._off_shift = None if off == 0.5 else float(log_odds(off))
         th = self.condition_threshold
         # shift_threshold as q / (q + (1 - q) exp(shift)) (None: no shift)
         self._cond_scale = (None if np.ndim(th) == 0 and th == 0.5
-                            else np.exp(np.asarray(_log_odds(th), dtype=np.float64)))
+                            else np.exp(np.asarray(log_odds(th), dtype=np.float64)))
         # the staging rows each computed channel goes to (those the model reads)
         row = self._row
         self._phys_rows = tuple((i, row[k]) for i, k in enumerate(PHYSICS_CHANNELS) if k in row)
         self._ctx_rows = tuple((i, row[k]) for i, k in enumerate(CONTEXT_CHANNELS) if k in row)
         self._rows_q = (row["q"], row["qd"], row["q_goal"],
                         row[self._effort] if self._effort is not None else -1)
-        self._history = cfg.history
-        self.reset()
 
     def reset(self) -> None:
         """Forget the episode so far (the next sample starts a new one). A fixed-lag gate's
@@ -388,8 +222,8 @@ class StreamingEstimator:
         self._id = {"sxx": np.zeros((n, 4, 4)), "sxy": np.zeros((n, 4)), "syy": np.zeros(n),
                     "count": np.zeros(n), "n_move": np.zeros(n), "err_move": np.zeros(n),
                     "err_still": np.zeros(n), "effort": np.zeros(n)}
-        self._cond = _CausalMean(self.condition_tau_s)
-        self._gate = _CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
+        self._cond = CausalMean(self.condition_tau_s)
+        self._gate = CausalMean(self.gate_tau_s) if self.gate_tau_s > 0 else None
         self._gate_on = False
         # a fixed-lag gate's last lag + 1 valid samples: their times and probabilities (lag + 1,)
         self._pending: deque = deque(maxlen=self.lag + 1)
@@ -554,47 +388,13 @@ class StreamingEstimator:
             p = float(self._gate.update(t, p))
         on, off = self.gate_threshold, self.gate_release
         if off >= on:
-            return _shift(p, self._on_shift)
+            return shift_probability(p, self._on_shift)
         # hysteresis: a contact starts at p >= on and lasts until p < off (NaN: below)
         if p >= on:
             self._gate_on = True
         elif not p >= off:
             self._gate_on = False
-        return _shift(p, self._off_shift if self._gate_on else self._on_shift)
+        return shift_probability(p, self._off_shift if self._gate_on else self._on_shift)
 
 
-def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[str, np.ndarray]:
-    """A recorded episode fed to a :class:`StreamingEstimator` one sample at a time, its
-    outputs stacked like :func:`~neuract.estimate.neural.estimate`'s, each contact
-    decision at the sample it decides and ``contact_decided_t`` when it was made (kwargs: the
-    estimator's thresholds, filters and backends; the servo-reference channels, if the model
-    reads them, are simulated on the episode's median sample spacing, as ``estimate`` does).
-    An episode shorter than the model's history is refused, as ``estimate`` refuses it."""
-    t = np.asarray(traj["t"], dtype=np.float64)
-    if len(t) < model.cfg.history:  # as estimate() refuses it: no sample would be valid
-        name = getattr(getattr(traj, "meta", None), "name", "") or "a trajectory"
-        raise SchemaError(f"episode {name!r} has {len(t)} samples, fewer than the model's "
-                          f"history of {model.cfg.history}")
-    if model.cfg.reference_steps and "reference_dt" not in kwargs and len(t) > 1:
-        kwargs["reference_dt"] = float(np.median(np.diff(t)))
-    est = StreamingEstimator(model, **kwargs)
-    names = [c for c in (*est.inputs, "torque_enable")
-             if c in traj and (c != "torque_enable" or model.cfg.reference_steps)]
-    cols = {c: np.asarray(traj[c]) for c in names}
-    outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
-    keys = ("tau", "ee_force", "condition_prob_joint", "condition_prob", "valid")
-    res = {k: np.array([o[k] for o in outs]) for k in keys}
-    # each contact decision at the sample it decides, made at the step that gave it
-    made = [(o["contact_t"], o["contact_prob"], t[k]) for k, o in enumerate(outs)
-            if np.isfinite(o["contact_t"])]
-    made += [(o["contact_t"], o["contact_prob"], t[-1]) for o in est.finish()]
-    res["contact_prob"], res["contact_decided_t"] = np.full(len(t), np.nan), t.copy()
-    if made:
-        at, p, when = map(np.array, zip(*made))
-        idx = np.searchsorted(t, at)
-        res["contact_prob"][idx], res["contact_decided_t"][idx] = p, when
-    return res
-
-
-__all__ = ["NETWORKS", "PHYSICS_BACKENDS", "StreamingEstimator", "onnxruntime_available",
-           "stream_trajectory"]
+__all__ = ["NETWORKS", "PHYSICS_BACKENDS", "StreamingEstimator", "onnxruntime_available"]
