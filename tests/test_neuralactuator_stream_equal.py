@@ -180,8 +180,10 @@ def test_backends_are_named_and_refused_clearly(episodes, monkeypatch):
     with pytest.raises(ConfigError, match="physics_backend='mj'.*accepted"):
         StreamingEstimator(m, physics_backend="mj")
     import neuract.estimate.stream as stream
+    import neuract.estimate.stream_parts as parts
 
-    monkeypatch.setattr(stream, "onnxruntime_available", lambda: False)
+    for mod in (stream, parts):  # the argument check and the automatic choice
+        monkeypatch.setattr(mod, "onnxruntime_available", lambda: False)
     with pytest.raises(ConfigError, match="onnxruntime"):
         StreamingEstimator(m, network="onnxruntime")
     assert StreamingEstimator(m).backend == "torch-eager"  # auto: torch without it
