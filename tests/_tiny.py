@@ -16,7 +16,7 @@ def tiny_episodes(minutes: float, seed: int = 0) -> list:
 def tiny_model(eps: list, robot, mode: str, steps: int, horizon: int):
     """A tiny NeuralActuator (load effort) trained pose-only on ``eps`` for ``steps``."""
     from neuract.neuralactuator import NeuralActuatorConfig, train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
 
     cfg = NeuralActuatorConfig(n_joints=6, mode=mode, effort="load", **TINY)
     model, _ = train_neuralactuator(eps, robot, cfg, TrainConfig(steps=steps, batch=4,

@@ -7,6 +7,7 @@ import torch
 
 from neuract.actuators import (
     ActuatorConfig,
+    ActuatorNet,
     ActuatorState,
     Backlash,
     CommandDelay,
@@ -16,7 +17,6 @@ from neuract.actuators import (
 )
 from neuract.actuators.base import make_frame
 from neuract.errors import ConfigError
-from neuract.neuralactuator.model import NeuralActuator
 
 D = torch.float64
 
@@ -125,7 +125,7 @@ def test_residual_starts_at_the_physical_model_and_stays_in_the_envelope(arch):
 
 
 def test_neural_missing_context_names_the_key():
-    a = NeuralActuator(NeuralConfig(context=("voltage",))).double()
+    a = ActuatorNet(NeuralConfig(context=("voltage",))).double()
     st = _state([0.0])
     a.observe(torch.zeros(1, 1, dtype=D), st)
     with pytest.raises(ConfigError, match="voltage"):

@@ -75,13 +75,13 @@ def _mujoco_pendulum(p, extra: str, eulerdamp: bool = True):
         '<joint name="pendulum" type="hinge" axis="0 1 0"/>',
         f'<joint name="pendulum" type="hinge" axis="0 1 0" {extra}/>')
     m = mujoco.MjModel.from_xml_string(xml)
-    if not eulerdamp:  # explicit damping in MuJoCo's Euler integrator, as in fit.simulate
+    if not eulerdamp:  # explicit damping in MuJoCo's Euler integrator, as in sim.simulate
         m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     return m, mujoco.MjData(m)
 
 
 def test_sliding_rollout_with_damping_and_friction_loss_matches_mujoco():
-    """fit.simulate's passive path (damping plus friction loss as a clipped budget) equals
+    """sim.simulate's passive path (damping plus friction loss as a clipped budget) equals
     MuJoCo's Euler step with explicit damping while the pendulum slides, where MuJoCo's
     friction-loss constraint force is -frictionloss * sign(qd) (checked at every step)."""
     p = Pendulum(*(torch.tensor([x], dtype=torch.float64) for x in (0.741, 0.15, 0.05)))
@@ -113,7 +113,7 @@ def test_sliding_rollout_with_damping_and_friction_loss_matches_mujoco():
 
 
 def test_friction_loss_holds_and_releases_a_resting_pendulum():
-    """Dry friction in fit.simulate: at rest, a gravity torque below ``frictionloss`` leaves
+    """Dry friction in sim.simulate: at rest, a gravity torque below ``frictionloss`` leaves
     the pendulum exactly where it is; above it, the first step accelerates it by
     (tau_g - frictionloss) / inertia (closed form)."""
     mass, length, arm, armature = 0.5, 0.1, 0.036, 0.02

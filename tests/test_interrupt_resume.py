@@ -13,7 +13,8 @@ from neuract.cli import main
 from neuract.data import Trajectory, TrajectoryMeta
 from neuract.errors import CheckpointError
 from neuract.neuralactuator import NeuralActuatorConfig
-from neuract.neuralactuator.train import TrainConfig, fine_tune, train_neuralactuator
+from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
+from neuract.neuralactuator.train import fine_tune, train_neuralactuator
 from neuract.robot import load_robot
 
 TINY = dict(d_model=8, n_layers=1, n_heads=2, d_ff=8, d_trunk=8, history=2, n_joints=2)

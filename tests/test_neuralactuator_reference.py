@@ -132,7 +132,7 @@ def test_estimator_with_reference_trains_and_its_checkpoint_estimates_the_same(f
                                                                               tmp_path):
     from neuract.estimate import estimate
     from neuract.neuralactuator import load_checkpoint, save_checkpoint, train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
 
     trajs, setup, sm = fitted
     cfg = NeuralActuatorConfig(n_joints=6, effort="load", reference_steps=20,

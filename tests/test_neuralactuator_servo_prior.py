@@ -61,7 +61,7 @@ def test_zero_residual_rolls_out_as_the_fitted_servo(fitted):
 
 def test_training_keeps_the_servo_frozen_and_the_checkpoint_carries_it(fitted, tmp_path):
     from neuract.neuralactuator import load_checkpoint, save_checkpoint, train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
 
     trajs, setup, sm = fitted
     cfg = _model(sm).cfg
@@ -108,7 +108,7 @@ def test_resume_refuses_a_state_written_on_another_servo_fit(fitted, tmp_path):
 
     from neuract.errors import CheckpointError
     from neuract.neuralactuator import train_neuralactuator
-    from neuract.neuralactuator.train import TrainConfig
+    from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
 
     trajs, setup, sm = fitted
     cfg = _model(sm).cfg

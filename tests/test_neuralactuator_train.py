@@ -17,7 +17,8 @@ from neuract.eval.metrics import decision_f1
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import sim_rollout, simulator
-from neuract.neuralactuator.train import TrainConfig, fine_tune, init_model, train_neuralactuator
+from neuract.neuralactuator.train import NeuralActuatorTrainConfig as TrainConfig
+from neuract.neuralactuator.train import fine_tune, init_model, train_neuralactuator
 from neuract.robot import load_robot
 from neuract.sim import step
 

@@ -12,7 +12,7 @@ from neuract.neuralactuator import NeuralActuatorConfig
 from neuract.neuralactuator import simulator as na_simulator
 from neuract.neuralactuator.data import flatten
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout
-from neuract.neuralactuator.train import TrainConfig as NATrainConfig
+from neuract.neuralactuator.train import NeuralActuatorTrainConfig as NATrainConfig
 from neuract.neuralactuator.train import init_model, train_neuralactuator
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16)

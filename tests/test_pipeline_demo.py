@@ -275,7 +275,8 @@ def test_estimate_verb_writes_per_step_parquet(tmp_path):
 
     from neuract.cli import main
     from neuract.data import write_dataset
-    from neuract.neuralactuator import TrainConfig, save_checkpoint, train_neuralactuator
+    from neuract.neuralactuator import NeuralActuatorTrainConfig as TrainConfig
+    from neuract.neuralactuator import save_checkpoint, train_neuralactuator
     from neuract.pipeline.twin_data import generate_twin
     from neuract.robot import load_robot
 

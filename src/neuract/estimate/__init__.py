@@ -1,4 +1,5 @@
-"""Classical estimation baselines: external force and motor condition.
+"""Estimators of torque, external force, contact and motor condition: the classical baselines and
+NeuralActuator's estimator mode.
 
 - :mod:`.momentum_observer`: generalized momentum observer (sensorless external joint torque)
   and the J^T (damped) pseudo-inverse mapping to an end-effector force.

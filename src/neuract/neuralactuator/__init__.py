@@ -9,13 +9,15 @@ Modules: ``config`` (:class:`NeuralActuatorConfig`: architecture, mode, channels
 channels), ``model`` (the network, parameter/FLOP counts), ``gate`` (the recurrent contact gate
 and its fixed-lag decisions), ``fused`` (folded inference path), ``checkpoint`` (safetensors +
 JSON), ``export`` (ONNX + ONNX Runtime), ``compiled`` (AOTInductor packages, the fast torch
-path), ``data`` (episodes flattened for training), ``rollout`` (differentiable arm rollouts,
-simulator / estimator mode, the rollout-protocol adapter), ``actuator`` (a simulator-mode
-model as an ``Actuator`` that :func:`neuract.sim.simulate.simulate` drives like any other
-family: :class:`TransformerActuator`), ``train`` (pose-only torque through the simulator,
-supervised force / gate / condition, one schedule, fine-tuning), the estimator's use of the
-model (per-trajectory and streamed estimates, decision filters, their calibration, the
-recurrent gate's training) lives in :mod:`neuract.estimate`.
+path), ``toolchain`` (the C++ compiler they need), ``data`` (episodes flattened for training),
+``rollout`` (differentiable arm rollouts, simulator / estimator mode, the rollout-protocol
+adapter), ``actuator`` (a simulator-mode model as an ``Actuator`` that
+:func:`neuract.sim.simulate.simulate` drives like any other family:
+:class:`TransformerActuator`), ``train`` (pose-only torque through the simulator, supervised
+force / gate / condition, one schedule, fine-tuning; on :class:`neuract.fit.loop.Trainer`) and
+``losses`` (its losses). The estimator's use of the model (per-trajectory and streamed
+estimates, decision filters, their calibration, the recurrent gate's training) lives in
+:mod:`neuract.estimate`.
 """
 
 from neuract.neuralactuator.actuator import TransformerActuator
@@ -35,7 +37,7 @@ from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, count_flops, count_params
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
 from neuract.neuralactuator.train import (
-    TrainConfig,
+    NeuralActuatorTrainConfig,
     fine_tune,
     pose_error,
     train_neuralactuator,
@@ -62,7 +64,7 @@ __all__ = [
     "compile_aot",
     "AotActuator",
     "CompilerNotFound",
-    "TrainConfig",
+    "NeuralActuatorTrainConfig",
     "train_neuralactuator",
     "fine_tune",
     "pose_error",

@@ -47,7 +47,7 @@ from neuract.neuralactuator.model import NeuralActuator, servo_module
 
 
 @dataclass
-class TrainConfig:
+class NeuralActuatorTrainConfig:
     """Optimisation schedule of :func:`train_neuralactuator`."""
 
     steps: int = 300
@@ -100,21 +100,22 @@ class TrainConfig:
     the interruption too). Empty: no checkpoints."""
     checkpoint_every: int = 50
 
-    def validate(self) -> TrainConfig:
+    def validate(self) -> NeuralActuatorTrainConfig:
         if not (math.isfinite(self.force_huber_delta) and self.force_huber_delta > 0):
-            raise ConfigError(f"TrainConfig.force_huber_delta = {self.force_huber_delta}; "
-                              "expected a transition > 0 N")
+            raise ConfigError(f"NeuralActuatorTrainConfig.force_huber_delta = "
+                              f"{self.force_huber_delta}; expected a transition > 0 N")
         for k in ("force_weight", "gate_weight", "condition_weight", "gate_focal_gamma"):
-            check_loss_weight(getattr(self, k), f"TrainConfig.{k}")
+            check_loss_weight(getattr(self, k), f"NeuralActuatorTrainConfig.{k}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"TrainConfig.lr = {self.lr!r} (the learning rate: --lr, "
-                              "--experiment.lr); expected a finite value > 0, e.g. 1e-3")
+            raise ConfigError(f"NeuralActuatorTrainConfig.lr = {self.lr!r} (the learning rate: "
+                              "--lr, --experiment.lr); expected a finite value > 0, e.g. 1e-3")
         for k in ("steps", "batch", "horizon", "substeps", "checkpoint_every"):
             if getattr(self, k) < 1:
-                raise ConfigError(f"TrainConfig.{k} = {getattr(self, k)}; expected >= 1")
+                raise ConfigError(f"NeuralActuatorTrainConfig.{k} = {getattr(self, k)}; "
+                                  "expected >= 1")
         if not isinstance(self.aux_batch, int) or self.aux_batch < 0:
-            raise ConfigError(f"TrainConfig.aux_batch = {self.aux_batch!r}; expected an "
-                              "integer >= 0 (0: no extra labelled-head windows)")
+            raise ConfigError(f"NeuralActuatorTrainConfig.aux_batch = {self.aux_batch!r}; expected "
+                              "an integer >= 0 (0: no extra labelled-head windows)")
         return self
 
 
@@ -159,7 +160,7 @@ def init_model(cfg: NeuralActuatorConfig, data: FlatData, seed: int = 0) -> Neur
 
 
 def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActuatorConfig,
-                         train: TrainConfig | None = None, site: str | None = None,
+                         train: NeuralActuatorTrainConfig | None = None, site: str | None = None,
                          init: NeuralActuator | None = None,
                          progress: Callable[[int, int, dict], None] | None = None,
                          servo: torch.nn.Module | None = None
@@ -173,7 +174,7 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
     servo model (:class:`neuract.fit.trainer.SystemModel`) loaded as the frozen prior or as
     the reference channels' model. The loop is :class:`neuract.fit.loop.Trainer`.
     """
-    train = (train or TrainConfig()).validate()
+    train = (train or NeuralActuatorTrainConfig()).validate()
     cfg = cfg.validate()
     data, model = _prepare(trajs, robot, cfg, train, site, init, servo)
     model.train()
@@ -224,7 +225,8 @@ def _clock() -> float:
     return time.perf_counter()  # (this module's clock: tests replace it)
 
 
-def _prepare(trajs, robot, cfg: NeuralActuatorConfig, train: TrainConfig, site: str | None,
+def _prepare(trajs, robot, cfg: NeuralActuatorConfig, train: NeuralActuatorTrainConfig,
+             site: str | None,
              init: NeuralActuator | None, servo: torch.nn.Module | None
              ) -> tuple[FlatData, NeuralActuator]:
     """The flattened training data and the model to train (``init`` or a fresh one), with
@@ -251,7 +253,7 @@ def _prepare(trajs, robot, cfg: NeuralActuatorConfig, train: TrainConfig, site: 
     return data, model
 
 
-def _step_loss(model: NeuralActuator, robot, data: FlatData, train: TrainConfig,
+def _step_loss(model: NeuralActuator, robot, data: FlatData, train: NeuralActuatorTrainConfig,
                gen: np.random.Generator):
     """The loss of step ``step``: ``train.batch`` windows drawn from ``gen`` (simulator mode:
     on the horizon curriculum; estimator mode: plus the labelled-head windows)."""
@@ -282,10 +284,11 @@ def _step_loss(model: NeuralActuator, robot, data: FlatData, train: TrainConfig,
 _HISTORY_KEPT = 200
 """history records a training state keeps (the report's recent history and final record)"""
 _NOT_KEYED = ("checkpoint", "checkpoint_every", "max_seconds")
-"""TrainConfig fields that do not change what the steps compute (a resumed run may differ)"""
+"""NeuralActuatorTrainConfig fields that do not change what the steps compute (a resumed run
+may differ)"""
 _ESTIMATOR_ONLY = ("force_weight", "force_huber_delta", "gate_weight", "gate_focal_gamma",
                    "condition_weight", "aux_batch", "augment_temperature", "augment_voltage")
-"""TrainConfig fields that simulator-mode training does not read"""
+"""NeuralActuatorTrainConfig fields that simulator-mode training does not read"""
 
 
 def _digest(tensors: dict[str, torch.Tensor]) -> str:
@@ -295,7 +298,7 @@ def _digest(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()[:16]
 
 
-def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
+def _state_key(train: NeuralActuatorTrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
                model: NeuralActuator | None = None, tuned: bool = False) -> dict[str, Any]:
     """What a resumed run must share with the run that wrote the checkpoint: every training
     option that changes the result (all but ``_NOT_KEYED``; in simulator mode all but
@@ -323,27 +326,27 @@ def _state_key(train: TrainConfig, cfg: NeuralActuatorConfig, data: FlatData,
 
 
 def fine_tune(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
-              train: TrainConfig | None = None, site: str | None = None,
+              train: NeuralActuatorTrainConfig | None = None, site: str | None = None,
               progress: Callable[[int, int, dict], None] | None = None
               ) -> tuple[NeuralActuator, dict[str, Any]]:
     """Adapt a trained model (e.g. from :func:`load_checkpoint`) in place to a few minutes of
     a new unit's data: the same losses, the checkpoint's normalisation statistics kept.
     Default schedule: 100 steps at lr 3e-4."""
-    train = train or TrainConfig(steps=100, lr=3e-4)
+    train = train or NeuralActuatorTrainConfig(steps=100, lr=3e-4)
     return train_neuralactuator(trajs, robot, model.cfg, train, site=site, init=model,
                                 progress=progress)
 
 
 @torch.no_grad()
 def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
-               train: TrainConfig | None = None, site: str | None = None,
+               train: NeuralActuatorTrainConfig | None = None, site: str | None = None,
                n_windows: int = 256, seed: int = 0) -> float:
     """Mean |q_sim - q| [deg] of the training loss's rollouts in the model's mode (horizon
     ``train.horizon``, no augmentation) over ``n_windows`` windows drawn with ``seed``: the
     number that :func:`fine_tune` lowers, scored on held-out episodes before and after."""
     import dataclasses
 
-    train = dataclasses.replace(train or TrainConfig(), augment_temperature=0.0,
+    train = dataclasses.replace(train or NeuralActuatorTrainConfig(), augment_temperature=0.0,
                                 augment_voltage=0.0).validate()
     cfg = model.cfg
     data = _flat(trajs, robot, cfg, site, model.servo_model)
@@ -363,5 +366,5 @@ def pose_error(model: NeuralActuator, trajs: Sequence[Any] | FlatData, robot,
     return total / n_windows
 
 
-__all__ = ["TrainConfig", "fine_tune", "gate_loss", "init_model", "pose_error",
+__all__ = ["NeuralActuatorTrainConfig", "fine_tune", "gate_loss", "init_model", "pose_error",
            "train_neuralactuator"]

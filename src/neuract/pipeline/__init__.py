@@ -1,7 +1,8 @@
 """End-to-end pipelines: twin / NAD experiments (NeuralActuator + baselines, one protocol),
 the verbs built on them, and the reports they write.
 
-The NeuralActuator itself (training, rollouts, estimates) lives in :mod:`neuract.neuralactuator`.
+The NeuralActuator itself (network, training, rollouts, exports) lives in
+:mod:`neuract.neuralactuator`, its estimator mode (estimates, streaming) in :mod:`neuract.estimate`.
 
 Library modules (the verbs import them; they import no verb):
 

@@ -26,7 +26,7 @@ import torch
 import neuract.neuralactuator as na
 from neuract.atomic import check_dest
 from neuract.errors import ConfigError, SchemaError
-from neuract.neuralactuator import TrainConfig, pose_error, save_checkpoint
+from neuract.neuralactuator import NeuralActuatorTrainConfig, pose_error, save_checkpoint
 from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
 from neuract.pipeline.checkpoints import load_model
 from neuract.pipeline.progress import progress_bar
@@ -96,7 +96,7 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     fit_eps, held = trajs[:len(trajs) - k], trajs[len(trajs) - k:]
     horizon = cfg.horizon or (36 if model.cfg.mode == "simulator" else 8)
     state = out.with_name(out.name + ".train_state.safetensors")
-    tc = TrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
+    tc = NeuralActuatorTrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
                      freeze_encoder=cfg.freeze_encoder, seed=cfg.seed,
                      checkpoint=str(state), checkpoint_every=CHECKPOINT_EVERY).validate()
     robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site)

@@ -16,7 +16,7 @@ from neuract.actuators import ACTUATORS
 from neuract.actuators.friction import FRICTIONS
 from neuract.errors import ConfigError
 from neuract.estimate.gate_rnn import GateTrainConfig
-from neuract.neuralactuator import NeuralActuatorConfig, TrainConfig
+from neuract.neuralactuator import NeuralActuatorConfig, NeuralActuatorTrainConfig
 from neuract.neuralactuator.config import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
 from neuract.neuralactuator.features import check_ident_memory
 from neuract.neuralactuator.train import check_loss_weight
@@ -65,13 +65,13 @@ class ExperimentConfig:
     """NeuralActuator force loss transition [N] (small: close to the absolute error)"""
     gate_weight: float = 0.5
     """NeuralActuator contact-gate loss weight (binary cross-entropy;
-    ``TrainConfig.gate_weight``)"""
+    ``NeuralActuatorTrainConfig.gate_weight``)"""
     gate_focal_gamma: float = 0.0
-    """NeuralActuator contact-gate loss: focal exponent (``TrainConfig.gate_focal_gamma``;
-    0: plain binary cross-entropy)"""
+    """NeuralActuator contact-gate loss: focal exponent
+    (``NeuralActuatorTrainConfig.gate_focal_gamma``; 0: plain binary cross-entropy)"""
     aux_batch: int = 0
     """NeuralActuator estimator mode: extra windows per step for the labelled heads only
-    (force, gate, condition; no simulation; see ``TrainConfig.aux_batch``)"""
+    (force, gate, condition; no simulation; see ``NeuralActuatorTrainConfig.aux_batch``)"""
     parametric_friction: tuple[str, ...] = ("coulomb_viscous", "stribeck")
     """friction models tried for the parametric servo; the best on the training episodes is
     the 'best parametric' baseline"""
@@ -315,10 +315,10 @@ def _check_sizes(cfg: ExperimentConfig) -> None:
 
 def train_config(cfg: ExperimentConfig, mode: str, steps: int, lr: float | None = None,
                  checkpoint: str = ""):
-    """The NeuralActuator TrainConfig of an experiment's ``mode`` (``simulator`` or
+    """The NeuralActuator NeuralActuatorTrainConfig of an experiment's ``mode`` (``simulator`` or
     ``estimator``: its horizon, batch, substeps, seed and loss options) with ``steps``
     optimiser steps at ``lr`` (default: the experiment's)."""
-    return TrainConfig(steps=steps, batch=cfg.batch,
+    return NeuralActuatorTrainConfig(steps=steps, batch=cfg.batch,
                        horizon=cfg.sim_horizon if mode == "simulator" else cfg.est_horizon,
                        substeps=cfg.substeps, lr=cfg.lr if lr is None else lr, seed=cfg.seed,
                        force_huber_delta=cfg.force_huber_delta, aux_batch=cfg.aux_batch,
