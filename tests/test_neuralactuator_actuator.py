@@ -124,3 +124,32 @@ def test_refusals():
     act.prime({k: torch.zeros(2, 3, 6) for k in ("q_goal", "q", "qd")})
     with pytest.raises(SchemaError, match="rows"):
         act.observe(torch.zeros(1, 6), ActuatorState(q=torch.zeros(1, 6), qd=torch.zeros(1, 6)))
+
+
+def test_built_from_its_config_it_starts_as_the_servo_it_sits_on():
+    from neuract.neuralactuator.actuator import (
+        TransformerActuatorConfig,
+        build_transformer_actuator,
+    )
+
+    robot = load_robot("so101", dtype=torch.float32)
+    cfg = TransformerActuatorConfig(
+        servo=ActuatorConfig(type="sts3215", friction="stribeck", control_dt=DT),
+        joints=JointParamsConfig(armature=0.01), d_model=16, n_layers=1, n_heads=2, d_ff=16,
+        d_trunk=16, history=4)
+    act = build_transformer_actuator(cfg, robot.n_dof)
+    assert act.model.cfg.prior == "servo" and act.model.cfg.history == 4
+    servo = act.model.servo_model
+    _, goal, q0, qd0 = _inputs(robot.n_dof)
+    with torch.no_grad():
+        ours = simulate(robot, act, act.joints, q0, qd0, goal, DT, SUB).q
+        alone = simulate(robot, servo.actuator, servo.joints, q0, qd0, goal, DT, SUB).q
+        assert (alone - alone[:, :1]).abs().max() > 0.05
+        torch.testing.assert_close(ours, alone, atol=0, rtol=0)  # an untrained residual is 0
+        act.model.head.bias[:6] = 0.2
+        moved = simulate(robot, act, act.joints, q0, qd0, goal, DT, SUB).q
+    assert (moved - alone).abs().max() > 1e-3
+    with pytest.raises(ConfigError, match="servo.type"):
+        TransformerActuatorConfig(servo=ActuatorConfig(type="nope")).network(6)
+    with pytest.raises(ConfigError, match="joints.armature"):
+        TransformerActuatorConfig(joints=JointParamsConfig(armature=-1.0)).network(6)

@@ -20,7 +20,11 @@ estimates, decision filters, their calibration, the recurrent gate's training) l
 :mod:`neuract.estimate`.
 """
 
-from neuract.neuralactuator.actuator import TransformerActuator
+from neuract.neuralactuator.actuator import (
+    TransformerActuator,
+    TransformerActuatorConfig,
+    build_transformer_actuator,
+)
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
 from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
 from neuract.neuralactuator.config import NeuralActuatorConfig
@@ -47,6 +51,8 @@ __all__ = [
     "NeuralActuator",
     "NeuralActuatorConfig",
     "TransformerActuator",
+    "TransformerActuatorConfig",
+    "build_transformer_actuator",
     "FusedNeuralActuator",
     "count_params",
     "count_flops",

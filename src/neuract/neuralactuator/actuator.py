@@ -17,19 +17,27 @@ training; the two agree to float32 round-off (tests/test_neuralactuator_actuator
 
 >>> act = TransformerActuator(model)          # a simulator-mode NeuralActuator
 >>> rollout = simulate(robot, act, act.joints, q0, qd0, commands, dt, substeps=2)
+
+A new one is built from :class:`TransformerActuatorConfig`, which builds on the configuration of
+the physical servo it sits on (the servo's limits always apply; the learned residual is
+bounded by ``tau_max``): ``build_transformer_actuator(cfg, n_joints)``. Untrained, its residual
+is zero and it rolls out as that servo.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
+from neuract.actuators import ActuatorConfig
 from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator.checkpoint import load_checkpoint
+from neuract.neuralactuator.config import NeuralActuatorConfig, servo_json
 from neuract.neuralactuator.features import assemble
 from neuract.neuralactuator.model import NeuralActuator
 from neuract.sim.simulate import JointParams, JointParamsConfig
@@ -138,10 +146,54 @@ class TransformerActuator(Actuator):
         return -tmax, tmax
 
 
+@dataclass
+class TransformerActuatorConfig:
+    """A simulator-mode NeuralActuator on a physical servo: the servo's own configuration (its
+    family, friction, firmware loop and limits, and the joint parameters it is simulated with)
+    plus the network that learns the residual torque the servo model misses."""
+
+    servo: ActuatorConfig = field(default_factory=ActuatorConfig)
+    """the physical servo (``--actuator.*`` of ``neuract fit``); its limits always apply"""
+    joints: JointParamsConfig = field(default_factory=JointParamsConfig)
+    """joint parameters the servo is simulated with (armature, damping, friction, offset)"""
+    history: int = 8
+    """control steps the network reads"""
+    d_model: int = 96
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    d_trunk: int = 1576
+    tau_max: tuple[float, ...] = (3.0,)
+    """bound of the learned residual torque [N m] (one value, or one per joint)"""
+
+    def network(self, n_joints: int) -> NeuralActuatorConfig:
+        """The simulator-mode network's configuration (validated: a bad value is refused
+        naming its field)."""
+        self.servo.validate("servo.")
+        self.joints.validate("joints.")
+        return NeuralActuatorConfig(
+            n_joints=n_joints, mode="simulator", prior="servo",
+            servo=servo_json(self.servo, self.joints), history=self.history,
+            d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads, d_ff=self.d_ff,
+            d_trunk=self.d_trunk, tau_max=tuple(self.tau_max)).validate()
+
+
+def build_transformer_actuator(cfg: TransformerActuatorConfig, n_joints: int,
+                               fitted_servo: torch.nn.Module | None = None
+                               ) -> TransformerActuator:
+    """A new (untrained) :class:`TransformerActuator` of ``cfg`` for ``n_joints`` joints; with
+    ``fitted_servo`` (a fitted model of ``cfg.servo`` / ``cfg.joints``, e.g. ``neuract fit``'s)
+    its servo holds the fitted values. Untrained, it rolls out as the servo alone."""
+    model = NeuralActuator(cfg.network(n_joints))
+    if fitted_servo is not None:
+        model.set_servo(fitted_servo)
+    return TransformerActuator(model)
+
+
 def _no_joints(n: int) -> JointParams:
     """Joint parameters that add nothing (no armature, damping, friction or offset)."""
     cfg = JointParamsConfig(armature=0.0, fit_armature=False, fit_offset=False)
     return JointParams(n, cfg).float().requires_grad_(False)
 
 
-__all__ = ["TransformerActuator"]
+__all__ = ["TransformerActuator", "TransformerActuatorConfig", "build_transformer_actuator"]
