@@ -49,9 +49,14 @@ import torch.nn.functional as F
 from neuract.errors import ConfigError
 from neuract.estimate.calibrate import _GRID
 from neuract.eval.metrics import decision_f1
+from neuract.fit.checkpoint import normalise_key
 from neuract.fit.loop import Evaluation, StateFile, Trainer
+from neuract.neuralactuator.features import assemble, reference_inputs, trajectory_channels
 from neuract.neuralactuator.gate import RecurrentGate, lagged_probability
 from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.physics import arm_model
+from neuract.neuralactuator.reference import reference_channels_many
+from neuract.neuralactuator.train import _digest
 
 
 @dataclass
@@ -120,7 +125,6 @@ def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
     left out) and at least ``history`` samples. The servo-reference channels, if the model
     reads them, are simulated ``group`` episodes at a time. progress(done, total) after each
     group."""
-    from neuract.neuralactuator.features import assemble, reference_inputs, trajectory_channels
 
     cfg = model.cfg
     n, h = cfg.n_joints, cfg.history
@@ -130,8 +134,6 @@ def gate_rows(model: NeuralActuator, trajs: Sequence[Any], group: int = 32,
         chunk = use[g:g + group]
         refs: list[Any] = [None] * len(chunk)
         if model.reference is not None:
-            from neuract.neuralactuator.physics import arm_model
-            from neuract.neuralactuator.reference import reference_channels_many
 
             servo, robot, steps = model.reference
             refs = reference_channels_many([reference_inputs(tr, n) for tr in chunk], servo,
@@ -196,8 +198,6 @@ def _data_digest(eps: Sequence[GateRows]) -> str:
 
 def _run_key(model: NeuralActuator, cfg: GateTrainConfig, train: Sequence[GateRows],
              calib: Sequence[GateRows]) -> dict[str, Any]:
-    from neuract.fit.checkpoint import normalise_key
-    from neuract.neuralactuator.train import _digest
 
     opts = {k: v for k, v in dataclasses.asdict(cfg).items()
             if k not in ("checkpoint", "max_seconds")}

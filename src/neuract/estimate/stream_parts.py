@@ -10,12 +10,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from neuract.actuators.param import cached_params
 from neuract.errors import ConfigError
+from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.model import NeuralActuator
+from neuract.neuralactuator.physics import arm_model
 from neuract.neuralactuator.reference import (
     chain_offsets,
     float64_servo,
 )
+from neuract.sim.simulate import control_step
 
 
 class CausalMean:
@@ -57,9 +61,6 @@ class ReferenceStream:
 
     def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
                  substeps: int = 2):
-        from neuract.actuators.param import cached_params
-        from neuract.neuralactuator.physics import arm_model
-        from neuract.sim.simulate import control_step
 
         if not (math.isfinite(dt) and dt > 0):
             raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")
@@ -152,7 +153,6 @@ class OnnxNetwork:
         import tempfile
         from pathlib import Path
 
-        from neuract.neuralactuator.export import OnnxActuator, export_onnx
 
         self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
         with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory

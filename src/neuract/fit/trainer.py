@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from neuract.actuators.base import Actuator
+from neuract.actuators.neural import ActuatorNet
 from neuract.actuators.param import Param, finite, option, refuse
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch
@@ -155,7 +156,6 @@ class SystemModel(nn.Module):
     def warm_start_from(self, other: SystemModel) -> None:
         """Copy a fitted physical model into this one; if this actuator is a neural residual
         on a physical base, ``other``'s actuator becomes that base (the net keeps its init)."""
-        from neuract.actuators.neural import ActuatorNet
 
         sd = other.state_dict()
         if (isinstance(self.actuator, ActuatorNet) and self.actuator.base is not None

@@ -53,6 +53,8 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError, SchemaError
+from neuract.neuralactuator.physics import arm_model, physics_channels
+from neuract.neuralactuator.reference import reference_channels_many
 
 MODES = ("simulator", "estimator")
 EFFORT_CHANNELS = ("current", "load")
@@ -278,7 +280,6 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
             raise SchemaError(f"channels {missing} are computed from the arm model; give the "
                               "model's physics robot and site (NeuralActuatorConfig."
                               "physics_robot / physics_site)")
-        from neuract.neuralactuator.physics import physics_channels
 
         q = out["q"] if "q" in out else _channel(traj, "q", n_joints)
         out.update({k: v for k, v in physics_channels(q, *physics).items() if k in missing})
@@ -306,8 +307,6 @@ def trajectory_channels(traj: Any, channels: Sequence[str], n_joints: int,
         if isinstance(reference, Mapping):  # computed already (a batch of episodes)
             r = reference
         else:
-            from neuract.neuralactuator.physics import arm_model
-            from neuract.neuralactuator.reference import reference_channels_many
 
             system_model, robot, steps = reference
             r = reference_channels_many([reference_inputs(traj, n_joints)], system_model,

@@ -22,12 +22,13 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
+from neuract.robot import load_robot
+from neuract.robot.loader import load_mj_model
 
 
 @functools.lru_cache(maxsize=4)
 def arm_model(name: str):
     """The rigid-body arm ``name`` (bundled name or model path), float64, cached."""
-    from neuract.robot import load_robot
 
     return load_robot(name, dtype=torch.float64)
 
@@ -66,7 +67,6 @@ def _mj_model(name: str):
     (its mesh warnings are the torch model's, already given by :func:`arm_model`)."""
     import warnings
 
-    from neuract.robot.loader import load_mj_model
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

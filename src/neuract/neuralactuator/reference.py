@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
+from neuract.sim.simulate import simulate
 
 REFERENCE_CHANNELS = ("ref_error", "ref_age")
 
@@ -70,7 +71,6 @@ def reference_channels_many(episodes: Sequence[Mapping[str, Any]], system_model:
     together (one batch per set of known inputs)."""
     if not (isinstance(steps, (int, np.integer)) and steps >= 2):
         raise ConfigError(f"reference_steps={steps!r}; expected an integer >= 2 samples")
-    from neuract.sim.simulate import simulate
 
     steps = int(steps)
     model = float64_servo(system_model)

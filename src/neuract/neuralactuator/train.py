@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
+from neuract.fit.checkpoint import normalise_key
 from neuract.fit.loop import StateFile, Trainer
 from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.data import FlatData, flatten
@@ -308,7 +309,6 @@ def _state_key(train: NeuralActuatorTrainConfig, cfg: NeuralActuatorConfig, data
     ``model``), the weights training starts from; as JSON reads it back (tuples are lists)."""
     import dataclasses
 
-    from neuract.fit.checkpoint import normalise_key
 
     digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
     init = _digest(model.state_dict()) if tuned and model is not None else ""

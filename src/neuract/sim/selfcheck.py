@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from neuract.errors import ConfigError
 from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
 from neuract.robot.dynamics import kinetic_energy, potential_energy
 from neuract.robot.loader import load_robot
@@ -89,7 +90,6 @@ def _rollout_checks(robot, cfg: SelfCheckConfig) -> dict[str, float]:
 
 def check_config(cfg: SelfCheckConfig) -> None:
     """Refuse options the checks cannot run with, naming the option."""
-    from neuract.errors import ConfigError
 
     if not (isinstance(cfg.n_states, int) and 1 <= cfg.n_states <= 100_000):
         raise ConfigError(f"--n-states {cfg.n_states!r}; expected an integer in [1, 100000]")
