@@ -42,8 +42,9 @@ from neuract.neuralactuator import (  # noqa: E402
     export_onnx,
     int8op,  # noqa: E402
 )
-from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
+from neuract.neuralactuator.compiled import compile_aot  # noqa: E402
 from neuract.neuralactuator.export import output_deviation  # noqa: E402
+from neuract.neuralactuator.toolchain import cxx_compiler  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_B1_MS = 0.15

@@ -32,9 +32,10 @@ from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.estimate import estimate
 from neuract.eval import evaluate_estimator  # noqa: E402
 from neuract.neuralactuator import FusedNeuralActuator, OnnxActuator, export_onnx, int8op
-from neuract.neuralactuator.compiled import compile_aot, cxx_compiler  # noqa: E402
+from neuract.neuralactuator.compiled import compile_aot  # noqa: E402
 from neuract.neuralactuator.export import OUTPUTS, output_deviation  # noqa: E402
 from neuract.neuralactuator.features import windows  # noqa: E402
+from neuract.neuralactuator.toolchain import cxx_compiler  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.splits import split_by_task  # noqa: E402
 from neuract.pipeline.twin_data import contact_labelled, generate_twin  # noqa: E402

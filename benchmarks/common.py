@@ -22,13 +22,10 @@ import numpy as np
 import torch
 
 from neuract.atomic import write_json, write_text
-from neuract.pipeline.experiment import ExperimentConfig
+from neuract.pipeline.experiment_config import ExperimentConfig
 from neuract.pipeline.report import markdown_table, public
-from neuract.pipeline.twin_experiment import (
-    TwinDataConfig,
-    TwinExperimentConfig,
-    run_twin_experiment,
-)
+from neuract.pipeline.twin_data import TwinDataConfig
+from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 """the repository root"""
@@ -220,7 +217,7 @@ def main_run_episodes(run_dir: Path = MAIN_RUN):
     main data (``episode_table``), the names of its test episodes) of the main run, or of
     another run of the benchmark's configuration (``run_dir``: e.g. a seeds benchmark's, on
     its own data seed), or None, after saying so, where the run has not been run yet."""
-    from neuract.pipeline.twin_experiment import generate_config
+    from neuract.pipeline.twin_data import generate_config
     from neuract.twin.generate import episode_table
 
     model = load_estimator(run_dir / "checkpoints" / "neuralactuator_estimator")
@@ -237,7 +234,7 @@ def main_run_test_split(run_dir: Path = MAIN_RUN):
     """(trained estimator, benchmark config, its generator config, its test episodes generated
     again and labelled as the benchmark scores them) of the main run or of another run of the
     benchmark's configuration (:func:`main_run_episodes`), or None where it has not been run."""
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
     from neuract.twin.generate import episode_name, run_chunk
 
     run = main_run_episodes(run_dir)
@@ -516,7 +513,7 @@ def gate_run_data(seed: int) -> tuple:
     the run's data seed and labelled as the run scored them; stops where the run is missing
     or its test split is not reproduced."""
     from neuract.pipeline.splits import calibration_set, calibration_split, has_contact
-    from neuract.pipeline.twin_experiment import contact_labelled, twin_split
+    from neuract.pipeline.twin_data import contact_labelled, twin_split
 
     run = gate_seed_run_dir(seed)
     loaded = main_run_episodes(run)
@@ -557,7 +554,7 @@ def retrain_seed(v: Variant, seed: int) -> dict:
     from neuract.neuralactuator.checkpoint import read_config, save_checkpoint
     from neuract.neuralactuator.gate import RecurrentGate
     from neuract.pipeline.experiment_config import gate_train_config
-    from neuract.pipeline.twin_experiment import gate_extra_rows
+    from neuract.pipeline.twin_gate import gate_extra_rows
 
     t0 = time.perf_counter()
     model, cfg, fit_eps, g_eps, test = gate_run_data(seed)
@@ -724,7 +721,7 @@ def sts3215_plant(labels):
 def sts3215_load(data_dir: Path):
     """Every run of the bench data as one ``RunBatch`` (100 Hz, per-run median voltage)."""
     from neuract.fit.batch import batch_from_trajectories
-    from neuract.io.bam import iter_kscale_runs
+    from neuract.io.bam_tar import iter_kscale_runs
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one repair summary is printed below instead

@@ -13,7 +13,7 @@ from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig, sim_rollout
 from neuract.neuralactuator.actuator import TransformerActuator
 from neuract.neuralactuator.checkpoint import save_checkpoint
-from neuract.neuralactuator.config import servo_json
+from neuract.neuralactuator.config import ModelSize, servo_json
 from neuract.robot import load_robot
 from neuract.sim.simulate import JointParamsConfig, simulate
 
@@ -135,8 +135,8 @@ def test_built_from_its_config_it_starts_as_the_servo_it_sits_on():
     robot = load_robot("so101", dtype=torch.float32)
     cfg = TransformerActuatorConfig(
         servo=ActuatorConfig(type="sts3215", friction="stribeck", control_dt=DT),
-        joints=JointParamsConfig(armature=0.01), d_model=16, n_layers=1, n_heads=2, d_ff=16,
-        d_trunk=16, history=4)
+        joints=JointParamsConfig(armature=0.01),
+        size=ModelSize(d_model=16, n_layers=1, n_heads=2, d_ff=16, d_trunk=16, history=4))
     act = build_transformer_actuator(cfg, robot.n_dof)
     assert act.model.cfg.prior == "servo" and act.model.cfg.history == 4
     servo = act.model.servo_model

@@ -47,7 +47,7 @@ import torch  # noqa: E402
 from common import RESULTS  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
-from neuract.eval.metrics import decision_f1  # noqa: E402
+from neuract.eval.gate import decision_f1  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.twin.observability import hidden_lag  # noqa: E402
 

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from common import RESULTS, ROOT  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
-from neuract.eval.metrics import gate_counts  # noqa: E402
+from neuract.eval.gate import gate_counts  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_data import contact_labelled  # noqa: E402
 from neuract.twin.generate import episode_name, generate, run_chunk  # noqa: E402

@@ -26,13 +26,10 @@ from neuract.atomic import write_json  # noqa: E402
 from neuract.config import load_resolved  # noqa: E402
 from neuract.estimate import calibrate_gate  # noqa: E402
 from neuract.pipeline.checkpoints import load_model  # noqa: E402
-from neuract.pipeline.experiment import plain_gate
+from neuract.pipeline.scoring import plain_gate
 from neuract.pipeline.splits import calibration_set, calibration_split, has_contact
-from neuract.pipeline.twin_experiment import (  # noqa: E402
-    TwinExperimentConfig,
-    contact_labelled,
-    twin_split,
-)
+from neuract.pipeline.twin_data import contact_labelled, twin_split  # noqa: E402
+from neuract.pipeline.twin_experiment import TwinExperimentConfig  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

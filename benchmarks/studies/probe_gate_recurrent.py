@@ -76,7 +76,7 @@ def _load(path: Path):
 
 def gen_traj() -> None:
     from common import twin_config
-    from neuract.pipeline.twin_experiment import twin_split
+    from neuract.pipeline.twin_data import twin_split
 
     t0 = time.time()
     train, test, n_worn = twin_split(twin_config().data)
@@ -108,7 +108,7 @@ def _rows(model, tr) -> dict:
 def build_cache() -> None:
     from common import load_estimator, twin_config
     from neuract.pipeline.splits import calibration_split
-    from neuract.pipeline.twin_experiment import contact_labelled
+    from neuract.pipeline.twin_data import contact_labelled
 
     torch.set_num_threads(1)
     model = load_estimator()
@@ -132,8 +132,7 @@ def build_cache() -> None:
 
 def gen_extra(seed: int, minutes: float = 216.0) -> None:
     from common import load_estimator, twin_config
-    from neuract.pipeline.twin_data import generate_twin
-    from neuract.pipeline.twin_experiment import TwinDataConfig, contact_labelled
+    from neuract.pipeline.twin_data import TwinDataConfig, contact_labelled, generate_twin
 
     torch.set_num_threads(1)
     model = load_estimator()

@@ -10,7 +10,7 @@ import numpy as np
 from neuract.errors import ConfigError
 from neuract.estimate.filters import DEFAULT_CONDITION_TAU_S, hysteresis, smooth_causal
 from neuract.estimate.neural import estimate
-from neuract.eval.metrics import decision_f1, true_runs
+from neuract.eval.gate import decision_f1, true_runs
 from neuract.neuralactuator.config import check_gate_decide
 from neuract.neuralactuator.data import per_joint_condition
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained

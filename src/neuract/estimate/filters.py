@@ -66,14 +66,20 @@ def _threshold(th, n: int) -> float | np.ndarray:
     return float(a) if a.ndim == 0 else a
 
 
+def log_odds(th: float | np.ndarray) -> float | np.ndarray:
+    """The log-odds of a threshold (clipped to [1e-6, 1 - 1e-6]): the shift
+    :func:`shift_threshold` applies."""
+    th = np.clip(th, 1e-6, 1 - 1e-6)
+    return np.log(th / (1 - th))
+
+
 def shift_threshold(p: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
     """Probabilities shifted in log-odds so that ``threshold`` maps to 0.5 (NaN kept);
     threshold: one value, or one per entry of p's last axis."""
     if np.ndim(threshold) == 0 and threshold == 0.5:
         return p
-    th = np.clip(threshold, 1e-6, 1 - 1e-6)
     q = np.clip(p, 1e-9, 1 - 1e-9)
-    return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - np.log(th / (1 - th)))))
+    return 1.0 / (1.0 + np.exp(-(np.log(q) - np.log1p(-q) - log_odds(threshold))))
 
 
 def hysteresis(p: np.ndarray, on: float, off: float,

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 from neuract.errors import ConfigError
 from neuract.estimate.calibrate import _GRID
-from neuract.eval.metrics import decision_f1
+from neuract.eval.gate import decision_f1
 from neuract.fit.checkpoint import normalise_key
 from neuract.fit.loop import Evaluation, StateFile, Trainer
 from neuract.neuralactuator.features import assemble, reference_inputs, trajectory_channels

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from neuract.errors import ConfigError, SchemaError
-from neuract.estimate.filters import check_gate_filter, resolve_filters
+from neuract.estimate.filters import check_gate_filter, log_odds, resolve_filters
 from neuract.estimate.stream_parts import (
     NETWORKS,
     PHYSICS_BACKENDS,
@@ -41,7 +41,6 @@ from neuract.estimate.stream_parts import (
     OnnxNetwork,
     TorchNetwork,
     check_stream_args,
-    log_odds,
     onnxruntime_available,
     reference_stream,
     shift_probability,

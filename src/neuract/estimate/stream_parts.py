@@ -4,7 +4,10 @@ checks of a streaming estimator's arguments."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,10 +64,8 @@ class ReferenceStream:
 
     def __init__(self, system_model: Any, robot: str, steps: int, dt: float,
                  substeps: int = 2):
-
         if not (math.isfinite(dt) and dt > 0):
             raise ConfigError(f"reference dt={dt!r}; expected the sample period > 0 s")
-        self._cached_params, self._control_step = cached_params, control_step
         self.model = float64_servo(system_model)
         self.robot = arm_model(str(robot))
         self.steps, self.dt, self.substeps = int(steps), float(dt), int(substeps)
@@ -94,10 +95,9 @@ class ReferenceStream:
         h = self.dt / self.substeps
         cmd = f(np.stack([q_goal, q_goal]))
         now = {k: f(np.stack([v, v])) for k, v in series.items()}
-        with torch.no_grad(), self._cached_params():
-            self.q, self.qd = self._control_step(self.robot, self.model.actuator,
-                                                 self.model.joints, cmd, self.q, self.qd, h,
-                                                 now, self.substeps)
+        with torch.no_grad(), cached_params():
+            self.q, self.qd = control_step(self.robot, self.model.actuator, self.model.joints,
+                                           cmd, self.q, self.qd, h, now, self.substeps)
         self.age[self.age >= 0] += 1
         self.i += 1
         n = len(q)
@@ -116,8 +116,6 @@ gives the torch model's numbers, :class:`~neuract.neuralactuator.physics.PoseCha
 
 def onnxruntime_available() -> bool:
     """Whether ONNX export and ONNX Runtime (the ``export`` extra) are installed."""
-    import importlib.util
-
     return all(importlib.util.find_spec(m) is not None for m in ("onnx", "onnxruntime"))
 
 
@@ -150,9 +148,6 @@ class OnnxNetwork:
     carried by the runner."""
 
     def __init__(self, model: NeuralActuator, quantize: str = "none"):
-        import tempfile
-        from pathlib import Path
-
 
         self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
         with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
@@ -169,15 +164,9 @@ class OnnxNetwork:
         return tau[0], force[0], gate[0].reshape(-1), cond[0]
 
 
-def log_odds(th: float | np.ndarray) -> float | np.ndarray:
-    """:func:`~neuract.estimate.filters.shift_threshold`'s shift of ``th``."""
-    th = np.clip(th, 1e-6, 1 - 1e-6)
-    return np.log(th / (1 - th))
-
-
 def shift_probability(p: float, shift: float | None) -> float:
     """:func:`~neuract.estimate.filters.shift_threshold` of one probability (shift:
-    :func:`log_odds` of the threshold; None for 0.5: p as it is)."""
+    :func:`~neuract.estimate.filters.log_odds` of the threshold; None for 0.5: p as it is)."""
     if shift is None:
         return p
     q = min(max(p, 1e-9), 1 - 1e-9)
@@ -202,7 +191,7 @@ def check_stream_args(cfg: Any, network: str, physics_backend: str) -> None:
 
 
 def reference_stream(model: NeuralActuator,
-                      reference_dt: float | None) -> ReferenceStream | None:
+                     reference_dt: float | None) -> ReferenceStream | None:
     """The servo-reference channels' simulation, or None for a model without them."""
     cfg = model.cfg
     if not cfg.reference_steps:

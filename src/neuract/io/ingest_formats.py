@@ -51,7 +51,6 @@ def _rel_name(cfg: IngestConfig, path: Path) -> str:
 
 @FORMATS.register("nad")
 def _nad(cfg: IngestConfig):
-
     def read(p: Path) -> list[Trajectory]:
         return [read_nad_csv(p, robot=cfg.robot, name=_rel_name(cfg, p))]
 
@@ -60,7 +59,6 @@ def _nad(cfg: IngestConfig):
 
 @FORMATS.register("bam")
 def _bam(cfg: IngestConfig):
-
     robot = cfg.robot or "pendulum"
     src = cfg.source
     if src.is_file() and is_tar(src):
@@ -112,7 +110,6 @@ def _bam(cfg: IngestConfig):
 
 @FORMATS.register("lerobot")
 def _lerobot(cfg: IngestConfig):
-
     def read(root: Path) -> list[Trajectory]:
         return read_lerobot(
             root,
@@ -143,7 +140,6 @@ def _lerobot(cfg: IngestConfig):
 
 @FORMATS.register("csv")
 def _csv(cfg: IngestConfig):
-
     if cfg.mapping is None:
         raise ConfigError(
             "format 'csv' needs --mapping FILE.json (a column mapping: time column, "

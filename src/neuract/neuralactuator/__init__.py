@@ -26,7 +26,7 @@ from neuract.neuralactuator.actuator import (
     build_transformer_actuator,
 )
 from neuract.neuralactuator.checkpoint import load_checkpoint, read_config, save_checkpoint
-from neuract.neuralactuator.compiled import AotActuator, CompilerNotFound, compile_aot
+from neuract.neuralactuator.compiled import AotActuator, compile_aot
 from neuract.neuralactuator.config import NeuralActuatorConfig
 from neuract.neuralactuator.export import OnnxActuator, export_onnx
 from neuract.neuralactuator.features import (
@@ -40,6 +40,7 @@ from neuract.neuralactuator.features import (
 from neuract.neuralactuator.fused import FusedNeuralActuator
 from neuract.neuralactuator.model import NeuralActuator, count_flops, count_params
 from neuract.neuralactuator.rollout import est_rollout, sim_rollout, simulator
+from neuract.neuralactuator.toolchain import CompilerNotFound
 from neuract.neuralactuator.train import (
     NeuralActuatorTrainConfig,
     fine_tune,

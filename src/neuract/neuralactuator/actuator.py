@@ -37,7 +37,7 @@ from neuract.actuators import ActuatorConfig
 from neuract.actuators.base import Actuator, ActuatorState, History
 from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator.checkpoint import load_checkpoint
-from neuract.neuralactuator.config import NeuralActuatorConfig, servo_json
+from neuract.neuralactuator.config import ModelSize, NeuralActuatorConfig, servo_json
 from neuract.neuralactuator.features import assemble
 from neuract.neuralactuator.model import NeuralActuator
 from neuract.sim.simulate import JointParams, JointParamsConfig
@@ -156,13 +156,8 @@ class TransformerActuatorConfig:
     """the physical servo (``--actuator.*`` of ``neuract fit``); its limits always apply"""
     joints: JointParamsConfig = field(default_factory=JointParamsConfig)
     """joint parameters the servo is simulated with (armature, damping, friction, offset)"""
-    history: int = 8
-    """control steps the network reads"""
-    d_model: int = 96
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 256
-    d_trunk: int = 1576
+    size: ModelSize = field(default_factory=ModelSize)
+    """the network's size (history: the control steps it reads)"""
     tau_max: tuple[float, ...] = (3.0,)
     """bound of the learned residual torque [N m] (one value, or one per joint)"""
 
@@ -173,9 +168,8 @@ class TransformerActuatorConfig:
         self.joints.validate("joints.")
         return NeuralActuatorConfig(
             n_joints=n_joints, mode="simulator", prior="servo",
-            servo=servo_json(self.servo, self.joints), history=self.history,
-            d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads, d_ff=self.d_ff,
-            d_trunk=self.d_trunk, tau_max=tuple(self.tau_max)).validate()
+            servo=servo_json(self.servo, self.joints), **dataclasses.asdict(self.size),
+            tau_max=tuple(self.tau_max)).validate()
 
 
 def build_transformer_actuator(cfg: TransformerActuatorConfig, n_joints: int,

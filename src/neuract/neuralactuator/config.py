@@ -21,6 +21,19 @@ from neuract.sim.simulate import JointParamsConfig
 
 
 @dataclass
+class ModelSize:
+    """NeuralActuator architecture (defaults: the shipped 1.43 M-parameter size; the same
+    defaults as :class:`NeuralActuatorConfig`'s)."""
+
+    history: int = 8
+    d_model: int = 96
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 256
+    d_trunk: int = 1576
+
+
+@dataclass
 class NeuralActuatorConfig:
     """Architecture and mode of a NeuralActuator model (the defaults are the shipped size)."""
 
@@ -260,7 +273,6 @@ CONDITION_HEADS = ("trunk", "motor", "both")
 def servo_configs(servo: str):
     """(ActuatorConfig, JointParamsConfig) from :attr:`NeuralActuatorConfig.servo`."""
 
-
     try:
         d = json.loads(servo)
         return (from_dict(ActuatorConfig, d["actuator"]),
@@ -273,7 +285,6 @@ def servo_configs(servo: str):
 
 def servo_json(actuator, joints) -> str:
     """The :attr:`NeuralActuatorConfig.servo` string of (ActuatorConfig, JointParamsConfig)."""
-
 
     return json.dumps({"actuator": to_dict(actuator), "joints": to_dict(joints)},
                       sort_keys=True)
@@ -298,5 +309,6 @@ def check_gate_decide(decide: object, lag: int, name: str) -> None:
                           f"from 0 to gate_lag={lag}, the lags the gate has logits for")
 
 
-__all__ = ["CONDITION_HEADS", "MAX_GATE_CONV", "MAX_GATE_LAG", "PRIORS", "NeuralActuatorConfig",
+__all__ = ["CONDITION_HEADS", "MAX_GATE_CONV", "MAX_GATE_LAG", "PRIORS", "ModelSize",
+           "NeuralActuatorConfig",
            "check_gate_decide", "servo_configs", "servo_json"]

@@ -17,6 +17,7 @@ torch model where it does not.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import torch
@@ -65,8 +66,6 @@ MJ_CHECK_TOL = 1e-9
 def _mj_model(name: str):
     """The compiled MuJoCo model of the arm ``name`` (bundled name or model path), cached
     (its mesh warnings are the torch model's, already given by :func:`arm_model`)."""
-    import warnings
-
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

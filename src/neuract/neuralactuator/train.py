@@ -309,7 +309,6 @@ def _state_key(train: NeuralActuatorTrainConfig, cfg: NeuralActuatorConfig, data
     ``model``), the weights training starts from; as JSON reads it back (tuples are lists)."""
     import dataclasses
 
-
     digest = hashlib.sha256(data.q.detach().contiguous().numpy().tobytes()).hexdigest()
     init = _digest(model.state_dict()) if tuned and model is not None else ""
     servo = ""

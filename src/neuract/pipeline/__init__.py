@@ -20,8 +20,9 @@ Verb modules, one per verb (``config`` + ``run(cfg)``): :mod:`.evaluate_verb`,
 :mod:`.estimate_verb`, :mod:`.simulate_verb`, :mod:`.adapt_verb`, :mod:`.export_verb`.
 """
 
+from neuract.neuralactuator.config import ModelSize
 from neuract.pipeline.experiment import run_experiment
-from neuract.pipeline.experiment_config import ExperimentConfig, ModelSize
+from neuract.pipeline.experiment_config import ExperimentConfig
 from neuract.pipeline.setups import RobotSetup
 from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
 

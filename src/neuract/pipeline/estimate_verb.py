@@ -23,7 +23,8 @@ from rich.table import Table
 
 from neuract.atomic import atomic_dir, write_json
 from neuract.estimate import estimate
-from neuract.estimate.neural import resolve_filters, stream_trajectory
+from neuract.estimate.filters import resolve_filters
+from neuract.estimate.neural import stream_trajectory
 from neuract.pipeline.streaming import ESTIMATE_DEST, check_out, checkpoint_and_episodes
 
 

@@ -4,6 +4,7 @@ runs, and the NeuralActuator / recurrent-gate configs derived from it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,23 +18,16 @@ from neuract.actuators.friction import FRICTIONS
 from neuract.errors import ConfigError
 from neuract.estimate.gate_rnn import GateTrainConfig
 from neuract.neuralactuator import NeuralActuatorConfig, NeuralActuatorTrainConfig
-from neuract.neuralactuator.config import MAX_GATE_CONV, MAX_GATE_LAG, check_gate_decide
+from neuract.neuralactuator.config import (
+    MAX_GATE_CONV,
+    MAX_GATE_LAG,
+    ModelSize,
+    check_gate_decide,
+)
 from neuract.neuralactuator.features import check_ident_memory
 from neuract.neuralactuator.train import check_loss_weight
 from neuract.pipeline.setups import RobotSetup
 from neuract.pipeline.splits import check_calibration_fraction
-
-
-@dataclass
-class ModelSize:
-    """NeuralActuator architecture (defaults: the shipped 1.43 M-parameter size)."""
-
-    history: int = 8
-    d_model: int = 96
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 256
-    d_trunk: int = 1576
 
 
 @dataclass
@@ -165,9 +159,7 @@ def na_config(setup: RobotSetup, mode: str, size: ModelSize, n_joints: int,
                                 physics_robot=(setup.model_path or setup.name) if phys else "",
                                 physics_site=setup.site if phys else "",
                                 context_s=context_s if mode == "estimator" else 0.0,
-                                history=size.history, d_model=size.d_model,
-                                n_layers=size.n_layers, n_heads=size.n_heads, d_ff=size.d_ff,
-                                d_trunk=size.d_trunk, tau_max=setup.tau_max, kp_init=17.8,
+                                **dataclasses.asdict(size), tau_max=setup.tau_max, kp_init=17.8,
                                 kd_init=1.0,
                                 prior="servo" if servo and mode == "simulator" else "pd",
                                 servo=servo,

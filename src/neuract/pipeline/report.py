@@ -15,7 +15,7 @@ import numpy as np
 
 from neuract.atomic import write_json, write_text
 from neuract.eval import Report, Table, confusion_matrix, records_table, rollout_table
-from neuract.eval.metrics import balanced_accuracy
+from neuract.eval.classification import balanced_accuracy
 from neuract.eval.report import confusion_figure, force_figure, rollout_figure
 
 ROLLOUT_NOTE = ("Simulator mode: each window starts from the measured state (and the measured "

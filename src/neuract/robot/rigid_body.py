@@ -101,7 +101,6 @@ def _link_wrenches(robot, q_pos_body: Tensor, f_ext: Tensor) -> Tensor:
 
 
 def _ext_forces(robot, q, R, p, f_ext):
-
     Re, pe = _extend(robot, R, p)
     pos, _ = _attached_poses(Re, pe, robot.body_link, robot.body_R, robot.body_p)
     return _link_wrenches(robot, pos, f_ext)

@@ -13,7 +13,8 @@ from torch import Tensor
 
 from neuract.errors import ConfigError
 from neuract.robot.adjoint import forward_dynamics_adjoint
-from neuract.robot.dynamics import accelerations_fast, dynamics_system, solve_symmetric
+from neuract.robot.dynamics import accelerations_fast, dynamics_system
+from neuract.robot.dynamics_backward import solve_symmetric
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
 

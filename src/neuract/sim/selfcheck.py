@@ -48,7 +48,6 @@ class SelfCheckConfig:
 
 
 def _rollout_checks(robot, cfg: SelfCheckConfig) -> dict[str, float]:
-
     rng = np.random.default_rng(cfg.seed)
     n, T = robot.n_dof, int(round(cfg.seconds / cfg.dt))
     q0 = rng.uniform(-0.5, 0.5, n) * np.where(robot.is_hinge.numpy(), 1.0, 0.02)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from neuract.errors import SchemaError
-from neuract.eval.metrics import true_runs
+from neuract.eval.gate import true_runs
 from neuract.twin.config import ROBOT_SPECS
 from neuract.twin.generate import run_chunk
 
