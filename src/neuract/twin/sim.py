@@ -241,74 +241,123 @@ def _episode_records(jobs: list[Job], sched: _Schedule, rec: dict, rec_win: np.n
     return records
 
 
-def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
-             record_physics: bool = False) -> list[EpisodeRecord]:
-    """Run ``jobs`` in lockstep for ``cfg.episode_s`` seconds each; one record per job."""
-    ni = cfg.nonideal
-    E, n = len(jobs), tm.n
-    dt = float(tm.model.opt.timestep)
-    n_steps = int(round(cfg.episode_s / dt))
-    lsb = 2 * np.pi / spec.registers.steps_per_rev
-    p = ServoParams.stack([j.params for j in jobs])
-    bus = UnitBus.stack([j.bus for j in jobs])
-    step_t = np.arange(n_steps) * dt
-    sched = _host_schedule(tm, spec, cfg, jobs, bus, step_t, dt, lsb)
-    envs = _Envs(tm, p, sched.G, ni, lsb)
+class Lockstep:
+    """The twin's environments stepped together, physics step by physics step.
 
-    noise, offset = _encoder_noise(jobs, p, ni, n_steps, n, lsb)
-    ee = tm.ee_body
-    events, push, push_envs, xfrc_v = _loads(jobs, envs, step_t, ee)
+    :func:`simulate` runs every step at once; an environment that receives its goals one
+    telemetry tick at a time (:mod:`neuract.envs`) sets them with :meth:`set_goal` and
+    advances to the step at which the next sample is read (:meth:`sample_step`). A goal sent
+    at tick ``k`` reaches the servo only after the host's write latency, and sample ``k + 1``
+    is read before tick ``k + 1`` is sent, so advancing to that sample never uses a goal not
+    yet set.
+    """
 
-    W = int(round(spec.registers.velocity_window / dt)) if spec.registers.velocity_window else 0
-    hist = np.zeros((E, W + 1, n)) if W else None
-    rec = {c: np.zeros((E, sched.G.shape[1], n)) for c in RECORD_CHANNELS}
-    rec_win = np.zeros((E, sched.G.shape[1], n)) if W else None
-    st = ServoState.initial(p)
-    if not ni.thermal:
-        st.temperature = p.ambient + p.temp_start
-    qpos = np.zeros((E, tm.model.nq))
-    qvel = np.zeros((E, tm.model.nv))
-    phys = np.zeros((n_steps, tm.model.nq)) if record_physics else None
-    ar = np.arange(E)
-    use_friction = ni.friction and ni.motor
-    qpos_v, qvel_v, mq, mdof = envs.qpos_v, envs.qvel_v, envs.mq, envs.mdof
-    all_e, all_k, bounds, goal_idx, G = (sched.all_e, sched.all_k, sched.bounds,
-                                         sched.goal_idx, sched.G)
+    def __init__(self, tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
+                 record_physics: bool = False) -> None:
+        self.tm, self.spec, self.cfg, self.jobs = tm, spec, cfg, jobs
+        self.ni = ni = cfg.nonideal
+        E, n = len(jobs), tm.n
+        self.dt = dt = float(tm.model.opt.timestep)
+        self.n_steps = n_steps = int(round(cfg.episode_s / dt))
+        self.lsb = lsb = 2 * np.pi / spec.registers.steps_per_rev
+        self.p = p = ServoParams.stack([j.params for j in jobs])
+        self.bus = bus = UnitBus.stack([j.bus for j in jobs])
+        step_t = np.arange(n_steps) * dt
+        self.sched = _host_schedule(tm, spec, cfg, jobs, bus, step_t, dt, lsb)
+        self.envs = envs = _Envs(tm, p, self.sched.G, ni, lsb)
+        self.noise, self.offset = _encoder_noise(jobs, p, ni, n_steps, n, lsb)
+        self.events, self.push, self.push_envs, self.xfrc_v = _loads(jobs, envs, step_t,
+                                                                     tm.ee_body)
+        W = int(round(spec.registers.velocity_window / dt)) if spec.registers.velocity_window \
+            else 0
+        self.W = W
+        self.hist = np.zeros((E, W + 1, n)) if W else None
+        self.rec = {c: np.zeros((E, self.sched.G.shape[1], n)) for c in RECORD_CHANNELS}
+        self.rec_win = np.zeros((E, self.sched.G.shape[1], n)) if W else None
+        self.st = ServoState.initial(p)
+        if not ni.thermal:
+            self.st.temperature = p.ambient + p.temp_start
+        self.qpos = np.zeros((E, tm.model.nq))
+        self.qvel = np.zeros((E, tm.model.nv))
+        self.phys = np.zeros((n_steps, tm.model.nq)) if record_physics else None
+        self.ar = np.arange(E)
+        self.s = 0  # the next physics step
 
-    for s in range(n_steps):
+    def set_goal(self, e: int, k: int, goal: np.ndarray) -> None:
+        """Goal ``k`` of environment ``e`` [rad], quantised as the host writes it (ticks past
+        the episode's last are ignored)."""
+        sched = self.sched
+        if k >= len(sched.goals[e]):
+            return
+        g = np.asarray(goal, dtype=np.float64)
+        if self.ni.quantisation:
+            g = np.round(g / self.lsb) * self.lsb
+        sched.goals[e][k] = g
+        sched.G[e, k] = g
+        if k == len(sched.goals[e]) - 1:
+            sched.G[e, k + 1:] = g
+
+    def sample_step(self, e: int, k: int) -> int:
+        """The physics step at which sample ``k`` of environment ``e`` is read."""
+        return int(self.sched.samples[e][k])
+
+    def advance(self, until: int) -> None:
+        """Run physics steps up to and including step ``until`` (at most the last)."""
+        until = min(until, self.n_steps - 1)
+        while self.s <= until:
+            self._step(self.s)
+            self.s += 1
+
+    def _step(self, s: int) -> None:
+        ni, envs, st, p, sched = self.ni, self.envs, self.st, self.p, self.sched
+        qpos, qvel, lsb, W = self.qpos, self.qvel, self.lsb, self.W
+        E = len(self.jobs)
         for e in range(E):
-            qpos[e] = qpos_v[e]
-            qvel[e] = qvel_v[e]
-        if record_physics:
-            phys[s] = qpos[0]
+            qpos[e] = envs.qpos_v[e]
+            qvel[e] = envs.qvel_v[e]
+        if self.phys is not None:
+            self.phys[s] = qpos[0]
         if envs.full:
             q_out = qpos + st.gap
             w_m = qvel.copy()
         else:
-            q_out = qpos[:, mq] + st.gap
-            w_m = qvel[:, mdof]
-        q_enc = q_out + offset + noise[:, s] * lsb
+            q_out = qpos[:, envs.mq] + st.gap
+            w_m = qvel[:, envs.mdof]
+        q_enc = q_out + self.offset + self.noise[:, s] * lsb
         if ni.quantisation:
             q_enc = np.round(q_enc / lsb) * lsb
-        goal = G[ar, goal_idx[:, s]]
-        v_bus = bus_voltage(bus, st, ni)
-        out = servo_step(p, st, goal, q_enc, w_m, v_bus, dt, ni, cfg.kp_ideal)
+        goal = sched.G[self.ar, sched.goal_idx[:, s]]
+        v_bus = bus_voltage(self.bus, st, ni)
+        out = servo_step(p, st, goal, q_enc, w_m, v_bus, self.dt, ni, self.cfg.kp_ideal)
         if W:
             if s == 0:
-                hist[:] = q_enc[:, None]
-            hist[:, s % (W + 1)] = q_enc
-        for e, mass in events.get(s, ()):
+                self.hist[:] = q_enc[:, None]
+            self.hist[:, s % (W + 1)] = q_enc
+        ee = self.tm.ee_body
+        for e, mass in self.events.get(s, ()):
             envs.models[e].body_mass[ee] = mass
             envs.models[e].body_inertia[ee] = 0.4 * mass * 0.03**2  # 3 cm solid sphere
-        for e in push_envs:
-            xfrc_v[e][:3] = push[e, s]
-        envs.step(out.tau_em, out.friction_bound, use_friction)
-        lo_i, hi_i = bounds[s], bounds[s + 1]
+        for e in self.push_envs:
+            self.xfrc_v[e][:3] = self.push[e, s]
+        envs.step(out.tau_em, out.friction_bound, ni.friction and ni.motor)
+        lo_i, hi_i = sched.bounds[s], sched.bounds[s + 1]
         if hi_i > lo_i:
-            es, ks = all_e[lo_i:hi_i], all_k[lo_i:hi_i]
-            _record(rec, es, ks, q_enc, q_out, w_m, out, st.temperature)
+            es, ks = sched.all_e[lo_i:hi_i], sched.all_k[lo_i:hi_i]
+            _record(self.rec, es, ks, q_enc, q_out, w_m, out, st.temperature)
             for e, k in zip(es.tolist(), ks.tolist()):
-                rec["tau"][e, k] = envs.joint_torque(e)
+                self.rec["tau"][e, k] = envs.joint_torque(e)
             if W:
-                rec_win[es, ks] = hist[es, (s + 1) % (W + 1)]
-    return _episode_records(jobs, sched, rec, rec_win, phys, n_steps, dt, lsb)
+                self.rec_win[es, ks] = self.hist[es, (s + 1) % (W + 1)]
+
+    def records(self) -> list[EpisodeRecord]:
+        """One record per job (call after the last step)."""
+        return _episode_records(self.jobs, self.sched, self.rec, self.rec_win, self.phys,
+                                self.n_steps, self.dt, self.lsb)
+
+
+def simulate(tm: TwinModel, spec: RobotTwinSpec, cfg: SimConfig, jobs: list[Job],
+             record_physics: bool = False) -> list[EpisodeRecord]:
+    """Run ``jobs`` in lockstep for ``cfg.episode_s`` seconds each; one record per job."""
+    run = Lockstep(tm, spec, cfg, jobs, record_physics)
+    run.advance(run.n_steps - 1)
+    return run.records()

@@ -1,0 +1,80 @@
+"""A finished ``neuract fit`` output directory, loaded back as a model.
+
+``load_fit(out)`` rebuilds the fitted actuator and joint parameters from ``out/config.json``
+(the resolved :class:`~neuract.fit.verb.FitConfig`) and ``out/model.safetensors`` (the
+best-validation weights), in float64, ready for :func:`neuract.sim.simulate.simulate`, a
+Gymnasium environment (:mod:`neuract.envs`) or an export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from neuract.actuators import ActuatorConfig
+from neuract.config import from_dict
+from neuract.errors import CheckpointError, ConfigError
+from neuract.fit.checkpoint import load_weights
+from neuract.fit.trainer import SystemModel
+from neuract.sim.simulate import JointParamsConfig
+
+
+@dataclass
+class FittedModel:
+    """What ``neuract fit`` wrote: the model and the options that built it."""
+
+    system: SystemModel  # .actuator, .joints
+    actuator_cfg: ActuatorConfig
+    joints_cfg: JointParamsConfig
+    robot: str  # the plant it was fitted on: 'pendulum', a bundled name or a path
+    n_dof: int
+    path: Path
+
+
+def is_fit_output(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a directory ``neuract fit`` wrote (its config.json is a FitConfig)."""
+    cfg = Path(path) / "config.json"
+    try:
+        return json.loads(cfg.read_text()).get("type") == "FitConfig"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def load_fit(path: str | os.PathLike, dtype: torch.dtype = torch.float64) -> FittedModel:
+    """Load a ``neuract fit`` output directory (``config.json`` + ``model.safetensors``)."""
+    p = Path(path)
+    weights = p / "model.safetensors"
+    if not is_fit_output(p):
+        raise CheckpointError(f"{str(p)!r} is not a neuract fit output: expected a directory "
+                              "with the config.json (type FitConfig) and model.safetensors "
+                              "that `neuract fit --out DIR` writes")
+    if not weights.is_file():
+        raise CheckpointError(f"{str(p)!r}: no model.safetensors (the fit did not finish; "
+                              "rerun `neuract fit` with the same options to resume it)")
+    cfg = json.loads((p / "config.json").read_text())["config"]
+    try:
+        act = from_dict(ActuatorConfig, cfg.get("actuator", {}))
+        joints = from_dict(JointParamsConfig, cfg.get("joints", {}))
+    except (ConfigError, TypeError) as e:
+        raise CheckpointError(f"{str(p / 'config.json')!r}: {e}") from None
+    with safe_open(str(weights), framework="pt") as f:
+        shape = f.get_slice("joints.armature.raw").get_shape() if (
+            "joints.armature.raw" in f.keys()) else None
+    if not shape:
+        raise CheckpointError(f"{str(weights)!r}: no joint parameters (joints.armature); not a "
+                              "neuract fit model")
+    from neuract.fit.identify import build_model
+
+    n = int(shape[0])
+    system = build_model(act, joints, n, dtype)
+    load_weights(system, weights)
+    system.eval()
+    return FittedModel(system, act, joints, str(cfg.get("robot", "pendulum")), n, p)
+
+
+__all__ = ["FittedModel", "is_fit_output", "load_fit"]
