@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     {"neuralactuator"},
     {"estimate"},
     {"twin", "control"},
+    {"envs"},
     {"pipeline"},
     {"demo", "cli", "__main__", "__init__"},
 ]

@@ -126,13 +126,41 @@ def add_position_actuator(spec: mujoco.MjSpec, joint: str, kp: float, name: str 
         act.forcerange = [-force_limit, force_limit]
 
 
-def build_model(robot: str, physics_hz: float, position_kp: float | None = None) -> TwinModel:
+SHIPPED_SERVO = {"so101": "so101", "omx": "omx_arm"}
+"""the bundled description whose MuJoCo position actuators and joint armature, damping and
+frictionloss are each twin robot's "shipped" servo (the OMX's own file drives its joints as
+plain motors)"""
+
+
+def shipped_servo(robot: str) -> dict[str, dict]:
+    """Per joint: the shipped model's position actuator (``gainprm``, ``biasprm``,
+    ``forcerange``, ``forcelimited``) and passive joint parameters."""
+    spec = mujoco.MjSpec.from_file(str(bundled_path(SHIPPED_SERVO[robot])))
+    joints = {j.name: j for j in spec.joints}
+    out = {}
+    for a in spec.actuators:
+        j = joints.get(a.target)
+        if j is None or a.biasprm[1] == 0:  # not a position servo on a joint
+            continue
+        out[a.target] = {"gainprm": np.array(a.gainprm), "biasprm": np.array(a.biasprm),
+                         "forcerange": np.array(a.forcerange),
+                         "forcelimited": a.forcelimited != mujoco.mjtLimited.mjLIMITED_FALSE,
+                         "damping": np.array(j.damping), "frictionloss": float(j.frictionloss),
+                         "armature": float(j.armature)}
+    return out
+
+
+def build_model(robot: str, physics_hz: float, position_kp: float | None = None,
+                shipped: bool = False) -> TwinModel:
     """Compile the twin model of ``robot`` at ``physics_hz`` (see the module docstring).
 
     position_kp: if given, add MuJoCo's own ideal position actuator (general actuator,
     gainprm = kp, biasprm = (0, -kp, 0)) on every servo joint: the reference the ideal twin
-    must reproduce.
+    must reproduce. shipped: instead, the position actuators and the joint armature, damping
+    and frictionloss of the bundled model (:func:`shipped_servo`): MuJoCo's servo as people
+    use it today.
     """
+    servo = shipped_servo(robot) if shipped else {}
     spec = mujoco.MjSpec.from_string(description_xml(robot))
     strip_to_hinges(spec)
     for sensor in list(spec.sensors):
@@ -163,6 +191,10 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None)
         j.damping = np.zeros_like(np.atleast_1d(j.damping)) if np.ndim(j.damping) else 0.0
         j.frictionloss = 0.0
         j.armature = 0.0
+        if j.name in servo:
+            j.damping = servo[j.name]["damping"]
+            j.frictionloss = servo[j.name]["frictionloss"]
+            j.armature = servo[j.name]["armature"]
         j.limited = mujoco.mjtLimited.mjLIMITED_FALSE
         # stiff dry friction: MuJoCo's default soft friction (solref 0.02 s) lets a held
         # joint creep under gravity, which real geared servos do not do
@@ -171,6 +203,18 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None)
     if position_kp is not None:
         for j in hinges:
             add_position_actuator(spec, j.name, position_kp, name=f"{j.name}__position")
+    for j in hinges if shipped else ():
+        if j.name not in servo:
+            raise RobotModelError(f"twin robot {robot!r}: the shipped model has no position "
+                                  f"actuator on joint {j.name!r}")
+        a, sv = spec.add_actuator(), servo[j.name]
+        a.name, a.target, a.trntype = j.name, j.name, mujoco.mjtTrn.mjTRN_JOINT
+        a.gaintype, a.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_AFFINE
+        a.gainprm[:3], a.biasprm[:3] = sv["gainprm"][:3], sv["biasprm"][:3]
+        a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        if sv["forcelimited"]:
+            a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            a.forcerange = sv["forcerange"]
     spec.option.timestep = 1.0 / physics_hz
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT

@@ -41,14 +41,13 @@ def _round(x: np.ndarray, lsb: float, on: bool) -> np.ndarray:
     return np.round(x / lsb) * lsb if (on and lsb > 0) else x
 
 
-def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
-                  joint_names: list[str], name: str, labels: dict,
-                  degraded: np.ndarray | None, current_noise_lsb: float = 0.0,
-                  rng: np.random.Generator | None = None) -> Trajectory:
-    """Canonical telemetry of one simulated episode (see the module docstring).
-    current_noise_lsb: std of the current register's reading noise before rounding
-    [register LSBs] (``SimConfig.current_noise_lsb``), drawn from ``rng`` (the episode's
-    stream, after the simulation's draws); 0 or ``ni.noise`` off: none."""
+def telemetry_channels(c: dict, enc_steps_window: np.ndarray | None, spec: RobotTwinSpec,
+                       ni: Nonidealities, current_noise_lsb: float = 0.0,
+                       rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
+    """The registers a host reads, in SI (``q``, ``qd``, ``current``, ``voltage``,
+    ``temperature``, and ``load`` (STS3215) or ``pwm`` (XM430)), from raw samples ``c``
+    (:data:`~neuract.twin.sim.RECORD_CHANNELS`, each (K, n)); any K, so a host reading one
+    sample at a time gets what a whole episode's conversion gives (noise drawn in order)."""
     r = spec.registers
     if not (math.isfinite(current_noise_lsb) and current_noise_lsb >= 0):
         raise ConfigError(f"current_noise_lsb = {current_noise_lsb!r}; expected a finite "
@@ -56,12 +55,11 @@ def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
     noisy = ni.noise and current_noise_lsb > 0
     if noisy and rng is None:
         raise ConfigError("to_trajectory: current_noise_lsb > 0 needs the episode's rng")
-    c = rec.channels
     quant = ni.quantisation
     lsb = 2 * np.pi / r.steps_per_rev
-    if rec.enc_steps_window is not None and quant:
+    if enc_steps_window is not None and quant:
         steps_now = np.round(c["q_enc"] / lsb)
-        qd = (steps_now - rec.enc_steps_window) / r.velocity_window * lsb
+        qd = (steps_now - enc_steps_window) / r.velocity_window * lsb
     else:
         qd = _round(c["qd_true"], r.velocity_lsb, quant)
     duty = c["duty"]
@@ -71,26 +69,39 @@ def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
         current = current + rng.standard_normal(current.shape) * current_noise_lsb * r.current_lsb
         if r.current_supply_side:  # an unsigned register
             current = np.abs(current)
-    current = _round(current, r.current_lsb, quant)
+    ch = {"q": c["q_enc"], "qd": qd, "current": _round(current, r.current_lsb, quant),
+          "voltage": _round(c["v_servo"], r.volt_lsb, quant),
+          "temperature": _round(c["temperature"], r.temp_lsb, quant)}
+    if r.family == "sts3215":
+        ch["load"] = -counts / r.load_full_scale
+    else:
+        ch["pwm"] = counts / r.load_full_scale
+    return ch
+
+
+def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
+                  joint_names: list[str], name: str, labels: dict,
+                  degraded: np.ndarray | None, current_noise_lsb: float = 0.0,
+                  rng: np.random.Generator | None = None) -> Trajectory:
+    """Canonical telemetry of one simulated episode (see the module docstring).
+    current_noise_lsb: std of the current register's reading noise before rounding
+    [register LSBs] (``SimConfig.current_noise_lsb``), drawn from ``rng`` (the episode's
+    stream, after the simulation's draws); 0 or ``ni.noise`` off: none."""
+    tele = telemetry_channels(rec.channels, rec.enc_steps_window, spec, ni,
+                              current_noise_lsb, rng)
+    effort = "load" if "load" in tele else "pwm"
     ch = {
-        "t": rec.t,
-        "q": c["q_enc"],
-        "qd": qd,
-        "q_goal": rec.q_goal,
-        "current": current,
-        "voltage": _round(c["v_servo"], r.volt_lsb, quant),
-        "temperature": _round(c["temperature"], r.temp_lsb, quant),
-        "tau": c["tau"],
+        "t": rec.t, "q": tele["q"], "qd": tele["qd"], "q_goal": rec.q_goal,
+        "current": tele["current"], "voltage": tele["voltage"],
+        "temperature": tele["temperature"],
+        "tau": rec.channels["tau"],
         "ee_force": rec.ee_force,
         "ee_force_mask": np.ones(len(rec.t), bool),
         "contact": rec.contact.astype(bool),
         "condition": np.full(len(rec.t), int(degraded is not None and bool(np.any(degraded))),
                              np.int8),
+        effort: tele[effort],
     }
-    if r.family == "sts3215":
-        ch["load"] = -counts / r.load_full_scale
-    else:
-        ch["pwm"] = counts / r.load_full_scale
     meta = TrajectoryMeta(robot=spec.robot, joint_names=tuple(joint_names),
                           source="neuract twin", rate_hz=spec.rate_hz, name=name,
                           labels=labels)

@@ -1,0 +1,78 @@
+"""The environments' tasks: the twin's episode plans, drawn exactly as ``neuract twin`` draws
+them, give each episode its reference (the goal trajectory the task asks to follow), payload
+(attached and released) and pushes (external force at the end effector).
+
+A unit and an episode index name a twin episode: ``unit_rng(seed, unit)`` draws the unit's
+hidden servos, ``episode_rng(seed, unit, episode)`` the plan and everything after it, so an
+environment reset with the same seed, unit and episode meets the same episode as
+:func:`neuract.twin.generate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuract.errors import ConfigError
+from neuract.twin.config import SimConfig
+from neuract.twin.generate import GenerateConfig, episode_plan, episode_rng, unit_rng
+from neuract.twin.model import TwinModel
+from neuract.twin.servo import sample_unit
+from neuract.twin.sim import Job
+from neuract.twin.tasks import HOME, EpisodePlan
+
+TASK_IDS = {"Track": "free", "Lift": "lift", "PickPlace": "pick", "Push": "push"}
+"""environment task name -> twin task: follow a free-motion reference; go up and stay still
+with a payload; pick-and-place (payload attached, carried, released); hold and move slowly
+under pushes"""
+ROBOT_IDS = {"SO101": "so101", "OMX": "omx"}
+RATE_HZ = {"so101": 62.0, "omx": 58.8}
+"""telemetry rate of each arm as the twin's host reads it [Hz]: one environment step"""
+
+
+@dataclass
+class Episode:
+    """One drawn episode: its twin job (hidden unit, plan, private stream) and reference."""
+
+    job: Job
+    plan: EpisodePlan
+    home: np.ndarray  # (n,) [rad]
+
+
+def twin_config(robot: str, task: str, seed: int, episode_s: float, physics_hz: float
+                ) -> GenerateConfig:
+    """The ``neuract twin`` options whose episode ``(unit, episode)`` an environment replays."""
+    if task not in TASK_IDS.values():
+        raise ConfigError(f"task {task!r}; accepted: {sorted(TASK_IDS.values())}")
+    if not (np.isfinite(episode_s) and 1.0 <= episode_s <= 600.0):
+        raise ConfigError(f"episode_s = {episode_s!r}; expected seconds in [1, 600]")
+    return GenerateConfig(robot=robot, tasks=(task,), seed=int(seed),
+                          sim=SimConfig(episode_s=float(episode_s), physics_hz=physics_hz))
+
+
+def draw_episode(cfg: GenerateConfig, tm: TwinModel, unit: int, episode: int) -> Episode:
+    """The unit's hidden servos and the episode's plan, as :func:`neuract.twin.generate` draws
+    them (degraded motors applied where the plan draws them)."""
+    from neuract.twin.generate import ROBOT_SPECS, _worn_allowed
+    from neuract.twin.servo import degrade
+
+    spec = ROBOT_SPECS[cfg.robot]()
+    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
+    params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
+    rng = episode_rng(cfg.seed, unit, episode)
+    plan = episode_plan(cfg, cfg.tasks[0], lo, hi, rng)
+    if plan.degraded is not None and plan.degraded.any():
+        plan.degraded = plan.degraded & _worn_allowed(cfg.sim.healthy_motors, tm)
+        params = degrade(params, plan.degraded, spec, rng)
+    return Episode(Job(unit, episode, params, bus, plan, rng), plan, HOME[cfg.robot].copy())
+
+
+def reference(ep: Episode, tm: TwinModel, t: np.ndarray) -> np.ndarray:
+    """(K, n) the task's reference goal at times ``t`` [rad], inside the joint ranges."""
+    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
+    return ep.plan.goal(np.asarray(t, dtype=np.float64), np.zeros(tm.n), lo, hi)
+
+
+__all__ = ["Episode", "RATE_HZ", "ROBOT_IDS", "TASK_IDS", "draw_episode", "reference",
+           "twin_config"]
