@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neuract.data.schema import JOINT_CHANNELS
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
 from neuract.io.common import check_joint_count, robot_joint_ranges
@@ -290,7 +291,8 @@ def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: 
     if ds.has_action:
         ch["q_goal"] = conv(_per_joint(col(action_key)[order], len(ds.joints)))
     for key, channel in ds.extra.items():  # a dataset neuract wrote: its other channels
-        ch[channel] = col(key)[order]
+        v = col(key)[order]
+        ch[channel] = v.reshape(-1, 1) if v.ndim == 1 and channel in JOINT_CHANNELS else v
     task_idx = int(col("task_index")[0]) if "task_index" in parts[0][1].column_names else 0
     labels = {
         "task": tasks.get(task_idx),
