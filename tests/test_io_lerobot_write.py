@@ -216,3 +216,23 @@ def test_real_so101_lerobot_round_trip(shared_data, tmp_path):
     assert info["total_frames"] == 1492 and info["fps"] == 30
     assert info["splits"] == {"train": "0:4"}
     _assert_same(trajs, _read_quietly(out))
+
+
+def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    trajs = _twin()
+    old = write_lerobot(trajs[:1], tmp_path / "lr")
+    before = sorted(p.relative_to(old).as_posix() for p in old.rglob("*"))
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    import neuract.io.lerobot_write as lw
+
+    monkeypatch.setattr(lw, "_tasks_table", broken)  # fails after the data files are written
+    with pytest.raises(OSError, match="disk full"):
+        write_lerobot(trajs, tmp_path / "new")
+    with pytest.raises(OSError, match="disk full"):
+        write_lerobot(trajs, old, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lr"]  # no staging dir left over
+    assert sorted(p.relative_to(old).as_posix() for p in old.rglob("*")) == before
+    assert len(_read_quietly(old)) == 1
