@@ -1,9 +1,11 @@
-"""``neuract ingest SOURCE --format nad|bam|lerobot|csv --robot NAME --out DIR``.
+"""``neuract ingest SOURCE --format nad|bam|lerobot|csv|neuract --robot NAME --out DIR``.
 
 Reads every episode of SOURCE with the chosen reader, optionally resamples to a fixed rate
 and differentiates positions, writes a dataset directory (parquet per episode +
 ``meta/info.json`` + ``meta/stats.json`` + ``config.json``) atomically, and prints a summary
-table. Any error leaves no output directory behind.
+table. Any error leaves no output directory behind. ``--out-format lerobot`` writes the
+episodes as a LeRobot v3.0 dataset instead (:mod:`neuract.io.lerobot_write`); with
+``--format neuract`` that exports an existing neuract dataset.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from neuract.errors import ConfigError, SchemaError
 from neuract.io.common import check_robot_name
 from neuract.io.ingest_config import IngestConfig
 from neuract.io.ingest_formats import FORMATS
+from neuract.io.lerobot_write import LEROBOT_DEST, write_lerobot
+
+OUT_FORMATS = ("neuract", "lerobot")
+"""what ``--out-format`` writes: the canonical dataset, or a LeRobot v3.0 dataset"""
 
 
 def _postprocess(cfg: IngestConfig, tr: Trajectory) -> Trajectory:
@@ -184,6 +190,8 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     """Ingest; returns the summary (also printed unless ``cfg.quiet``)."""
 
     FORMATS.get(cfg.format)  # unknown format: fail before reading anything
+    if cfg.out_format not in OUT_FORMATS:
+        raise ConfigError(f"--out-format {cfg.out_format!r}; accepted: {', '.join(OUT_FORMATS)}")
     if cfg.limit is not None and not (isinstance(cfg.limit, int) and cfg.limit >= 1):
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of episodes >= 1 (leave "
                           "it out to read every episode)")
@@ -199,8 +207,9 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
     if cfg.calibration is not None and not Path(cfg.calibration).is_file():
         raise ConfigError(f"--calibration {str(cfg.calibration)!r}: file not found; expected a "
                           "LeRobot calibration JSON file")
+    dest = LEROBOT_DEST if cfg.out_format == "lerobot" else DATASET_DEST
     check_dest(cfg.out, cfg.overwrite, inputs=(cfg.source, cfg.mapping, cfg.calibration),
-               **DATASET_DEST)  # before reading anything
+               **dest)  # before reading anything
     with warnings.catch_warnings():
         if cfg.quiet:  # the readers' notes; what --skip-bad leaves out is always said
             warnings.simplefilter("ignore")
@@ -214,11 +223,15 @@ def run(cfg: IngestConfig) -> dict[str, Any]:
             f"{cfg.source}: episodes of several robots found{forced}: {'; '.join(found)}. "
             "One dataset holds one robot: select files with --include (e.g. 'so101/*')"
         )
-    write_dataset(trajs, cfg.out, overwrite=cfg.overwrite, config=cfg)
+    if cfg.out_format == "lerobot":
+        write_lerobot(trajs, cfg.out, overwrite=cfg.overwrite)
+    else:
+        write_dataset(trajs, cfg.out, overwrite=cfg.overwrite, config=cfg)
     summary = summarize(trajs)
     if not cfg.quiet:
         _print_summary(summary, cfg.out)
     return summary
 
 
-__all__ = ["FORMATS", "IngestConfig", "LeftOutEpisode", "read_all", "run", "summarize"]
+__all__ = ["FORMATS", "OUT_FORMATS", "IngestConfig", "LeftOutEpisode", "read_all", "run",
+           "summarize"]

@@ -16,9 +16,13 @@ class IngestConfig:
     source: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="SOURCE")]
     """log file, folder or archive to read"""
     format: str
-    """input format: nad, bam, lerobot or csv"""
+    """input format: nad, bam, lerobot, csv, or neuract (a neuract dataset directory, e.g. to
+    export it with --out-format lerobot)"""
     out: Path
     """output dataset directory (must not exist unless --overwrite)"""
+    out_format: str = "neuract"
+    """output layout: neuract (the canonical dataset) or lerobot (LeRobot v3.0, every channel
+    as a feature, positions in rad)"""
     robot: str | None = None
     """robot name (so101, omx, panda, planar2, pendulum, ...); default: inferred by the reader"""
     mapping: Path | None = None

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from neuract.data.dataset import load_dataset
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError, SchemaError
 from neuract.io.bam_log import read_bam_log
@@ -135,6 +136,17 @@ def _lerobot(cfg: IngestConfig):
             f"{cfg.source}: not a LeRobot dataset root (no meta/info.json; expected "
             f"meta/info.json and data/**/*.parquet){hint}"
         )
+    return [cfg.source], read
+
+
+@FORMATS.register("neuract")
+def _neuract(cfg: IngestConfig):
+    def read(root: Path) -> list[Trajectory]:
+        return list(load_dataset(root))
+
+    if not (cfg.source / "meta" / "info.json").is_file():
+        raise SchemaError(f"{cfg.source}: not a neuract dataset directory (no meta/info.json; "
+                          "expected the output of neuract ingest, twin or simulate)")
     return [cfg.source], read
 
 

@@ -29,6 +29,11 @@ Position units. LeRobot stores motor positions as configured when recording:
 - ``auto`` (default): ``range_m100_100`` for ``so100*``/``so101*`` robot types (LeRobot's
   default), otherwise an error asking for an explicit unit. ``info.json`` does not record
   which mode was used, so pass ``deg`` for datasets recorded with ``use_degrees=True``.
+
+A dataset neuract wrote (:func:`neuract.io.lerobot_write.write_lerobot`; its ``info.json``
+has a ``neuract`` block) is in rad: ``auto`` reads it as such, without a warning, and every
+channel it holds (``observation.velocity`` -> qd, ...) and each episode's metadata
+(``neuract/meta`` in ``meta/episodes``) come back exactly as written.
 """
 
 from __future__ import annotations
@@ -46,9 +51,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neuract.data.schema import JOINT_CHANNELS
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
 from neuract.io.common import check_joint_count, robot_joint_ranges
+from neuract.io.lerobot_features import EPISODE_META_COLUMN, INFO_KEY, is_neuract
 from neuract.io.registers import STS3215_RAD_PER_STEP
 
 POSITION_UNITS = ("auto", "rad", "deg", "range_m100_100")
@@ -121,6 +128,7 @@ def _converter(
     joints: list[str],
     calibration: str | os.PathLike | None,
     src: str,
+    neuract: bool = False,
 ):
     """A function (T, n) values -> (T, n) rad, plus a description for the labels."""
     if units not in POSITION_UNITS:
@@ -128,7 +136,9 @@ def _converter(
             f"unknown LeRobot position unit {units!r}; accepted: {', '.join(POSITION_UNITS)}"
         )
     if units == "auto":
-        if robot_type.startswith(("so100", "so101", "so_100", "so_101")):
+        if neuract:
+            units = "rad"
+        elif robot_type.startswith(("so100", "so101", "so_100", "so_101")):
             units = "range_m100_100"
         else:
             raise ConfigError(
@@ -203,6 +213,8 @@ class _Info:
     robot: str
     joints: list[str]
     has_action: bool
+    extra: dict[str, str]
+    """feature -> channel of the other channels (a dataset neuract wrote; else empty)"""
 
 
 def _read_info(root: Path, robot: str | None, state_key: str, action_key: str) -> _Info:
@@ -221,7 +233,11 @@ def _read_info(root: Path, robot: str | None, state_key: str, action_key: str) -
     has_action = action_key in info.get("features", {})
     if has_action and _joint_names(info, action_key, info_path) != joints:
         has_action = False  # action in another space (e.g. end-effector): not a joint goal
-    return _Info(info_path, info, version, fps, robot_type, robot, joints, has_action)
+    extra: dict[str, str] = {}
+    if is_neuract(info):
+        extra = {k: str(c) for k, c in info[INFO_KEY].get("channels", {}).items()
+                 if k not in ("timestamp", state_key, action_key)}
+    return _Info(info_path, info, version, fps, robot_type, robot, joints, has_action, extra)
 
 
 def _read_tables(root: Path, want: list[str]) -> list[tuple[Path, pa.Table]]:
@@ -255,17 +271,17 @@ def _episode_parts(tables: list[tuple[Path, pa.Table]]) -> dict[int, list[tuple[
 
 
 def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: str,
-             tasks: dict[int, str], state_key: str, action_key: str) -> Trajectory:
+             tasks: dict[int, str], state_key: str, action_key: str,
+             episode_meta: dict[int, dict[str, Any]]) -> Trajectory:
     """One episode's rows (ordered by ``frame_index``) as a Trajectory."""
     src = ", ".join(str(f) for f, _ in parts)
 
     def col(name: str) -> np.ndarray:
-        arrs = [np.asarray(t.column(name).to_pylist(), dtype=np.float64) for _, t in parts]
-        return np.concatenate(arrs, axis=0)
+        return np.concatenate([_values(t.column(name)) for _, t in parts], axis=0)
 
     order = np.argsort(col("frame_index"), kind="stable")
     ch: dict[str, np.ndarray] = {"t": col("timestamp")[order]}
-    q = col(state_key)[order]
+    q = _per_joint(col(state_key)[order], len(ds.joints))
     if q.ndim != 2 or q.shape[1] != len(ds.joints):
         raise SchemaError(
             f"{src}: column {state_key!r} has shape {q.shape}; expected "
@@ -273,7 +289,10 @@ def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: 
         )
     ch["q"] = conv(q)
     if ds.has_action:
-        ch["q_goal"] = conv(col(action_key)[order])
+        ch["q_goal"] = conv(_per_joint(col(action_key)[order], len(ds.joints)))
+    for key, channel in ds.extra.items():  # a dataset neuract wrote: its other channels
+        v = col(key)[order]
+        ch[channel] = v.reshape(-1, 1) if v.ndim == 1 and channel in JOINT_CHANNELS else v
     task_idx = int(col("task_index")[0]) if "task_index" in parts[0][1].column_names else 0
     labels = {
         "task": tasks.get(task_idx),
@@ -291,7 +310,43 @@ def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: 
         name=f"episode_{ep:06d}",
         labels=labels,
     )
+    if ep in episode_meta:  # a dataset neuract wrote: the episode's metadata as written
+        meta = TrajectoryMeta.from_dict(episode_meta[ep])
     return Trajectory(ch, meta)
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray:
+    """A column as (T,) or, for fixed-size lists, (T, n) numbers (float64; bool and int8
+    columns keep their dtype)."""
+    arr = column.combine_chunks()
+    if pa.types.is_fixed_size_list(arr.type):
+        n = arr.type.list_size
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(arr), n)
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        return np.asarray(arr.to_pylist(), dtype=np.float64)
+    out = arr.to_numpy(zero_copy_only=False)
+    return out if out.dtype.kind in "bi" else out.astype(np.float64)
+
+
+def _per_joint(v: np.ndarray, n: int) -> np.ndarray:
+    """Positions as (T, n): a one-joint feature (shape [1]) is stored as a plain column."""
+    return v.reshape(-1, 1) if v.ndim == 1 and n == 1 else v.astype(np.float64, copy=False)
+
+
+def _episode_meta(root: Path, ds: _Info) -> dict[int, dict[str, Any]]:
+    """episode index -> its neuract metadata (a dataset neuract wrote; else empty)."""
+    if not is_neuract(ds.info):
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for f in sorted((root / "meta" / "episodes").rglob("*.parquet")):
+        try:
+            tab = pq.read_table(f, columns=["episode_index", EPISODE_META_COLUMN])
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise SchemaError(f"{f}: no readable {EPISODE_META_COLUMN!r} column: {exc}") from None
+        for ep, text in zip(tab.column(0).to_pylist(), tab.column(1).to_pylist(), strict=True):
+            out[int(ep)] = json.loads(text)
+    return out
 
 
 def read_lerobot(
@@ -306,14 +361,16 @@ def read_lerobot(
     root = Path(root)
     ds = _read_info(root, robot, state_key, action_key)
     conv, how = _converter(position_units, ds.robot_type, ds.robot, ds.joints, calibration,
-                           str(ds.path))
+                           str(ds.path), neuract=is_neuract(ds.info))
     want = [state_key, "timestamp", "episode_index", "frame_index"]
     if ds.has_action:
         want.append(action_key)
+    want += list(ds.extra)
     tables = _read_tables(root, want)
     tasks = _tasks(root)
     episodes = _episode_parts(tables)
-    return [_episode(ep, episodes[ep], ds, conv, how, tasks, state_key, action_key)
+    episode_meta = _episode_meta(root, ds)
+    return [_episode(ep, episodes[ep], ds, conv, how, tasks, state_key, action_key, episode_meta)
             for ep in sorted(episodes)]
 
 
