@@ -107,7 +107,8 @@ class GRUConvention(nn.Module):
         return b * torch.tanh(self.tau_max * out / b), (h.unsqueeze(0), c0)
 
 
-def _check(actuator: Any) -> ActuatorNet:
+def check_net(actuator: Any) -> ActuatorNet:
+    """``actuator`` if it exports to the convention; else ConfigError saying why."""
     if not isinstance(actuator, ActuatorNet):
         raise ConfigError(
             f"--format torchscript exports a learned net (actuator.type mlp or gru); this "
@@ -169,7 +170,7 @@ def convention_notes(actuator: ActuatorNet, control_dt: float, substeps: int) ->
 def script_actuator_net(actuator: Any) -> torch.jit.ScriptModule:
     """The scripted, float32 convention module of an MLP or GRU ActuatorNet (refusals: see the
     module docstring)."""
-    net = copy.deepcopy(_check(actuator))  # the caller's model keeps its dtype
+    net = copy.deepcopy(check_net(actuator))  # the caller's model keeps its dtype
     wrap = MLPConvention(net) if net.cfg.arch == "mlp" else GRUConvention(net)
     with warnings.catch_warnings():  # TorchScript is deprecated; it is what consumers load
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -195,5 +196,5 @@ def sidecar_path(dest: str | os.PathLike) -> Path:
     return dest.with_name(dest.stem + ".json")
 
 
-__all__ = ["GRUConvention", "MLPConvention", "convention_notes", "export_torchscript",
+__all__ = ["GRUConvention", "MLPConvention", "check_net", "convention_notes", "export_torchscript",
            "script_actuator_net", "sidecar_path"]
