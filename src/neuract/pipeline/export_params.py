@@ -81,6 +81,12 @@ def run_params(cfg: Any, dest: Path) -> dict[str, Any]:
     check_dest(dest, cfg.format, cfg.overwrite)
     model, fit = load_fit(cfg.checkpoint)
     if cfg.format == "bam":  # refusals before any folder is made
+        n = model.joints.armature.raw.numel()
+        if n != 1:
+            raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r}: a fit of {n} joints; a "
+                              "BAM parameter file holds one (accepted: a 1-joint fit; "
+                              "neuract.io.bam_params.save_bam_params(path, actuator, joints, "
+                              "joint=i) writes joint i)")
         to_bam_params(model.actuator, model.joints)
     else:
         check_net(model.actuator)
