@@ -190,17 +190,13 @@ def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfi
 
 def kscale_published(test: RunBatch, which: str, volt: float | None, substeps: int = 1
                      ) -> np.ndarray:
-    """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model."""
-    p = json.loads((STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json").read_text())
-    model = sts3215_model(friction=which)
-    act, fr = model.actuator, model.actuator.friction
-    act.kt.set(p["kt"])
-    act.R.set(p["R"])
-    for k, v in p.items():
-        if hasattr(fr, k) and k not in ("model",):
-            getattr(fr, k).set(max(v, 1e-9))
-    model.joints.armature.set(p["armature"])
-    model.joints.offset.set(p["q_offset"])
+    """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model
+    (read by :func:`neuract.io.bam_params.load_bam_params`)."""
+    from neuract.fit.trainer import SystemModel
+    from neuract.io.bam_params import load_bam_params
+
+    fit = load_bam_params(STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json")
+    model = SystemModel(*fit.build(dtype=torch.float64))
     b = test if volt is None else dataclasses.replace(test, voltage=torch.full_like(
         test.voltage, volt))
     return sts3215_rollout(model, b, substeps)

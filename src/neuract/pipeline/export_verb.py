@@ -19,6 +19,10 @@ under a staging name and only then moved to ``--out``, so a failing one is not l
 An existing ``--out`` is refused unless ``--overwrite`` is given, and even then only an
 earlier ONNX file of this verb (neuract's metadata) or an empty directory is replaced; an
 earlier AOT package directory (its ``aot.json``) is recompiled in place without it.
+
+``--format bam`` and ``--format torchscript`` export a ``neuract fit`` output directory
+instead (a servo's BAM parameter file; an MLP/GRU net for Isaac Lab / mjlab):
+:mod:`neuract.pipeline.export_params`.
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ from neuract.neuralactuator import export as na_export
 from neuract.neuralactuator.compiled import AOT_DEST
 from neuract.neuralactuator.export import QUANTIZE, reference_outputs
 from neuract.pipeline.checkpoints import calibrated, load_model
+from neuract.pipeline.export_params import run_params
 
-FORMATS = ("onnx", "aot")
+FORMATS = ("onnx", "aot", "bam", "torchscript")
 CHECK_LIMIT = {"none": 1e-3, "int8": 0.25}
 """largest |export - torch| over an output's spread the check accepts (float32 exports agree
 to ~1e-6; int8 ones to a few per cent on trained and random models)"""
 DEFAULT_OUT = {"onnx": Path("runs/export/neuralactuator.onnx"),
-               "aot": Path("runs/export/neuralactuator_aot")}
+               "aot": Path("runs/export/neuralactuator_aot"),
+               "bam": Path("runs/export/fit.json"), "torchscript": Path("runs/export/net.pt")}
 
 
 @dataclass
@@ -54,13 +60,15 @@ class ExportConfig:
     decisions)."""
 
     checkpoint: Path
-    """checkpoint directory (model.safetensors + config.json), either mode"""
+    """checkpoint directory (model.safetensors + config.json), either mode; bam and
+    torchscript: a `neuract fit` output directory"""
     out: Path | None = None
     """onnx: the file to write (atomically; its folder is created; default
     runs/export/neuralactuator.onnx); aot: the directory (default runs/export/neuralactuator_aot)"""
     format: str = "onnx"
     """onnx (one file for ONNX Runtime) or aot (torch AOTInductor packages, one per batch size;
-    needs a C++ compiler, and the torch that compiled them to run)"""
+    needs a C++ compiler, and the torch that compiled them to run); bam (a fitted servo's BAM
+    parameter JSON) or torchscript (a fitted MLP/GRU net for Isaac Lab / mjlab, + sidecar)"""
     quantize: str = "none"
     """none (float32, equal to torch to about 1e-6) or int8 (the head trunk's weights in int8:
     faster at batch 1, an approximation; onnx: ONNX Runtime's dynamic quantization, aot:
@@ -82,6 +90,8 @@ def run(cfg: ExportConfig) -> dict[str, Any]:
     if cfg.quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {cfg.quantize!r}; accepted: {list(QUANTIZE)}")
     dest = Path(cfg.out) if cfg.out is not None else DEFAULT_OUT[cfg.format]
+    if cfg.format in ("bam", "torchscript"):
+        return run_params(cfg, dest)
     if cfg.format == "onnx" and dest.suffix.lower() != ".onnx":
         raise ConfigError(f"--out {str(dest)!r}: expected a file name ending in .onnx")
     if not cfg.batch_sizes or not all(type(b) is int and b >= 1 for b in cfg.batch_sizes):
