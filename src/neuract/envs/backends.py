@@ -229,40 +229,54 @@ class MjPlant:
 
     def __init__(self, fixed: _FixedRate, dtype: torch.dtype):
         self.f, self.dtype = fixed, dtype
-        self.n_dof = fixed.tm.n
-        self._M: torch.Tensor | None = None
+        tm = fixed.tm
+        self.n_dof = tm.n
+        nv = tm.model.nv
+        self.full = (np.array_equal(tm.motor_dof, np.arange(nv))
+                     and np.array_equal(tm.motor_qpos, np.arange(tm.model.nq)))
+        self._M = np.zeros((fixed.E, nv, nv))
+        self._b = np.zeros((fixed.E, nv))
+        self._ext = np.zeros(nv)
+
+    def _sel(self, x: np.ndarray, square: bool = False) -> torch.Tensor:
+        if not self.full:
+            d = self.f.tm.motor_dof
+            x = x[:, d][:, :, d] if square else x[:, d]
+        return torch.from_numpy(x.copy()).to(self.dtype)
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
         tm, f = self.f.tm, self.f
-        nv = tm.model.nv
-        out = np.zeros((f.E, nv, nv))
         qn = q.detach().cpu().numpy()
         for e in range(f.E):
             m, d = f.models[e], f.datas[e]
-            d.qpos[tm.motor_qpos] = qn[e]
+            if self.full:
+                d.qpos[:] = qn[e]
+            else:
+                d.qpos[tm.motor_qpos] = qn[e]
             mujoco.mj_fwdPosition(m, d)
-            mujoco.mj_fullM(m, d, out[e])
-        sel = np.ix_(tm.motor_dof, tm.motor_dof)
-        return torch.as_tensor(out[:, sel[0], sel[1]], dtype=self.dtype)
+            mujoco.mj_fullM(m, d, self._M[e])
+        return self._sel(self._M, square=True)
 
     def bias_forces(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
         """-(generalized force of gravity, Coriolis and the push) at the rows' last
         :meth:`mass_matrix` positions (``q`` is the same: the step calls both at one q)."""
         tm, f = self.f.tm, self.f
         qdn = qd.detach().cpu().numpy()
-        out = np.zeros((f.E, tm.model.nv))
-        ee = tm.ee_body
+        ee, out, ext = tm.ee_body, self._b, self._ext
         for e in range(f.E):
             m, d = f.models[e], f.datas[e]
-            d.qvel[tm.motor_dof] = qdn[e]
+            if self.full:
+                d.qvel[:] = qdn[e]
+            else:
+                d.qvel[tm.motor_dof] = qdn[e]
             mujoco.mj_fwdVelocity(m, d)
             out[e] = d.qfrc_bias
             push = d.xfrc_applied[ee, :3]
             if push.any():
-                ext = np.zeros(m.nv)
+                ext[:] = 0.0
                 mujoco.mj_applyFT(m, d, push, np.zeros(3), d.xipos[ee], ee, ext)
                 out[e] -= ext
-        return torch.as_tensor(out[:, tm.motor_dof], dtype=self.dtype)
+        return self._sel(out)
 
 
 class _Recorder:

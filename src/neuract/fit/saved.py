@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from neuract.actuators import ActuatorConfig
-from neuract.config import from_dict
+from neuract.config import load_resolved
 from neuract.errors import CheckpointError, ConfigError
 from neuract.fit.checkpoint import load_weights
+from neuract.fit.identify import build_model
 from neuract.fit.trainer import SystemModel
-from neuract.sim.simulate import JointParamsConfig
+from neuract.fit.verb import FitConfig
 
 
 @dataclass
@@ -29,11 +29,14 @@ class FittedModel:
     """What ``neuract fit`` wrote: the model and the options that built it."""
 
     system: SystemModel  # .actuator, .joints
-    actuator_cfg: ActuatorConfig
-    joints_cfg: JointParamsConfig
-    robot: str  # the plant it was fitted on: 'pendulum', a bundled name or a path
+    config: FitConfig  # .actuator, .joints, .train, .robot (the plant it was fitted on)
     n_dof: int
     path: Path
+
+    @property
+    def robot(self) -> str:
+        """'pendulum', a bundled robot name or a description's path."""
+        return self.config.robot
 
 
 def is_fit_output(path: str | os.PathLike) -> bool:
@@ -56,25 +59,21 @@ def load_fit(path: str | os.PathLike, dtype: torch.dtype = torch.float64) -> Fit
     if not weights.is_file():
         raise CheckpointError(f"{str(p)!r}: no model.safetensors (the fit did not finish; "
                               "rerun `neuract fit` with the same options to resume it)")
-    cfg = json.loads((p / "config.json").read_text())["config"]
     try:
-        act = from_dict(ActuatorConfig, cfg.get("actuator", {}))
-        joints = from_dict(JointParamsConfig, cfg.get("joints", {}))
+        cfg = load_resolved(FitConfig, p / "config.json")
     except (ConfigError, TypeError) as e:
         raise CheckpointError(f"{str(p / 'config.json')!r}: {e}") from None
     with safe_open(str(weights), framework="pt") as f:
-        shape = f.get_slice("joints.armature.raw").get_shape() if (
-            "joints.armature.raw" in f.keys()) else None
+        key = "joints.armature.raw"
+        shape = f.get_slice(key).get_shape() if key in f.keys() else None
     if not shape:
         raise CheckpointError(f"{str(weights)!r}: no joint parameters (joints.armature); not a "
                               "neuract fit model")
-    from neuract.fit.identify import build_model
-
     n = int(shape[0])
-    system = build_model(act, joints, n, dtype)
+    system = build_model(cfg.actuator, cfg.joints, n, dtype)
     load_weights(system, weights)
     system.eval()
-    return FittedModel(system, act, joints, str(cfg.get("robot", "pendulum")), n, p)
+    return FittedModel(system, cfg, n, p)
 
 
 __all__ = ["FittedModel", "is_fit_output", "load_fit"]

@@ -18,12 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from safetensors import safe_open
-
-from neuract.config import load_resolved
 from neuract.errors import CheckpointError, ConfigError
-from neuract.fit.checkpoint import load_weights
-from neuract.fit.identify import build_model
+from neuract.fit import saved
 from neuract.fit.trainer import SystemModel
 from neuract.fit.verb import FitConfig
 from neuract.io.bam_params import save_bam_params, to_bam_params
@@ -51,13 +47,8 @@ def load_fit(path: str | os.PathLike) -> tuple[SystemModel, FitConfig]:
     if not weights.is_file():
         raise CheckpointError(f"{where}: model.safetensors missing (the fit did not "
                               "finish); rerun `neuract fit`")
-    cfg = load_resolved(FitConfig, cfg_path)
-    with safe_open(str(weights), "pt") as f:
-        key = "joints.armature.raw"
-        n_dof = int(f.get_slice(key).get_shape()[0]) if key in f.keys() else 1
-    model = build_model(cfg.actuator, cfg.joints, n_dof)
-    load_weights(model, weights)
-    return model, cfg
+    fm = saved.load_fit(path)
+    return fm.system, fm.config
 
 
 def check_dest(dest: Path, fmt: str, overwrite: bool) -> None:
