@@ -1,0 +1,1 @@
+"""neuract.runtime (placeholder)"""
