@@ -158,7 +158,7 @@ def arm_record(robot: str, site: str) -> dict:
     rec = {"robot": str(robot), "site": str(site), "mujoco": mujoco.__version__,
            "mjb": None, "reason": pc.fallback_reason}
     if pc.backend == "mujoco":
-        rec["mjb"] = arm_binary(pc._mj._mj)
+        rec["mjb"] = arm_binary(pc._mj.model)
     return rec
 
 

@@ -31,6 +31,8 @@ class MjPose:
         self.n = mj.nv
         self.g = np.zeros(self.n)
         self.jac = np.zeros((3, self.n))
+        self.model = mj
+        """the MuJoCo model"""
         self._mj, self._data, self._sid = mj, mujoco.MjData(mj), sid
         self._fns = (mujoco.mj_kinematics, mujoco.mj_comPos, mujoco.mj_rne, mujoco.mj_jacSite)
 
