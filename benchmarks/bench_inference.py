@@ -533,8 +533,10 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
     weights, feature statistics of the episodes): a step does the same work whatever the
     weights. The estimator's default backends are timed, and in the same rounds (each round
     runs each on the same episodes) its torch fallback (``network="torch"``,
-    ``physics_backend="torch"``) and, for reference, the int8 network
-    (``network="onnxruntime-int8"``: an approximation, which the default never runs)."""
+    ``physics_backend="torch"``), for reference the int8 network
+    (``network="onnxruntime-int8"``: an approximation, which the default never runs) and
+    ``neuract.runtime.Runtime`` on the model's export (``runtime``: the same step without
+    torch)."""
     from neuract.estimate.stream import StreamingEstimator
     from neuract.neuralactuator.features import feature_stats, windows
     from neuract.twin import GenerateConfig, generate
@@ -557,6 +559,11 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
             ests["int8_network"] = StreamingEstimator(model, network="onnxruntime-int8")
     except TypeError:
         pass
+    if ests["default"].backend == "onnxruntime":  # the exported file, run without torch
+        from neuract.runtime import Runtime
+
+        with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
+            ests["runtime"] = Runtime(export_onnx(model, Path(td) / "estimator.onnx"))
     est = ests["default"]
     streams = []
     for tr in eps:
@@ -592,7 +599,7 @@ def time_stream_steps(rounds: int = 5, episodes: int = 2) -> dict:
             "statistic": "every StreamingEstimator.step call, wall clock (cpu_time: the "
                          "thread's CPU time), the history's first samples (no output yet) "
                          "included"}
-    for name in ("torch_fallback", "int8_network"):  # the same rounds, the same episodes
+    for name in ("torch_fallback", "int8_network", "runtime"):  # the same rounds and episodes
         if name in ms:
             info[name] = {"p50_ms": float(np.median(ms[name][:, 0])),
                           "p90_ms": float(np.percentile(ms[name][:, 0], 90)),

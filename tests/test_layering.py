@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
     {"errors"},
     {"atomic", "registry", "lbfgs"},
     {"config"},
+    {"runtime"},
     {"robot"},
     {"actuators"},
     {"sim"},
@@ -35,7 +36,9 @@ LAYERS: list[set[str]] = [
     {"demo", "cli", "__main__", "__init__"},
 ]
 """``estimate`` (classical estimators and NeuralActuator's estimator mode) sits on the network
-(``neuralactuator``); ``__init__`` (the package's lazy top-level names) sits on top."""
+(``neuralactuator``); ``runtime`` (an exported estimator run without torch: numpy, ONNX
+Runtime, MuJoCo) sits low so that both build on it; ``__init__`` (the package's lazy
+top-level names) sits on top."""
 
 
 def _module_name(path: Path) -> str:

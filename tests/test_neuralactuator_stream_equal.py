@@ -74,15 +74,17 @@ def make_model(episodes, system_model=None, **kw) -> NeuralActuator:
     return m
 
 
-def assert_equal_to_estimate(m, tr, **kw) -> None:
+def assert_equal_to_estimate(m, tr, stream=None, **kw) -> None:
     """Every output of every sample, streamed, equals estimate's: within TOL with neutral
     decision thresholds (the network's outputs, the condition smoothing); with the model's
     calibrated gate filter and per-motor condition thresholds, the same decisions at every
     sample, the torque and force within TOL and the probabilities within FILTERED_TOL. The
-    gate decides both ways, and the decisions come when estimate says."""
+    gate decides both ways, and the decisions come when estimate says. stream(tr, **filters):
+    the streamed outputs (default: ``stream_trajectory`` of m, with ``kw``)."""
     for filters in (NEUTRAL, {}):
         want = estimate(m, tr, **filters)
-        got = stream_trajectory(m, tr, **filters, **kw)
+        got = (stream(tr, **filters) if stream is not None
+               else stream_trajectory(m, tr, **filters, **kw))
         v = want["valid"]
         np.testing.assert_array_equal(got["valid"], v)
         np.testing.assert_array_equal(got["contact_decided_t"], want["contact_decided_t"])

@@ -460,8 +460,10 @@ def test_per_motor_condition_thresholds_fit_each_motors_own_level(raw_condition)
     # shift_threshold maps each motor's own threshold to 0.5
     p = np.array([[0.7, 0.3]])
     np.testing.assert_allclose(filters.shift_threshold(p, np.array([0.7, 0.3])), 0.5)
+    from neuract.runtime.decide import check_condition_threshold
+
     with pytest.raises(Exception, match="per-motor"):
-        filters._threshold((0.5, 0.5, 0.5), 2)
+        check_condition_threshold((0.5, 0.5, 0.5), 2)
 
 
 @pytest.mark.parametrize("steps", [1, 2, 10, 11])

@@ -9,9 +9,16 @@ import numpy as np
 
 from neuract.errors import ConfigError
 from neuract.neuralactuator.model import NeuralActuator
+from neuract.runtime.decide import (  # noqa: F401 (the decisions' checks live here too)
+    DEFAULT_CONDITION_TAU_S,
+    check_gate_filter,
+    log_odds,
+    resolve_decisions,
+)
 
-DEFAULT_CONDITION_TAU_S = 5.0
-"""condition smoothing time constant [s] of a model without a selected one"""
+CALIBRATED = ("condition_threshold", "gate_threshold", "condition_tau_s", "gate_tau_s",
+              "gate_release")
+"""the model attributes that hold its calibrated decisions"""
 
 
 def resolve_filters(model: NeuralActuator, condition_tau_s: float | None = None,
@@ -20,57 +27,11 @@ def resolve_filters(model: NeuralActuator, condition_tau_s: float | None = None,
                     gate_release: float | None = None) -> tuple:
     """(condition_tau_s, condition_threshold, gate_threshold, gate_tau_s, gate_release) of
     :func:`estimate`: each argument left None takes the model's calibrated value (see
-    there), the gate's filter only together with the model's own gate threshold."""
-    if condition_threshold is None:
-        condition_threshold = getattr(model, "condition_threshold", 0.5)
-    condition_threshold = _threshold(condition_threshold, model.cfg.n_joints)
-    if condition_tau_s is None:
-        condition_tau_s = float(getattr(model, "condition_tau_s", DEFAULT_CONDITION_TAU_S))
-    if not (isinstance(condition_tau_s, (int, float)) and np.isfinite(condition_tau_s)
-            and condition_tau_s > 0):
-        raise ConfigError(f"condition_tau_s={condition_tau_s!r} (--condition-tau-s); expected "
-                          "a finite smoothing time constant > 0 s (a tiny one, e.g. 1e-9, "
-                          "smooths nothing)")
-    # the model's gate filter goes with the model's threshold: a caller that sets the
-    # threshold gets a plain threshold unless it sets the filter too
-    own = gate_threshold is None
-    if own:
-        gate_threshold = float(getattr(model, "gate_threshold", 0.5))
-    if gate_tau_s is None:
-        gate_tau_s = float(getattr(model, "gate_tau_s", 0.0)) if own else 0.0
-    if gate_release is None:
-        gate_release = (float(getattr(model, "gate_release", gate_threshold)) if own
-                        else gate_threshold)
-    return condition_tau_s, condition_threshold, gate_threshold, gate_tau_s, gate_release
-
-
-def check_gate_filter(tau_s: float, threshold: float, release: float) -> None:
-    """Refuse a gate filter (see :func:`gate_filter`) with a negative time constant,
-    thresholds outside [0, 1] or a release above the detection threshold."""
-    if not (np.isfinite(tau_s) and tau_s >= 0):
-        raise ConfigError(f"gate_tau_s={tau_s!r}; expected a time constant >= 0 s")
-    for name, v in (("gate_threshold", threshold), ("gate_release", release)):
-        if not 0 <= v <= 1:
-            raise ConfigError(f"{name}={v!r}; expected a probability in [0, 1]")
-    if release > threshold:
-        raise ConfigError(f"gate_release={release!r} > gate_threshold={threshold!r}; a contact "
-                          "must end at or below the probability that starts it")
-
-
-def _threshold(th, n: int) -> float | np.ndarray:
-    """A condition threshold: one value, or one per motor (n,)."""
-    a = np.asarray(th, dtype=np.float64)
-    if a.shape not in ((), (n,)) or not ((a > 0) & (a < 1)).all():
-        raise ConfigError(f"condition_threshold={th!r}; expected one value or {n} per-motor "
-                          "values in (0, 1)")
-    return float(a) if a.ndim == 0 else a
-
-
-def log_odds(th: float | np.ndarray) -> float | np.ndarray:
-    """The log-odds of a threshold (clipped to [1e-6, 1 - 1e-6]): the shift
-    :func:`shift_threshold` applies."""
-    th = np.clip(th, 1e-6, 1 - 1e-6)
-    return np.log(th / (1 - th))
+    there), the gate's filter only together with the model's own gate threshold
+    (:func:`~neuract.runtime.decide.resolve_decisions` on the model's attributes)."""
+    calibrated = {k: v for k in CALIBRATED if (v := getattr(model, k, None)) is not None}
+    return resolve_decisions(calibrated, model.cfg.n_joints, condition_tau_s,
+                             condition_threshold, gate_threshold, gate_tau_s, gate_release)
 
 
 def shift_threshold(p: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
@@ -126,7 +87,7 @@ def smooth_causal(p: np.ndarray, t: np.ndarray, tau_s: float) -> np.ndarray:
     sample so far weighted alike), forgetting with tau_s afterwards. An average started at the
     first sample instead would keep that one sample's weight at exp(-t / tau_s). The
     streaming estimator computes the same average one sample at a time
-    (:class:`neuract.estimate.stream_parts.CausalMean`)."""
+    (:class:`neuract.runtime.decide.CausalMean`)."""
     out = np.empty_like(p, dtype=np.float64)
     acc, wsum = np.zeros(p.shape[1:]), 0.0
     dts = np.diff(t, prepend=t[0] - (t[1] - t[0] if len(t) > 1 else 0.01))

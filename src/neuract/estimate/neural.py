@@ -192,10 +192,16 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
                           f"history of {model.cfg.history}")
     if model.cfg.reference_steps and "reference_dt" not in kwargs and len(t) > 1:
         kwargs["reference_dt"] = float(np.median(np.diff(t)))
-    est = StreamingEstimator(model, **kwargs)
-    names = [c for c in (*est.inputs, "torque_enable")
-             if c in traj and (c != "torque_enable" or model.cfg.reference_steps)]
-    cols = {c: np.asarray(traj[c]) for c in names}
+    return stream_samples(StreamingEstimator(model, **kwargs), traj,
+                          ("torque_enable",) if model.cfg.reference_steps else ())
+
+
+def stream_samples(est: Any, traj: Any, extra: tuple = ()) -> dict[str, np.ndarray]:
+    """:func:`stream_trajectory` with the streaming estimator ``est`` (a
+    :class:`StreamingEstimator`, or a :class:`neuract.runtime.Runtime`): each sample carries
+    ``est.inputs`` and the ``extra`` channels the episode has."""
+    t = np.asarray(traj["t"], dtype=np.float64)
+    cols = {c: np.asarray(traj[c]) for c in (*est.inputs, *extra) if c in traj}
     outs = [est.step({"t": t[k], **{c: v[k] for c, v in cols.items()}}) for k in range(len(t))]
     keys = ("tau", "ee_force", "condition_prob_joint", "condition_prob", "valid")
     res = {k: np.array([o[k] for o in outs]) for k in keys}
@@ -212,4 +218,4 @@ def stream_trajectory(model: NeuralActuator, traj: Any, **kwargs: Any) -> dict[s
 
 
 __all__ = ["EstimateInputs", "estimate", "estimate_inputs", "estimator", "input_signature",
-           "stream_trajectory"]
+           "stream_samples", "stream_trajectory"]

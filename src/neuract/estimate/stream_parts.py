@@ -1,12 +1,14 @@
-"""The streaming estimator's parts: the network runners (ONNX Runtime, torch), causal
-averages, the servo-reference simulation, the decision thresholds' log-odds shifts and the
-checks of a streaming estimator's arguments."""
+"""The streaming estimator's torch parts: the network runners (the model exported to ONNX
+Runtime, or torch itself), the servo-reference simulation and the checks of a streaming
+estimator's arguments (the causal averages and log-odds shifts are
+:mod:`neuract.runtime.decide`'s, the feature builder :mod:`neuract.runtime.stream`'s)."""
 
 from __future__ import annotations
 
 import importlib.util
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +23,10 @@ from neuract.neuralactuator.physics import arm_model
 from neuract.neuralactuator.reference import (
     chain_offsets,
     float64_servo,
+    servo_series,
 )
+from neuract.runtime.onnx import OrtNetwork
 from neuract.sim.simulate import control_step
-
-
-class CausalMean:
-    """:func:`~neuract.estimate.filters.smooth_causal` one sample at a time. That
-    function gives its first sample the weight of the interval to the second; the first
-    output is the first sample itself whatever that weight, so the average starts one sample
-    late, when the interval is known."""
-
-    def __init__(self, tau_s: float):
-        self.tau_s = tau_s
-        self.first: tuple[float, np.ndarray] | None = None
-        self.acc: np.ndarray | None = None
-        self.wsum = 0.0
-        self.t_prev = 0.0
-
-    def update(self, t: float, p: np.ndarray | float) -> np.ndarray | float:
-        """The average after the sample p (an array, or one probability as a float) at
-        time t [s]."""
-        if self.first is None:
-            self.first = (t, p)
-            return p * 1.0  # (a copy, in float64)
-        if self.acc is None:  # the first sample's weight: the first interval
-            t0, p0 = self.first
-            a0 = 1.0 - math.exp(-max(t - t0, 0.0) / self.tau_s)
-            self.acc, self.wsum, self.t_prev = a0 * p0, a0, t0
-        a = 1.0 - math.exp(-max(t - self.t_prev, 0.0) / self.tau_s)
-        self.acc = self.acc + a * (p - self.acc)
-        self.wsum = self.wsum + a * (1.0 - self.wsum)
-        self.t_prev = t
-        return self.acc / max(self.wsum, 1e-300)
 
 
 class ReferenceStream:
@@ -103,6 +77,12 @@ class ReferenceStream:
         n = len(q)
         return {"ref_error": err, "ref_age": np.full(n, age)}
 
+    def step(self, q: np.ndarray, qd: np.ndarray, q_goal: np.ndarray,
+             sample: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """:meth:`update` with the supply voltage and torque enable of the streamed
+        ``sample`` as the servo reads them."""
+        return self.update(q, qd, q_goal, {k: v[0] for k, v in servo_series(sample, 1).items()})
+
 
 NETWORKS = ("auto", "onnxruntime", "torch", "onnxruntime-int8")
 """the network backends of :class:`StreamingEstimator` (``onnxruntime-int8``: the head
@@ -120,13 +100,15 @@ def onnxruntime_available() -> bool:
 
 
 class TorchNetwork:
-    """The model itself, in torch at batch 1 (inference mode), on the window buffer ``x``
-    (1, T, F) float32; a recurrent gate's state carried from call to call."""
+    """The model itself, in torch at batch 1 (inference mode), on its window buffer
+    :attr:`x` (1, T, F) float32; a recurrent gate's state carried from call to call."""
 
     name = "torch-eager"
 
-    def __init__(self, model: NeuralActuator, x: np.ndarray):
-        self.model, self.x = model, torch.from_numpy(x)
+    def __init__(self, model: NeuralActuator):
+        cfg = model.cfg
+        self.x = np.zeros((1, cfg.history, cfg.n_features), np.float32)
+        self.model, self._xt = model, torch.from_numpy(self.x)
         self.state = None
 
     def reset(self) -> None:
@@ -135,42 +117,23 @@ class TorchNetwork:
     def __call__(self) -> tuple[np.ndarray, ...]:
         """(tau (J,), force (3,), gate logits (lags,), condition logits (J, K)), float32."""
         with torch.inference_mode():
-            tau, force, gate, cond = self.model(self.x)
+            tau, force, gate, cond = self.model(self._xt)
             if self.model.gate_rnn is not None:  # carried from the first valid sample on
-                gate, self.state = self.model.recurrent_gate(self.x[:, -1], self.state)
+                gate, self.state = self.model.recurrent_gate(self._xt[:, -1], self.state)
         return tau[0].numpy(), force[0].numpy(), gate[0].reshape(-1).numpy(), cond[0].numpy()
 
 
-class OnnxNetwork:
+class OnnxNetwork(OrtNetwork):
     """The model folded and exported to ONNX (:func:`~neuract.neuralactuator.export.
     export_onnx`), run by ONNX Runtime on one thread through a batch-1 runner whose bound
     input buffer is the window (:attr:`x`, (1, T, F) float32); a recurrent gate's state is
     carried by the runner."""
 
     def __init__(self, model: NeuralActuator, quantize: str = "none"):
-
-        self.name = "onnxruntime" if quantize == "none" else f"onnxruntime-{quantize}"
         with tempfile.TemporaryDirectory() as td:  # the session holds the graph in memory
             ort = OnnxActuator(export_onnx(model, Path(td) / "estimator.onnx",
                                            quantize=quantize), threads=1)
-        self.run = ort.runner(1)
-        self.x = self.run.buffers[0]
-
-    def reset(self) -> None:
-        self.run.reset()
-
-    def __call__(self) -> tuple[np.ndarray, ...]:
-        tau, force, gate, cond = self.run(self.x)
-        return tau[0], force[0], gate[0].reshape(-1), cond[0]
-
-
-def shift_probability(p: float, shift: float | None) -> float:
-    """:func:`~neuract.estimate.filters.shift_threshold` of one probability (shift:
-    :func:`~neuract.estimate.filters.log_odds` of the threshold; None for 0.5: p as it is)."""
-    if shift is None:
-        return p
-    q = min(max(p, 1e-9), 1 - 1e-9)
-    return 1.0 / (1.0 + math.exp(-(math.log(q) - math.log1p(-q) - shift)))
+        super().__init__(ort)
 
 
 def check_stream_args(cfg: Any, network: str, physics_backend: str) -> None:

@@ -18,7 +18,11 @@ for the sample ``gate_decide`` back where the checkpoint sets a shorter decision
 an episode's end, the smaller lags decide the last samples, as
 :class:`~neuract.estimate.stream.StreamingEstimator` does). The
 model config and channel list are stored in the ONNX
-metadata (``neuract.config``), so the file alone says what it expects. For a simulator-mode
+metadata (``neuract.config``), so the file alone says what it expects; a model that reads
+the physics channels also stores its arm (``neuract.arm``: the robot, the end-effector site
+and the compiled MuJoCo model, :func:`~neuract.neuralactuator.physics.arm_record`), so that
+:class:`neuract.runtime.Runtime` builds the features from the file alone, without torch.
+:class:`OnnxActuator` (ONNX Runtime) lives in :mod:`neuract.runtime.onnx`. For a simulator-mode
 model with ``prior='servo'`` the ``tau`` output is the residual joint torque (the servo model
 needs the simulated physical state and is applied by the rollouts; its configuration is in
 the metadata's config).
@@ -47,14 +51,12 @@ import numpy as np
 import torch
 
 from neuract.atomic import atomic_path
-from neuract.errors import CheckpointError, ConfigError, SchemaError
+from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator.fused import FusedNeuralActuator
-from neuract.neuralactuator.gate import gate_state_size
 from neuract.neuralactuator.model import NeuralActuator, check_gate_trained
+from neuract.neuralactuator.physics import arm_record
+from neuract.runtime.onnx import OUTPUTS, STATE_IN, STATE_OUT, OnnxActuator, ort_session
 
-OUTPUTS = ("tau", "force", "gate_logit", "condition_logits")
-STATE_IN, STATE_OUT = "gate_state", "gate_state_out"
-"""the recurrent gate's state input and output (models with ``gate_rnn`` only)"""
 OPSET = 17
 QUANTIZE = ("none", "int8")
 
@@ -137,6 +139,8 @@ def export_onnx(model: NeuralActuator, path: str | os.PathLike, opset: int = OPS
             "neuract.channels": json.dumps(list(cfg.channels)),
             "neuract.quantize": quantize,
             "neuract.extra": extra_json}
+    if cfg.physics is not None:  # what neuract.runtime computes the physics channels with
+        meta["neuract.arm"] = json.dumps(arm_record(*cfg.physics))
     for k, v in meta.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = k, v
@@ -223,137 +227,6 @@ def output_deviation(ref, got) -> dict[str, dict[str, float]]:
         out[k] = {"max_abs_diff": float(d.max()), "mean_abs_over_std": float(d.mean() / spread),
                   "max_abs_over_std": float(d.max() / spread)}
     return out
-
-
-def ort_session(path: str | os.PathLike, threads: int = 1):
-    """An ONNX Runtime CPU session: all graph optimisations, ``threads`` intra-op threads,
-    sequential execution (the settings the inference benchmark uses)."""
-    import onnxruntime as ort
-
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"ONNX file {str(path)!r} not found")
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-class OnnxActuator:
-    """Run an exported NeuralActuator with ONNX Runtime.
-
-    ``actuator(x)`` with x: (B, T, F) raw features -> dict of numpy arrays ``tau``, ``force``,
-    ``gate_logit``, ``condition_logits``. For a model with a recurrent gate
-    (:attr:`gate_state_size` > 0), ``actuator(x, gate_state)`` also takes the gate's state
-    (B, :attr:`gate_state_size`) after the previous sample of each stream (None: zeros, a
-    stream's start) and returns the next one as ``gate_state``. A fixed-lag gate
-    (:attr:`gate_lag` = D) gives ``gate_logit`` (B, D + 1), column k for the sample k back;
-    the checkpoint's filter decides from column :attr:`gate_decision_lag`.
-    """
-
-    def __init__(self, path: str | os.PathLike, threads: int = 1):
-        self.session = ort_session(path, threads)
-        meta = self.session.get_modelmeta().custom_metadata_map
-        self.config = json.loads(meta.get("neuract.config", "{}"))
-        self.channels = tuple(json.loads(meta.get("neuract.channels", "[]")))
-        self.quantize = meta.get("neuract.quantize", "none")
-        self.extra = json.loads(meta.get("neuract.extra", "{}"))
-        self._shape = (self.config.get("history"),
-                       self.config.get("n_joints", 0) * len(self.channels))
-        self.gate_state_size = gate_state_size(int(self.config.get("gate_rnn", 0) or 0),
-                                               int(self.config.get("gate_conv", 0) or 0))
-        """the recurrent gate's state size S (0: none): the GRU's units, and with a
-        convolution front each layer's last inputs"""
-        self.gate_lag = int(self.config.get("gate_lag", 0) or 0)
-        """a fixed-lag gate's lag D (0: causal); its ``gate_logit`` is (B, D + 1)"""
-        decide = int(self.config.get("gate_decide", -1))
-        self.gate_decision_lag = self.gate_lag if decide == -1 else decide
-        """the lag whose logit the checkpoint's calibrated filter decides from (column
-        ``gate_decision_lag`` of ``gate_logit``, read that many samples after its sample;
-        ``gate_lag`` unless the checkpoint sets a shorter ``gate_decide``)"""
-        self.outputs = OUTPUTS + ((STATE_OUT,) if self.gate_state_size else ())
-
-    @property
-    def gate_hidden(self) -> int:
-        """The older name of :attr:`gate_state_size` (kept for callers that use it)."""
-        return self.gate_state_size
-
-    def run(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> list:
-        """Raw session outputs, in :attr:`outputs` order (no checks: the benchmark path);
-        gate_state: the recurrent gate's state (None: zeros)."""
-        feed = {"x": x}
-        if self.gate_state_size:
-            feed[STATE_IN] = (np.zeros((x.shape[0], self.gate_state_size), np.float32)
-                              if gate_state is None else gate_state)
-        return self.session.run(None, feed)
-
-    def runner(self, batch: int):
-        """A fixed-batch call for control loops: ``f(x) -> [tau, force, gate_logit,
-        condition_logits]`` for x of shape (batch, T, F). The input and outputs live in
-        buffers bound to the session once (ONNX Runtime I/O binding), which saves the
-        per-call allocation of :meth:`run`; the returned arrays are those buffers, so the next
-        call overwrites them: copy what you keep. Like :meth:`run` it does not check the
-        input for non-finite values (the control-loop path); the input is cast to float32.
-        With a recurrent gate the callable carries its state from call to call (each row of
-        the batch its own stream); ``f.reset()`` zeroes it (an episode's start),
-        ``f.reset(rows)`` only those rows' streams."""
-        if isinstance(batch, bool) or not (isinstance(batch, int) and batch >= 1):
-            raise SchemaError(f"OnnxActuator.runner: batch={batch!r}; expected an integer >= 1")
-        xin = np.zeros((batch, *self._shape), np.float32)
-        outs = tuple(np.empty_like(o) for o in self.run(xin))  # held here: bound memory
-        bind = self.session.io_binding()
-        bind.bind_input("x", "cpu", 0, np.float32, list(xin.shape), xin.ctypes.data)
-        sin = np.zeros((batch, self.gate_state_size), np.float32)
-        if self.gate_state_size:
-            bind.bind_input(STATE_IN, "cpu", 0, np.float32, list(sin.shape), sin.ctypes.data)
-        for name, buf in zip(self.outputs, outs):
-            bind.bind_output(name, "cpu", 0, np.float32, list(buf.shape), buf.ctypes.data)
-        run = self.session.run_with_iobinding
-        n_out = len(OUTPUTS)
-
-        def call(x: np.ndarray) -> list:
-            if x.shape != xin.shape:
-                raise SchemaError(f"ONNX NeuralActuator runner input has shape {x.shape}; "
-                                  f"expected {xin.shape}")
-            np.copyto(xin, x)
-            run(bind)
-            if self.gate_state_size:
-                np.copyto(sin, outs[n_out])  # the next call continues each stream
-            return list(outs[:n_out])
-
-        def reset(rows=None) -> None:  # every stream, or the batch rows given
-            if rows is None:
-                sin.fill(0.0)
-            else:
-                sin[rows] = 0.0
-
-        call.buffers = (xin, sin, outs)  # keeps the bound memory alive with the callable
-        call.reset = reset
-        return call
-
-    def __call__(self, x: np.ndarray, gate_state: np.ndarray | None = None) -> dict:
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        if x.ndim != 3 or x.shape[1:] != self._shape:
-            raise SchemaError(f"ONNX NeuralActuator input has shape {x.shape}; expected "
-                              f"(B, {self._shape[0]}, {self._shape[1]}) for channels "
-                              f"{list(self.channels)}")
-        if not np.isfinite(x).all():
-            raise SchemaError("ONNX NeuralActuator input contains non-finite values")
-        if gate_state is not None:
-            if not self.gate_state_size:
-                raise SchemaError("gate_state given, but this export has no recurrent gate")
-            gate_state = np.ascontiguousarray(gate_state, dtype=np.float32)
-            if gate_state.shape != (x.shape[0], self.gate_state_size) or not np.isfinite(
-                    gate_state).all():
-                raise SchemaError(f"gate_state has shape {gate_state.shape}; expected "
-                                  f"({x.shape[0]}, {self.gate_state_size}) finite values")
-        out = dict(zip(self.outputs, self.run(x, gate_state)))
-        if self.gate_state_size:
-            out["gate_state"] = out.pop(STATE_OUT)
-        return out
 
 
 __all__ = ["export_onnx", "ort_session", "output_deviation", "OnnxActuator", "OUTPUTS",

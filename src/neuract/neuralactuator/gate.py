@@ -13,12 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from neuract.errors import ConfigError
-
-
-def gate_state_size(hidden: int, conv: int = 0) -> int:
-    """Size of the recurrent gate's state: the GRU's ``hidden`` units and, with ``conv``
-    convolution layers, each layer's last ``2 * dilation`` inputs (``hidden`` each)."""
-    return hidden * (1 + sum(2 * 2 ** i for i in range(conv)))
+from neuract.runtime.onnx import gate_state_size
 
 
 class RecurrentGate(nn.Module):

@@ -25,6 +25,7 @@ import torch
 from neuract.errors import ConfigError
 from neuract.robot import load_robot
 from neuract.robot.loader import load_mj_model
+from neuract.runtime.pose import MjPose, arm_binary
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,11 +114,9 @@ class PoseChannels:
         if not (mj.nq == mj.nv == self.n):
             return (f"the MuJoCo model has nq={mj.nq}, nv={mj.nv}; the torch model {self.n} "
                     "joints")
-        sid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, self.site)
-        if sid < 0:
+        if mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_SITE, self.site) < 0:
             return f"the MuJoCo model has no site {self.site!r}"
-        self._mj, self._data, self._sid = mj, mujoco.MjData(mj), sid
-        self._fns = (mujoco.mj_kinematics, mujoco.mj_comPos, mujoco.mj_rne, mujoco.mj_jacSite)
+        self._mj = MjPose(mj, self.site)
         model = arm_model(self.robot)
         lo, hi = model.q_lower.numpy(), model.q_upper.numpy()
         lo = np.where(np.isfinite(lo), lo, -np.pi)
@@ -126,7 +125,7 @@ class PoseChannels:
         q = np.concatenate([np.zeros((1, self.n)), q])
         want = physics_channels(q, self.robot, self.site)
         for k in range(len(q)):
-            g, jac = self._mujoco(q[k])
+            g, jac = self._mj(q[k])
             for got, ref in ((g, want["tau_gravity"][k]),
                              (jac, np.stack([want[c][k] for c in ("jac_x", "jac_y",
                                                                   "jac_z")]))):
@@ -137,19 +136,9 @@ class PoseChannels:
                             f"{q[k].round(3).tolist()}")
         return None
 
-    def _mujoco(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        kin, com, rne, jac_site = self._fns
-        d = self._data
-        d.qpos[:] = q
-        kin(self._mj, d)
-        com(self._mj, d)
-        rne(self._mj, d, 0, self.g)  # qvel is zero: the bias is gravity alone
-        jac_site(self._mj, d, self.jac, None, self._sid)
-        return self.g, self.jac
-
     def __call__(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.backend == "mujoco":
-            return self._mujoco(q)
+            return self._mj(q)
         ph = physics_channels(np.asarray(q, dtype=np.float64)[None], self.robot, self.site)
         self.g[:] = ph["tau_gravity"][0]
         for i, c in enumerate(("jac_x", "jac_y", "jac_z")):
@@ -157,4 +146,20 @@ class PoseChannels:
         return self.g, self.jac
 
 
-__all__ = ["MJ_CHECK_TOL", "PoseChannels", "physics_channels"]
+def arm_record(robot: str, site: str) -> dict:
+    """What an export stores of the arm that computes the physics channels: its name, the
+    end-effector site, and where MuJoCo gives the torch model's numbers (checked as
+    :class:`PoseChannels` checks) the compiled MuJoCo model (``mjb``: base64 of MuJoCo's
+    binary format, with the ``mujoco`` version that wrote it), else ``mjb`` None and
+    ``reason``, why not."""
+    import mujoco
+
+    pc = PoseChannels(robot, site)
+    rec = {"robot": str(robot), "site": str(site), "mujoco": mujoco.__version__,
+           "mjb": None, "reason": pc.fallback_reason}
+    if pc.backend == "mujoco":
+        rec["mjb"] = arm_binary(pc._mj.model)
+    return rec
+
+
+__all__ = ["MJ_CHECK_TOL", "PoseChannels", "arm_record", "physics_channels"]
