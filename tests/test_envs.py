@@ -155,14 +155,14 @@ def test_vector_env_autoresets_next_step():
 def test_bad_input_is_refused_and_state_kept():
     env = ArmEnv("so101", "free", actuator="mujoco", episode_s=1.0)
     obs, _ = env.reset(seed=0)
-    before = env.backend.datas[0].qpos.copy()
+    before = env.backend.bm.data.qpos.copy()
     bad = obs[env.obs_layout["target"]].copy()
     bad[2] = np.nan
     with pytest.raises(ValueError, match=r"NaN/inf at \[\[2\]\].*unchanged"):
         env.step(bad)
     with pytest.raises(ValueError, match="shape"):
         env.step(np.zeros(4))
-    assert np.array_equal(env.backend.datas[0].qpos, before) and env.backend.k[0] == 0
+    assert np.array_equal(env.backend.bm.data.qpos, before) and env.backend.k[0] == 0
     for kwargs, msg in (({"actuator": "twin:x"}, "integer"), ({"actuator": "bogus"}, "accepted"),
                         ({"robot": "ur5"}, "robot 'ur5'"), ({"task": "dance"}, "task 'dance'"),
                         ({"substeps": 0}, "substeps")):
@@ -237,3 +237,24 @@ def test_neuralactuator_checkpoint_replay_equals_simulate(tmp_path):
     assert np.abs(got[-1] - got[0]).max() > 1e-2
     # float32 (the network dtype) on MuJoCo float64 dynamics rounded to float32: 1.8e-7 rad
     assert np.abs(got[:-1] - want).max() < 1e-6
+
+
+@pytest.mark.parametrize("robot", ["so101", "omx"])
+def test_batch_model_rows_are_independent_arms(robot):
+    import mujoco
+
+    from neuract.envs.batch_model import replicate
+
+    bm = replicate(robot, 500.0, 3, shipped=True)
+    one = replicate(robot, 500.0, 1, shipped=True)
+    rng = np.random.default_rng(0)
+    q, qd = rng.uniform(-0.5, 0.5, (3, bm.n)), rng.uniform(-1, 1, (3, bm.n))
+    M, b = bm.mass_bias(q, qd)
+    for e in range(3):  # each row alone in its own model
+        M1, b1 = one.mass_bias(q[e:e + 1], qd[e:e + 1])
+        np.testing.assert_allclose(M[e], M1[0], atol=1e-12)
+        np.testing.assert_allclose(b[e], b1[0], atol=1e-12)
+    full = np.zeros((one.model.nv, one.model.nv))
+    mujoco.mj_fullM(one.model, one.data, full)
+    np.testing.assert_allclose(M1[0], full[np.ix_(one.dadr[0], one.dadr[0])], atol=1e-12)
+    assert np.all(np.diagonal(M1[0]) > 0) and not np.allclose(M[0], M[1])

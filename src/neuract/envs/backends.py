@@ -22,7 +22,6 @@ physics step.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import mujoco
@@ -31,6 +30,7 @@ import torch
 
 from neuract.actuators.base import Actuator, ActuatorState
 from neuract.actuators.param import cached_params
+from neuract.envs.batch_model import BatchModel
 from neuract.envs.tasks import Episode, reference
 from neuract.sim.simulate import JointParams
 from neuract.sim.simulate import step as sim_step
@@ -132,21 +132,21 @@ class TwinBackend:
 
 
 class _FixedRate:
-    """Shared by the fixed-rate backends: per-row MuJoCo copies, episodes and clocks."""
+    """Shared by the fixed-rate backends: all rows in one MuJoCo model
+    (:func:`~neuract.envs.batch_model.replicate`), episodes, loads and clocks."""
 
-    def __init__(self, tm: TwinModel, n_envs: int, rate_hz: float, substeps: int):
-        self.tm, self.E, self.substeps = tm, n_envs, substeps
+    def __init__(self, bm: BatchModel, tm: TwinModel, rate_hz: float, substeps: int):
+        self.bm, self.tm, self.E, self.substeps = bm, tm, bm.E, substeps
         self.period = 1.0 / rate_hz
         self.h = self.period / substeps
-        self.models = [copy.copy(tm.model) for _ in range(n_envs)]
-        for m in self.models:
-            m.opt.timestep = self.h
-        self.datas = [mujoco.MjData(m) for m in self.models]
-        self.eps: list[Episode | None] = [None] * n_envs
-        self.ref: list[np.ndarray | None] = [None] * n_envs
-        self.payload: list[np.ndarray | None] = [None] * n_envs
-        self.push: list[np.ndarray | None] = [None] * n_envs
-        self.k = np.zeros(n_envs, np.int64)
+        bm.model.opt.timestep = self.h
+        E = self.E
+        self.eps: list[Episode | None] = [None] * E
+        self.ref: list[np.ndarray | None] = [None] * E
+        self.payload: list[np.ndarray | None] = [None] * E
+        self.push: list[np.ndarray | None] = [None] * E
+        self.loaded = np.zeros(E, bool)  # rows whose episode has a payload or a push
+        self.k = np.zeros(E, np.int64)
         self.n_steps = 0
 
     def horizon(self, e: int) -> int:
@@ -160,15 +160,25 @@ class _FixedRate:
         self.ref[e] = reference(ep, self.tm, np.arange(n_ctrl) * self.period)
         t = np.arange(n_ctrl * self.substeps) * self.h
         self.payload[e], self.push[e] = ep.plan.payload_at(t), ep.plan.push_at(t)
+        self.loaded[e] = bool(self.payload[e].any() or self.push[e].any())
+        bm = self.bm
+        _set_payload(bm.model, bm.ee[e], 0.0)
+        bm.data.xfrc_applied[bm.ee[e]] = 0.0
         self._apply_loads(e, 0)
 
     def _apply_loads(self, e: int, i: int) -> None:
         """Row ``e``'s payload and push at physics step ``i``."""
-        payload = self.payload[e][i]
-        ee = self.tm.ee_body
-        if self.models[e].body_mass[ee] != payload:
-            _set_payload(self.models[e], ee, payload)
-        self.datas[e].xfrc_applied[ee, :3] = self.push[e][i]
+        if not self.loaded[e]:
+            return
+        payload, ee = self.payload[e][i], self.bm.ee[e]
+        if self.bm.model.body_mass[ee] != payload:
+            _set_payload(self.bm.model, ee, payload)
+        self.bm.data.xfrc_applied[ee, :3] = self.push[e][i]
+
+    def _loads_at(self, i: np.ndarray) -> None:
+        """Every loaded row's payload and push at its physics step ``i[e]``."""
+        for e in np.flatnonzero(self.loaded):
+            self._apply_loads(e, int(i[e]))
 
     def _loads_now(self) -> tuple[np.ndarray, np.ndarray]:
         """(E,) payload [kg] and (E, 3) end-effector force [N] at each row's control step."""
@@ -181,39 +191,38 @@ class _FixedRate:
 
 
 class MujocoServoBackend(_FixedRate):
-    """MuJoCo's own position servo of the shipped model (``build_model(shipped=True)``)."""
+    """MuJoCo's own position servo of the shipped model (``replicate(shipped=True)``): one
+    ``mj_step`` of the model of all rows per physics step."""
 
-    def __init__(self, tm: TwinModel, n_envs: int, rate_hz: float, substeps: int,
+    def __init__(self, bm: BatchModel, tm: TwinModel, rate_hz: float, substeps: int,
                  voltage: float):
-        super().__init__(tm, n_envs, rate_hz, substeps)
+        super().__init__(bm, tm, rate_hz, substeps)
         self.voltage = voltage
-        self.limit = np.maximum(np.abs(tm.model.actuator_forcerange).max(1), 1e-9)
+        fr = bm.model.actuator_forcerange[bm.aadr]  # (E, n, 2)
+        self.limit = np.maximum(np.abs(fr).max(-1), 1e-9)
 
     def reset(self, rows, episodes: list[Episode], q0: np.ndarray) -> None:
-        tm = self.tm
+        bm, d = self.bm, self.bm.data
         for e, ep, q in zip(rows, episodes, q0):
-            d = self.datas[e]
-            mujoco.mj_resetData(self.models[e], d)
-            d.qpos[tm.motor_qpos] = q
-            d.ctrl[:] = q
+            d.qpos[bm.qadr[e]] = q
+            d.qvel[bm.dadr[e]] = 0.0
+            d.ctrl[bm.aadr[e]] = q
             self._begin(e, ep)
-            mujoco.mj_forward(self.models[e], d)
+        mujoco.mj_forward(bm.model, d)
 
     def step(self, goals: np.ndarray) -> None:
-        for e in range(self.E):
-            m, d = self.models[e], self.datas[e]
-            d.ctrl[:] = goals[e]
-            i0 = int(self.k[e]) * self.substeps
-            for i in range(self.substeps):
-                self._apply_loads(e, i0 + i)
-                mujoco.mj_step(m, d)
-            self.k[e] += 1
+        bm = self.bm
+        bm.data.ctrl[bm.aadr] = goals
+        i0 = self.k * self.substeps
+        for i in range(self.substeps):
+            self._loads_at(i0 + i)
+            mujoco.mj_step(bm.model, bm.data)
+        self.k += 1
 
     def read(self) -> Reading:
-        tm, E = self.tm, self.E
-        q = np.stack([d.qpos[tm.motor_qpos] for d in self.datas])
-        qd = np.stack([d.qvel[tm.motor_dof] for d in self.datas])
-        tau = np.stack([d.actuator_force.copy() for d in self.datas])
+        bm, d, E = self.bm, self.bm.data, self.E
+        q, qd = d.qpos[bm.qadr].copy(), d.qvel[bm.dadr].copy()
+        tau = d.actuator_force[bm.aadr].copy()
         payload, force = self._loads_now()
         return Reading(self.k * self.period, q, qd, np.clip(tau / self.limit, -1, 1),
                        np.full_like(q, AMBIENT_C), np.full(E, self.voltage), tau, force,
@@ -229,54 +238,30 @@ class MjPlant:
 
     def __init__(self, fixed: _FixedRate, dtype: torch.dtype):
         self.f, self.dtype = fixed, dtype
-        tm = fixed.tm
-        self.n_dof = tm.n
-        nv = tm.model.nv
-        self.full = (np.array_equal(tm.motor_dof, np.arange(nv))
-                     and np.array_equal(tm.motor_qpos, np.arange(tm.model.nq)))
-        self._M = np.zeros((fixed.E, nv, nv))
-        self._b = np.zeros((fixed.E, nv))
-        self._ext = np.zeros(nv)
-
-    def _sel(self, x: np.ndarray, square: bool = False) -> torch.Tensor:
-        if not self.full:
-            d = self.f.tm.motor_dof
-            x = x[:, d][:, :, d] if square else x[:, d]
-        return torch.from_numpy(x.copy()).to(self.dtype)
+        self.n_dof = fixed.bm.n
+        self.qd: torch.Tensor | None = None  # the velocities of the step about to run
+        self._b: torch.Tensor | None = None
 
     def mass_matrix(self, q: torch.Tensor) -> torch.Tensor:
-        tm, f = self.f.tm, self.f
-        qn = q.detach().cpu().numpy()
-        for e in range(f.E):
-            m, d = f.models[e], f.datas[e]
-            if self.full:
-                d.qpos[:] = qn[e]
-            else:
-                d.qpos[tm.motor_qpos] = qn[e]
-            mujoco.mj_fwdPosition(m, d)
-            mujoco.mj_fullM(m, d, self._M[e])
-        return self._sel(self._M, square=True)
+        """(E, n, n) at ``q``; computes the bias forces at (``q``, :attr:`qd`) in the same
+        MuJoCo pass (the step asks for both at one state: set :attr:`qd` first)."""
+        bm = self.f.bm
+        M, b = bm.mass_bias(q.detach().cpu().numpy(), self.qd.detach().cpu().numpy())
+        for e in np.flatnonzero(self.f.loaded):  # pushes: their generalized force
+            push = bm.data.xfrc_applied[bm.ee[e], :3]
+            if push.any():
+                ext = np.zeros(bm.model.nv)
+                mujoco.mj_applyFT(bm.model, bm.data, push, np.zeros(3),
+                                  bm.data.xipos[bm.ee[e]], bm.ee[e], ext)
+                b[e] -= ext[bm.dadr[e]]
+        self._b = torch.from_numpy(b).to(self.dtype)
+        return torch.from_numpy(M).to(self.dtype)
 
     def bias_forces(self, q: torch.Tensor, qd: torch.Tensor) -> torch.Tensor:
-        """-(generalized force of gravity, Coriolis and the push) at the rows' last
-        :meth:`mass_matrix` positions (``q`` is the same: the step calls both at one q)."""
-        tm, f = self.f.tm, self.f
-        qdn = qd.detach().cpu().numpy()
-        ee, out, ext = tm.ee_body, self._b, self._ext
-        for e in range(f.E):
-            m, d = f.models[e], f.datas[e]
-            if self.full:
-                d.qvel[:] = qdn[e]
-            else:
-                d.qvel[tm.motor_dof] = qdn[e]
-            mujoco.mj_fwdVelocity(m, d)
-            out[e] = d.qfrc_bias
-            push = d.xfrc_applied[ee, :3]
-            if push.any():
-                ext[:] = 0.0
-                mujoco.mj_applyFT(m, d, push, np.zeros(3), d.xipos[ee], ee, ext)
-                out[e] -= ext
-        return self._sel(out)
+        """(E, n) gravity + Coriolis - the push, from :meth:`mass_matrix`'s pass."""
+        if qd is not self.qd:
+            raise RuntimeError("MjPlant: bias_forces at another velocity than the step's")
+        return self._b
 
 
 class _Recorder:
@@ -299,16 +284,17 @@ class _Recorder:
 class LearnedBackend(_FixedRate):
     """A neuract :class:`Actuator` (and its joint parameters) on MuJoCo's dynamics."""
 
-    def __init__(self, tm: TwinModel, n_envs: int, rate_hz: float, substeps: int,
+    def __init__(self, bm: BatchModel, tm: TwinModel, rate_hz: float, substeps: int,
                  voltage: float, actuator: Actuator, joints: JointParams):
-        super().__init__(tm, n_envs, rate_hz, substeps)
+        super().__init__(bm, tm, rate_hz, substeps)
+        n_envs = bm.E
         p = next(iter(actuator.parameters()), None)
         self.dtype = p.dtype if p is not None else torch.float64
         self.act = actuator.to(self.dtype).eval()
         self.rec = _Recorder(self.act)
         self.joints = joints.to(self.dtype).eval()
         self.plant = MjPlant(self, self.dtype)
-        self.q = torch.zeros(n_envs, tm.n, dtype=self.dtype)
+        self.q = torch.zeros(n_envs, bm.n, dtype=self.dtype)
         self.qd = torch.zeros_like(self.q)
         self.inputs = {"voltage": torch.full((n_envs, 1), voltage, dtype=self.dtype)}
         self.voltage = voltage
@@ -317,7 +303,6 @@ class LearnedBackend(_FixedRate):
     def reset(self, rows, episodes: list[Episode], q0: np.ndarray) -> None:
         rows = list(rows)
         for e, ep in zip(rows, episodes):
-            mujoco.mj_resetData(self.models[e], self.datas[e])
             self._begin(e, ep)
         idx = torch.as_tensor(rows)
         self.q[idx] = torch.as_tensor(np.asarray(q0), dtype=self.dtype)
@@ -333,8 +318,8 @@ class LearnedBackend(_FixedRate):
         with torch.no_grad(), cached_params():
             self.rec.observe(cmd, ActuatorState(q=q, qd=qd, dt=h, inputs=self.inputs))
             for i in range(self.substeps):
-                for e in range(self.E):
-                    self._apply_loads(e, int(i0[e]) + i)
+                self._loads_at(i0 + i)
+                self.plant.qd = qd
                 q, qd = sim_step(self.plant, self.rec, self.joints, cmd, q, qd, h, self.inputs)
         self.q, self.qd = q, qd
         self.k += 1

@@ -13,11 +13,12 @@ from neuract.envs.backends import (
     MujocoServoBackend,
     TwinBackend,
 )
+from neuract.envs.batch_model import replicate
 from neuract.envs.tasks import RATE_HZ
 from neuract.errors import CheckpointError, ConfigError
 from neuract.sim.simulate import JointParams
 from neuract.twin.generate import GenerateConfig
-from neuract.twin.model import TwinModel, build_model
+from neuract.twin.model import TwinModel
 
 ACCEPTED = ("'mujoco' (the shipped model's position servo), 'twin' or 'twin:UNIT' (the twin's "
             "hidden servos), a neuract fit output directory, a simulator-mode NeuralActuator "
@@ -74,12 +75,11 @@ def build_backend(actuator: Any, tm: TwinModel, cfg: GenerateConfig, n_envs: int
     rate, sub, volt = RATE_HZ[robot], _substeps(cfg, substeps), NOMINAL_SUPPLY_V[robot]
     if isinstance(actuator, tuple) and len(actuator) == 2 and isinstance(actuator[0], Actuator):
         act, joints = actuator
-        tm = build_model(robot, hz, shipped=True)  # the description's armature, as fit's plant
-        backend = LearnedBackend(tm, n_envs, rate, sub, volt, act, joints)
+        backend = LearnedBackend(_plant(cfg, n_envs, sub), tm, rate, sub, volt, act, joints)
         return _fixed(backend, cfg), "actuator", unit
     if isinstance(actuator, str) and actuator == "mujoco":
-        shipped = build_model(robot, hz, shipped=True)
-        return _fixed(MujocoServoBackend(shipped, n_envs, rate, sub, volt), cfg), "mujoco", unit
+        bm = replicate(robot, hz, n_envs, shipped=True)
+        return _fixed(MujocoServoBackend(bm, tm, rate, sub, volt), cfg), "mujoco", unit
     if isinstance(actuator, str) and (actuator == "twin" or actuator.startswith("twin:")):
         if actuator != "twin":
             text = actuator.split(":", 1)[1]
@@ -92,9 +92,19 @@ def build_backend(actuator: Any, tm: TwinModel, cfg: GenerateConfig, n_envs: int
         return TwinBackend(tm, ROBOT_SPECS[robot](), cfg.sim, n_envs), "twin", unit
     if isinstance(actuator, (str, Path)) and Path(actuator).is_dir():
         act, joints, kind = load_learned(actuator, robot, tm.n)
-        tm = build_model(robot, hz, shipped=True)
-        return _fixed(LearnedBackend(tm, n_envs, rate, sub, volt, act, joints), cfg), kind, unit
+        backend = LearnedBackend(_plant(cfg, n_envs, sub), tm, rate, sub, volt, act, joints)
+        return _fixed(backend, cfg), kind, unit
     raise ConfigError(f"actuator {actuator!r}; accepted: {ACCEPTED}")
+
+
+def _plant(cfg: GenerateConfig, n_envs: int, substeps: int):
+    """All rows' arms in one model: the description's joint armature (as ``neuract fit``'s
+    plant, :func:`neuract.robot.load_robot`), no passive joint forces (the actuator's joint
+    parameters apply those) and no actuators."""
+    bm = replicate(cfg.robot, cfg.sim.physics_hz, n_envs, shipped=True)
+    bm.model.dof_damping[:] = 0.0
+    bm.model.dof_frictionloss[:] = 0.0
+    return bm
 
 
 def _fixed(backend, cfg: GenerateConfig):

@@ -152,7 +152,20 @@ def shipped_servo(robot: str) -> dict[str, dict]:
 
 def build_model(robot: str, physics_hz: float, position_kp: float | None = None,
                 shipped: bool = False) -> TwinModel:
-    """Compile the twin model of ``robot`` at ``physics_hz`` (see the module docstring).
+    """Compile the twin model of ``robot`` at ``physics_hz`` (see :func:`model_spec`)."""
+    spec, names, ranges = model_spec(robot, physics_hz, position_kp, shipped)
+    model = spec.compile()
+    jid = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, nm) for nm in names]
+    motor_dof = np.array([model.jnt_dofadr[i] for i in jid])
+    motor_qpos = np.array([model.jnt_qposadr[i] for i in jid])
+    ee = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, PAYLOAD_BODY)
+    return TwinModel(robot, model, names, motor_dof, motor_qpos, ee, ranges)
+
+
+def model_spec(robot: str, physics_hz: float, position_kp: float | None = None,
+               shipped: bool = False) -> tuple[mujoco.MjSpec, list[str], np.ndarray]:
+    """The twin model of ``robot`` at ``physics_hz`` before compiling (see the module
+    docstring): the spec, its servo joints' names and their ranges (n, 2) [rad].
 
     position_kp: if given, add MuJoCo's own ideal position actuator (general actuator,
     gainprm = kp, biasprm = (0, -kp, 0)) on every servo joint: the reference the ideal twin
@@ -218,9 +231,4 @@ def build_model(robot: str, physics_hz: float, position_kp: float | None = None,
     spec.option.timestep = 1.0 / physics_hz
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_EULER
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    model = spec.compile()
-    jid = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, nm) for nm in names]
-    motor_dof = np.array([model.jnt_dofadr[i] for i in jid])
-    motor_qpos = np.array([model.jnt_qposadr[i] for i in jid])
-    ee = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, PAYLOAD_BODY)
-    return TwinModel(robot, model, names, motor_dof, motor_qpos, ee, np.array(ranges))
+    return spec, names, np.array(ranges)
