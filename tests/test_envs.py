@@ -258,3 +258,19 @@ def test_batch_model_rows_are_independent_arms(robot):
     mujoco.mj_fullM(one.model, one.data, full)
     np.testing.assert_allclose(M1[0], full[np.ix_(one.dadr[0], one.dadr[0])], atol=1e-12)
     assert np.all(np.diagonal(M1[0]) > 0) and not np.allclose(M[0], M[1])
+
+
+def test_example_compares_the_actuator_kinds(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "compare_actuators.py"
+    spec = importlib.util.spec_from_file_location("compare_actuators", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "cmp.png"
+    assert mod.main(["--episode-s", "1.5", "--out", str(out),
+                     "--neuralactuator", str(tmp_path / "none")]) == 0
+    text = capsys.readouterr().out
+    assert "MuJoCo position servo" in text and "parametric servo" in text
+    assert out.stat().st_size > 1000
