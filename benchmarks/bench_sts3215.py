@@ -39,7 +39,6 @@ cmaes && V/bin/pip install --no-deps --ignore-requires-python better-actuator-mo
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -59,6 +58,7 @@ from common import (
     STS3215_CTX_SCALE,
     STS3215_DATA,
     STS3215_VARIANTS,
+    kscale_published,
     sts3215_load,
     sts3215_model,
     sts3215_plant,
@@ -186,20 +186,6 @@ def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfi
     if path is not None:
         save_weights(model, path, {"fit_seconds": secs, "val_mae": rep["best_val"]})
     return model, secs, float(rep["best_val"])
-
-
-def kscale_published(test: RunBatch, which: str, volt: float | None, substeps: int = 1
-                     ) -> np.ndarray:
-    """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model
-    (read by :func:`neuract.io.bam_params.load_bam_params`)."""
-    from neuract.fit.trainer import SystemModel
-    from neuract.io.bam_params import load_bam_params
-
-    fit = load_bam_params(STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json")
-    model = SystemModel(*fit.build(dtype=torch.float64))
-    b = test if volt is None else dataclasses.replace(test, voltage=torch.full_like(
-        test.voltage, volt))
-    return sts3215_rollout(model, b, substeps)
 
 
 # --------------------------------------------------------------------- peers -------------

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import json
 
-from bench_sts3215 import kscale_published
-from common import ROOT, STS3215_DATA, sts3215_load, sts3215_scores, sts3215_split
+from common import (
+    ROOT,
+    STS3215_DATA,
+    kscale_published,
+    sts3215_load,
+    sts3215_scores,
+    sts3215_split,
+)
 
 
 def main() -> int:

@@ -835,3 +835,17 @@ STS3215_VARIANTS = {  # our parametric models: sts3215_model kwargs (+ substeps)
 }
 """the parametric STS3215 models by name: :func:`sts3215_model` keyword arguments, plus
 ``substeps`` of the rollout"""
+
+
+def kscale_published(test, which: str, volt: float | None, substeps: int = 1
+                     ) -> np.ndarray:
+    """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model
+    (read by :func:`neuract.io.bam_params.load_bam_params`)."""
+    from neuract.fit.trainer import SystemModel
+    from neuract.io.bam_params import load_bam_params
+
+    fit = load_bam_params(STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json")
+    model = SystemModel(*fit.build(dtype=torch.float64))
+    b = test if volt is None else dataclasses.replace(test, voltage=torch.full_like(
+        test.voltage, volt))
+    return sts3215_rollout(model, b, substeps)
