@@ -274,3 +274,58 @@ def test_example_compares_the_actuator_kinds(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "MuJoCo position servo" in text and "parametric servo" in text
     assert out.stat().st_size > 1000
+
+
+def _episode_dataset(env, cmds, out):
+    """The environment's own rollout of ``cmds`` as a one-episode dataset (what a robot that
+    behaves as the environment would have logged)."""
+    from neuract.data import Trajectory, TrajectoryMeta
+    from neuract.data.dataset import write_dataset
+
+    b = env.unwrapped.backend
+    qs, qds = [b.q[0].double().numpy().copy()], [b.qd[0].double().numpy().copy()]
+    for c in cmds[:-1]:
+        env.step(c)
+        qs.append(b.q[0].double().numpy().copy())
+        qds.append(b.qd[0].double().numpy().copy())
+    T = len(cmds)
+    ch = {"t": np.arange(T) / 62.0, "q": np.array(qs), "qd": np.array(qds),
+          "q_goal": np.asarray(cmds, dtype=np.float64),
+          "voltage": np.full((T, 6), b.voltage)}
+    meta = TrajectoryMeta(robot="so101", joint_names=tuple(env.unwrapped.joint_names),
+                          source="test", rate_hz=62.0, name="ep0")
+    write_dataset([Trajectory(ch, meta)], out)
+    return np.array(qs)
+
+
+@pytest.mark.parametrize("kind", ["fit", "neuralactuator"])
+def test_replay_equals_the_simulate_verb(tmp_path, kind):
+    from neuract.pipeline.simulate_verb import SimulateConfig, run_simulate
+
+    if kind == "fit":
+        ckpt, tol = _fit_dir(tmp_path / "fit"), 1e-6
+    else:
+        from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+        from neuract.neuralactuator.checkpoint import save_checkpoint
+
+        torch.manual_seed(1)
+        m = NeuralActuator(NeuralActuatorConfig(n_joints=6, mode="simulator", tau_max=(2.0,),
+                                                d_model=16, n_layers=1, n_heads=2, d_ff=16,
+                                                d_trunk=16, history=4))
+        with torch.no_grad():
+            m.head.weight.normal_(0, 0.05)
+            m.head.bias[:6] = 0.2
+        ckpt, tol = save_checkpoint(m.eval(), tmp_path / "ck"), 1e-6
+    env = ArmEnv("so101", "free", actuator=str(ckpt), episode_s=2.0, substeps=2)
+    env.reset(seed=0)
+    cmds = env.unwrapped.backend.ref[0][1:60]
+    q_env = _episode_dataset(env, cmds, tmp_path / "data")
+    res = run_simulate(SimulateConfig(checkpoint=ckpt, data=tmp_path / "data",
+                                      out=tmp_path / "sim", quiet=True))
+    import pyarrow.parquet as pq
+
+    tab = pq.read_table(tmp_path / "sim" / res["episodes"][0]["file"])
+    q_sim = np.stack([tab[f"q_sim.{j}"].to_numpy() for j in env.unwrapped.joint_names], 1)
+    first = res["episodes"][0]["first_simulated_sample"]
+    assert np.abs(q_env[-1] - q_env[0]).max() > 1e-2
+    assert np.abs(q_sim[first:] - q_env[first:]).max() < tol

@@ -2,6 +2,12 @@
 
     neuract simulate --checkpoint runs/demo/checkpoints/neuralactuator_simulator \\
         --data ../shared/data/nad/so101/go_up_and_stay_still/500g/test/001.csv --out runs/sim
+    neuract simulate --checkpoint runs/fit_so101 --data runs/nad_so101 --out runs/sim_fit
+
+``--checkpoint`` is a simulator-mode NeuralActuator checkpoint or a ``neuract fit`` output
+directory (a parametric servo or actuator net and its joint parameters, simulated on the robot
+it was fitted on by :func:`neuract.sim.simulate.simulate` in float64, from each episode's
+first measured sample).
 
 Simulator mode throughout: each episode starts from its measured state (and the measured
 ``history``-sample past the model reads); afterwards only the commands (and the supply
@@ -27,11 +33,13 @@ from rich.table import Table
 from neuract.atomic import atomic_dir, write_json
 from neuract.errors import ConfigError
 from neuract.eval.protocol import simulate_full
+from neuract.fit.saved import is_fit_output
 from neuract.neuralactuator import simulator
 from neuract.pipeline.streaming import (
     SIMULATE_DEST,
     check_out,
     checkpoint_and_episodes,
+    read_telemetry,
     resolve_robot,
 )
 
@@ -41,7 +49,8 @@ class SimulateConfig:
     """Replay recorded commands open loop through a simulator-mode NeuralActuator checkpoint."""
 
     checkpoint: Path
-    """simulator-mode checkpoint directory (model.safetensors + config.json)"""
+    """simulator-mode NeuralActuator checkpoint directory (model.safetensors + config.json),
+    or a neuract fit output directory"""
     data: Path
     """episodes whose commands are replayed: a neuract dataset directory, or a NAD CSV file /
     folder"""
@@ -62,6 +71,8 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
         raise ConfigError(f"--substeps {cfg.substeps}; expected >= 1")
     out_dir = Path(cfg.out)
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data, cfg.robot), mode="simulator")
+    if is_fit_output(cfg.checkpoint):
+        return _simulate_fit(cfg, out_dir)
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "simulator",
                                            "open-loop simulations")
     h = model.cfg.history
@@ -69,6 +80,38 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
                                "prior": model.cfg.prior, "episodes": []}
     robot, _ = resolve_robot(cfg.robot, model, trajs)
     sim = simulator(model, robot, cfg.substeps)
+    return _write(cfg, out_dir, sim, trajs, h, summary)
+
+
+def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
+    """A ``neuract fit`` output's model, open loop on the episodes' commands."""
+    from neuract.eval.adapters import system_model_simulator
+    from neuract.fit.identify import plant_factory
+    from neuract.fit.saved import load_fit
+
+    fm = load_fit(cfg.checkpoint)
+    robot = cfg.robot or fm.robot
+    if robot == "pendulum":
+        raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} was fitted on the bench "
+                          "pendulum (one plant per run from its labels); neuract simulate "
+                          "replays arm episodes: give --robot, or a fit on an arm")
+    trajs = read_telemetry(cfg.data)
+    for tr in trajs:
+        if len(tr.meta.joint_names) != fm.n_dof:
+            raise ConfigError(f"episode {tr.meta.name!r} has {len(tr.meta.joint_names)} "
+                              f"joints; the fitted model {str(cfg.checkpoint)!r} has "
+                              f"{fm.n_dof}")
+    plant = plant_factory(robot)
+    summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
+                               "model": "fit", "actuator": fm.config.actuator.type,
+                               "robot": robot, "episodes": []}
+    sims = {v: system_model_simulator(fm.system, plant, cfg.substeps, use_voltage=v)
+            for v in (False, True)}
+    return _write(cfg, out_dir, sims, trajs, 1, summary)
+
+
+def _write(cfg: SimulateConfig, out_dir: Path, sim, trajs, h: int,
+           summary: dict[str, Any]) -> dict[str, Any]:
     with atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
         _simulate_all(sim, trajs, h, tmp_dir, summary)
         write_json(tmp_dir / "summary.json", summary)
@@ -85,8 +128,10 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
 def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any]) -> None:
     """One parquet file per episode in ``out_dir``; each episode's errors into ``summary``."""
     for tr in trajs:
-        inputs = ("q_goal", "voltage") if "voltage" in tr else ("q_goal",)
-        q_sim = simulate_full(sim, tr, "NeuralActuator", inputs=inputs, history=h)
+        volt = "voltage" in tr
+        inputs = ("q_goal", "voltage") if volt else ("q_goal",)
+        run = sim[volt] if isinstance(sim, dict) else sim  # a fit's: with or without voltage
+        q_sim = simulate_full(run, tr, "NeuralActuator", inputs=inputs, history=h)
         q = np.asarray(tr["q"], dtype=np.float64)
         cols: dict[str, Any] = {"t": np.asarray(tr["t"], dtype=np.float64)}
         for j, name in enumerate(tr.meta.joint_names):
