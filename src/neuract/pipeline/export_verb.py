@@ -75,7 +75,9 @@ class ExportConfig:
     """replace an existing --out: only an ONNX file neuract export wrote (onnx) or an empty
     directory (aot; an earlier package directory is always recompiled in place)"""
     robot: str | None = None
-    """mjcf: the robot description to copy (so101, omx or an MJCF file; default: the fit's)"""
+    """--format mjcf (a neuract fit's parametric servo written into a copy of the robot's MJCF,
+    docs/exports.md): the robot description to copy (so101, omx or an MJCF file; default: the
+    fit's)"""
     firmware_kp: float | None = None
     """mjcf: the firmware P gain to write the servo for (default: the checkpoint's)"""
     voltage: float | None = None
