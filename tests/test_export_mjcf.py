@@ -81,6 +81,7 @@ def test_so101_values_follow_the_derivation(tmp_path):
         np.testing.assert_allclose(m.actuator_forcerange[a], [-k, k], rtol=1e-9)
         assert m.actuator_forcelimited[a] and m.actuator_gear[a, 0] == 1.0
         np.testing.assert_allclose(m.actuator_delay[a], 0.02, rtol=1e-6)
+        assert m.actuator_history[a, 0] >= 0.02 / m.opt.timestep + 1  # holds the whole delay
         dof = j.dofadr[0]
         np.testing.assert_allclose(m.dof_armature[dof], 0.028 + 0.015, rtol=1e-9)
         np.testing.assert_allclose(m.dof_damping[dof], 9.0 / 8.0 + 0.2 + 0.05, rtol=1e-9)

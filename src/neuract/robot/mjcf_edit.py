@@ -10,13 +10,15 @@ files are inlined, comments are not kept), with:
 - per named joint: ``armature``, ``damping``, ``frictionloss`` and optionally ``ref`` (the
   joint and control ranges move with it, so that the same physical limits hold);
 - per named joint, one position actuator (MuJoCo's affine general form: ``gainprm = kp``,
-  ``biasprm = (0, -kp, -kv)``, unit gear, ``forcerange``, optional command ``delay``): the
+  ``biasprm = (0, -kp, -kv)``, unit gear, ``forcerange``, optional command ``delay`` with a
+  history of ``ceil(delay / timestep) + 2`` samples, linearly interpolated): the
   joint's existing joint-transmission actuators are replaced by it (the first one's name and
   control range are kept), or it is added under the joint's name.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,7 +74,7 @@ def _joint(spec: mujoco.MjSpec, name: str, v: Mapping[str, float]) -> None:
             j.range = [j.range[0] + ref, j.range[1] + ref]
 
 
-def _set_position(act, v: Mapping[str, float], ref: float) -> None:
+def _set_position(act, v: Mapping[str, float], ref: float, timestep: float) -> None:
     kp, kv = float(v["kp"]), float(v["kv"])
     act.trntype = mujoco.mjtTrn.mjTRN_JOINT
     act.gaintype = mujoco.mjtGain.mjGAIN_FIXED
@@ -85,8 +87,8 @@ def _set_position(act, v: Mapping[str, float], ref: float) -> None:
     act.forcerange = [-float(v["forcerange"]), float(v["forcerange"])]
     delay = float(v.get("delay", 0.0))
     act.delay = delay
-    if delay > 0:
-        act.nsample = int(v.get("nsample", 8))
+    if delay > 0:  # MuJoCo silently shortens a delay its history cannot hold: size it
+        act.nsample = math.ceil(delay / timestep) + 2
         act.interp = 1  # linear
     if ref and act.ctrllimited != mujoco.mjtLimited.mjLIMITED_FALSE \
             and act.ctrlrange[0] < act.ctrlrange[1]:
@@ -101,14 +103,14 @@ def _actuators(spec: mujoco.MjSpec, joint: str, v: Mapping[str, float]) -> str:
     if mine:
         for extra in mine[1:]:
             spec.delete(extra)
-        _set_position(mine[0], v, ref)
+        _set_position(mine[0], v, ref, spec.option.timestep)
         return mine[0].name
     act = spec.add_actuator()
     taken = {a.name for a in spec.actuators}
     act.name = joint if joint not in taken else f"{joint}_position"
     act.target = joint
     act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
-    _set_position(act, v, 0.0)
+    _set_position(act, v, 0.0, spec.option.timestep)
     return act.name
 
 
