@@ -32,9 +32,10 @@ docs/exports.md). The rest maps as follows, each with the reason it is exact or 
   the Stribeck excess (midway between breakaway ``c + s`` and sliding ``c``). Load-dependent
   terms (BAM m3-m6) have no MuJoCo form and are left out.
 - command delay: MuJoCo's own actuator delay (``delay``, linear interpolation): the command
-  is delayed by the same time, but MuJoCo shifts the zero-order-held control signal in time
-  while neuract interpolates between control frames, and MuJoCo's history starts at ctrl 0
-  unless initialised (``mujoco.mj_initCtrlHistory``).
+  is delayed by the same time, exactly for a whole number of control frames; otherwise MuJoCo
+  shifts the zero-order-held control signal in time while neuract interpolates between
+  control frames. MuJoCo's history starts at ctrl 0 unless initialised
+  (``mujoco.mj_initCtrlHistory``).
 - error limit: ``forcerange = min(stall, kp * limit)``: exact without a firmware D gain.
 - current limit: ``forcerange = min(stall, kt I_max)``: approximate (the current clip also
   bounds the back-EMF torque, which MuJoCo's joint damping never is).
