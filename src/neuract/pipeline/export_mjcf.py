@@ -128,7 +128,7 @@ def _comment(ckpt: Path, src: Path, form: MujocoForm) -> str:
              "joint: kp kv forcerange armature damping frictionloss ref delay"]
     for name, v in form.joints.items():
         lines.append(f"  {name}: {v.kp:.6g} {v.kv:.6g} {v.forcerange:.6g} {v.armature:.6g} "
-                     f"{v.damping:.6g} {v.frictionloss:.6g} {-v.offset:.6g} {v.delay:.6g}")
+                     f"{v.damping:.6g} {v.frictionloss:.6g} {0.0 - v.offset:.6g} {v.delay:.6g}")
     lines.append("Approximated or left out:" if form.approximations else
                  "Nothing approximated: this servo has an exact MuJoCo form (up to the "
                  "integrator).")

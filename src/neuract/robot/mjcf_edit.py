@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def edit_mjcf(src: str | os.PathLike, values: Mapping[str, Mapping[str, float]],
         raise RobotModelError(f"the edited copy of {src} does not compile in MuJoCo: {exc}"
                               ) from None
     if comment:
-        text = comment.replace("--", "- -")
+        text = re.sub(r"--(?=\w)", "", comment).replace("--", "- -")  # XML: no "--"
         xml = f"<!--\n{text}\n-->\n{xml}"
     return xml, names
 
