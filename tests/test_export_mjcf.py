@@ -125,8 +125,12 @@ def _servo_rollouts(tmp_path, eulerdamp: bool, delay: float = 0.0):
     ck, model = make_fit(tmp_path / "fit", str(robot), act, joints, 1)
     out = tmp_path / "elsewhere" / "exported.xml"
     export_mjcf(ck, out, voltage=12.0)
+    here = os.getcwd()
     os.chdir(tmp_path)  # loads from another folder: the mesh path must still resolve
-    m = mujoco.MjModel.from_xml_path(str(out))
+    try:
+        m = mujoco.MjModel.from_xml_path(str(out))
+    finally:
+        os.chdir(here)
     if not eulerdamp:
         m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     d = mujoco.MjData(m)
