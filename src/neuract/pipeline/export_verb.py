@@ -42,10 +42,11 @@ from neuract.neuralactuator import OnnxActuator, compiled, export_onnx
 from neuract.neuralactuator import export as na_export
 from neuract.neuralactuator.compiled import AOT_DEST
 from neuract.neuralactuator.export import QUANTIZE, reference_outputs
+from neuract.pipeline import export_mjcf
 from neuract.pipeline.checkpoints import calibrated, load_model
 from neuract.pipeline.export_params import run_params
 
-FORMATS = ("onnx", "aot", "bam", "torchscript")
+FORMATS = ("onnx", "aot", "mjcf", "bam", "torchscript")
 CHECK_LIMIT = {"none": 1e-3, "int8": 0.25}
 """largest |export - torch| over an output's spread the check accepts (float32 exports agree
 to ~1e-6; int8 ones to a few per cent on trained and random models)"""
@@ -81,12 +82,22 @@ class ExportConfig:
     overwrite: bool = False
     """replace an existing --out: only an ONNX file neuract export wrote (onnx) or an empty
     directory (aot; an earlier package directory is always recompiled in place)"""
+    robot: str | None = None
+    """--format mjcf (a neuract fit's parametric servo written into a copy of the robot's MJCF,
+    docs/exports.md): the robot description to copy (so101, omx or an MJCF file; default: the
+    fit's)"""
+    firmware_kp: float | None = None
+    """mjcf: the firmware P gain to write the servo for (default: the checkpoint's)"""
+    voltage: float | None = None
+    """mjcf: the supply [V] to write the servo for (default: the checkpoint's)"""
     quiet: bool = False
 
 
 def run(cfg: ExportConfig) -> dict[str, Any]:
     if cfg.format not in FORMATS:
         raise ConfigError(f"--format {cfg.format!r}; accepted: {list(FORMATS)}")
+    if cfg.format == "mjcf":  # a fitted parametric servo, not a NeuralActuator
+        return export_mjcf.run(cfg)
     if cfg.quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {cfg.quantize!r}; accepted: {list(QUANTIZE)}")
     dest = Path(cfg.out) if cfg.out is not None else DEFAULT_OUT[cfg.format]
