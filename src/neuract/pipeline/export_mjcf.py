@@ -19,14 +19,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from safetensors import safe_open
-
 from neuract.actuators import ServoActuator
 from neuract.atomic import write_text
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError
-from neuract.fit.checkpoint import load_weights
-from neuract.fit.identify import build_model
+from neuract.fit import saved
 from neuract.fit.verb import FitConfig
 from neuract.robot import load_robot
 from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
@@ -72,14 +69,6 @@ def read_fit(ckpt: Path) -> FitConfig:
     return cfg
 
 
-def _n_dof(ckpt: Path) -> int:
-    with safe_open(str(Path(ckpt) / "model.safetensors"), "pt") as f:
-        if "actuator.kt.raw" not in f.keys():
-            raise CheckpointError(f"{str(ckpt)!r}: model.safetensors holds no servo "
-                                  "(actuator.kt) weights")
-        return int(f.get_slice("actuator.kt.raw").get_shape()[0])
-
-
 def _robot_file(robot: str) -> Path:
     if robot in BUNDLED_ROBOTS:
         return bundled_path(robot)
@@ -95,10 +84,9 @@ def load_fitted(ckpt: Path, robot: str | None = None) -> tuple[Any, FitConfig, l
     parameters, the joints it was fitted on (the fit's robot's, in order) and the armature
     that robot's file adds (neuract's plant includes it). ``robot``: the arm to take joints
     from where the fit ran on the bench pendulum."""
-    cfg = read_fit(ckpt)
-    n = _n_dof(ckpt)
-    model = build_model(cfg.actuator, cfg.joints, n)
-    load_weights(model, Path(ckpt) / "model.safetensors")
+    cfg = read_fit(ckpt)  # what --format mjcf refuses, named
+    fm = saved.load_fit(ckpt)
+    model, n = fm.system, fm.n_dof
     if not isinstance(model.actuator, ServoActuator):  # read_fit refused the others
         raise ConfigError(f"--checkpoint {str(ckpt)!r}: not a parametric servo")
     source = cfg.robot if cfg.robot != "pendulum" else robot
