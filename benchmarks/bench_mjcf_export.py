@@ -40,7 +40,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from benchmarks.common import RESULTS, ROOT, machine  # noqa: E402
+from common import RESULTS, ROOT, machine  # noqa: E402  (benchmarks/ is on sys.path as a script)
 from neuract.actuators import ActuatorConfig  # noqa: E402
 from neuract.atomic import write_json, write_text  # noqa: E402
 from neuract.config import save_resolved  # noqa: E402
