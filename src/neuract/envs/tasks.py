@@ -16,9 +16,8 @@ import numpy as np
 
 from neuract.errors import ConfigError
 from neuract.twin.config import SimConfig
-from neuract.twin.generate import GenerateConfig, episode_plan, episode_rng, unit_rng
+from neuract.twin.generate import ROBOT_SPECS, GenerateConfig, make_job
 from neuract.twin.model import TwinModel
-from neuract.twin.servo import sample_unit
 from neuract.twin.sim import Job
 from neuract.twin.tasks import HOME, EpisodePlan
 
@@ -53,19 +52,9 @@ def twin_config(robot: str, task: str, seed: int, episode_s: float, physics_hz: 
 
 def draw_episode(cfg: GenerateConfig, tm: TwinModel, unit: int, episode: int) -> Episode:
     """The unit's hidden servos and the episode's plan, as :func:`neuract.twin.generate` draws
-    them (degraded motors applied where the plan draws them)."""
-    from neuract.twin.generate import ROBOT_SPECS, _worn_allowed
-    from neuract.twin.servo import degrade
-
-    spec = ROBOT_SPECS[cfg.robot]()
-    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
-    params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
-    rng = episode_rng(cfg.seed, unit, episode)
-    plan = episode_plan(cfg, cfg.tasks[0], lo, hi, rng)
-    if plan.degraded is not None and plan.degraded.any():
-        plan.degraded = plan.degraded & _worn_allowed(cfg.sim.healthy_motors, tm)
-        params = degrade(params, plan.degraded, spec, rng)
-    return Episode(Job(unit, episode, params, bus, plan, rng), plan, HOME[cfg.robot].copy())
+    them (:func:`neuract.twin.generate.make_job`)."""
+    job = make_job(cfg, ROBOT_SPECS[cfg.robot](), tm, unit, episode, cfg.tasks[0])
+    return Episode(job, job.plan, HOME[cfg.robot].copy())
 
 
 def reference(ep: Episode, tm: TwinModel, t: np.ndarray) -> np.ndarray:

@@ -208,6 +208,25 @@ def episode_plan(cfg: GenerateConfig, task: str, lo: np.ndarray, hi: np.ndarray,
                      cfg.sim.push_force_n, cfg.sim.degraded_fraction, cfg.sim.degraded_tasks)
 
 
+def make_job(cfg: GenerateConfig, spec, tm, unit: int, episode: int, task: str,
+             keep: np.ndarray | None = None, push_end_s: float = np.inf) -> Job:
+    """Episode ``episode`` of ``unit`` doing ``task``, drawn as :func:`generate` draws it:
+    the unit's hidden servos (:func:`unit_rng`), the plan from the episode's generator
+    (:func:`episode_rng`, which goes on to draw the rest of the episode) and the degraded
+    motors it picks (``keep``: the motors it may degrade; default all but
+    ``cfg.sim.healthy_motors``)."""
+    keep = _worn_allowed(cfg.sim.healthy_motors, tm) if keep is None else keep
+    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
+    params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
+    rng = episode_rng(cfg.seed, unit, episode)
+    plan = episode_plan(cfg, task, lo, hi, rng)
+    plan.push_end_t = float(push_end_s)
+    if plan.degraded is not None and plan.degraded.any():
+        plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
+        params = degrade(params, plan.degraded, spec, rng)
+    return Job(unit, episode, params, bus, plan, rng)
+
+
 def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]],
               push_end_s: Sequence[float] | None = None) -> list[Trajectory]:
     """Simulate the episodes ``rows`` in lockstep and return their trajectories.
@@ -225,23 +244,17 @@ def run_chunk(cfg: GenerateConfig, rows: list[tuple[int, int, int, str]],
         ends = [np.inf] * len(rows)
     spec = ROBOT_SPECS[cfg.robot]()
     tm = _model(cfg.robot, cfg.sim.physics_hz)
-    lo, hi = tm.ranges[:, 0] + 0.05, tm.ranges[:, 1] - 0.05
     keep = _worn_allowed(cfg.sim.healthy_motors, tm)
     jobs = []
     for (_, unit, k, task), end in zip(rows, ends):
-        params, bus = sample_unit(spec, tm.n, unit_rng(cfg.seed, unit))
-        rng = episode_rng(cfg.seed, unit, k)
-        plan = episode_plan(cfg, task, lo, hi, rng)
-        plan.push_end_t = float(end)
-        if plan.degraded is not None and plan.degraded.any():
-            plan.degraded = plan.degraded & keep  # (the draws do not depend on the mask)
-            params = degrade(params, plan.degraded, spec, rng)
+        job = make_job(cfg, spec, tm, unit, k, task, keep, push_end_s=float(end))
+        plan, params, rng = job.plan, job.params, job.rng
         cut = cfg.sim.external_forces_until_s
         if cut < np.inf:  # counterfactual: later external forces left out
             plan.pushes = [p for p in plan.pushes if p[0] < cut]
             if plan.attach_t >= cut:
                 plan.payload_kg = 0.0
-        jobs.append(Job(unit, k, params, bus, plan, rng))
+        jobs.append(Job(unit, k, params, job.bus, plan, rng))
     records = simulate(tm, spec, cfg.sim, jobs)
     trajs = []
     for row, job, rec in zip(rows, jobs, records):
