@@ -21,6 +21,7 @@ voltage            (T, n)       V        supply voltage seen by each servo
 temperature        (T, n)       degC     servo temperature
 tau                (T, n)       N m      joint torque, only where measured by a sensor
 torque_enable      (T, n)       bool     servo torque on (False: joint released / passive)
+overload           (T, n)       bool     overload protection tripped (status register bits)
 valid              (T, n)       bool     False where a sample was repaired (see readers)
 ee_force           (T, 3)       N        external force at the end effector, world frame
 ee_force_mask      (T,)         bool     True where ``ee_force`` is a real label
@@ -59,6 +60,8 @@ CHANNELS: dict[str, ChannelSpec] = {
     "temperature": ChannelSpec("joint", "degC", "float", "servo temperature"),
     "tau": ChannelSpec("joint", "N m", "float", "measured joint torque"),
     "torque_enable": ChannelSpec("joint", "bool", "bool", "servo torque enabled"),
+    "overload": ChannelSpec("joint", "bool", "bool",
+                            "servo overload protection tripped (status register bits)"),
     "valid": ChannelSpec("joint", "bool", "bool", "False where a sample was repaired"),
     "ee_force": ChannelSpec("vec3", "N", "float", "end-effector external force, world frame"),
     "ee_force_mask": ChannelSpec("scalar", "bool", "bool", "True where ee_force is a label"),

@@ -16,7 +16,10 @@ by truncation at the plan's length.
 hidden parameters never appear in observations or ``info``), a path to a ``neuract fit``
 output or a simulator-mode NeuralActuator checkpoint, or an ``(Actuator, JointParams)`` pair.
 ``privileged=True`` adds the true torque, end-effector force, contact and payload to
-``info``.
+``info``. ``overload_protection=True`` (the twin actuator only) models the servos' overload
+protection (``SimConfig.overload_protection``) and adds ``info["overload"]`` (per-joint bool,
+the status register a host reads: not privileged) and ``info["overload_stop"]`` (any joint
+tripped); a trip does not end the episode (the caller decides; see docs/envs.md).
 """
 
 from __future__ import annotations
@@ -63,6 +66,20 @@ def check_action(action: Any, shape: tuple[int, ...]) -> np.ndarray:
     return a
 
 
+def check_overload_option(overload_protection: bool, kind: str) -> None:
+    """Refuse ``overload_protection`` for an actuator that does not model it (only the twin's
+    servos have protection registers)."""
+    if overload_protection and kind != "twin":
+        raise ConfigError(f"overload_protection = True with actuator kind {kind!r}; only the "
+                          "twin's servos ('twin' / 'twin:UNIT') model overload protection")
+
+
+def overload_info(r: Reading) -> dict[str, Any]:
+    """``overload`` (E, n) bool and ``overload_stop`` (E,) bool of every row."""
+    over = np.asarray(r.overload, bool).copy()
+    return {"overload": over, "overload_stop": over.any(axis=1)}
+
+
 class ArmEnv(gym.Env):
     """One arm (see the module docstring)."""
 
@@ -70,15 +87,18 @@ class ArmEnv(gym.Env):
 
     def __init__(self, robot: str = "so101", task: str = "free", actuator: Any = "mujoco",
                  episode_s: float = 10.0, physics_hz: float = 500.0, unit: int = 0,
-                 privileged: bool = False, seed: int = 0, substeps: int | None = None):
+                 privileged: bool = False, seed: int = 0, substeps: int | None = None,
+                 overload_protection: bool = False):
         super().__init__()
         if robot not in RATE_HZ:
             raise ConfigError(f"robot {robot!r}; accepted: {sorted(RATE_HZ)}")
         self.robot, self.task, self.privileged = robot, task, bool(privileged)
-        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz)
+        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz, overload_protection)
         self.tm = build_model(robot, physics_hz)
         self.backend, self.kind, self.unit = build_backend(actuator, self.tm, self.cfg, 1,
                                                            unit, substeps)
+        check_overload_option(overload_protection, self.kind)
+        self.overload_protection = overload_protection
         n = self.tm.n
         self.joint_names = list(self.tm.joint_names)
         lo, hi = self.tm.ranges[:, 0], self.tm.ranges[:, 1]
@@ -136,7 +156,11 @@ class ArmEnv(gym.Env):
         if self.privileged:
             info.update(tau=r.tau[0].copy(), ee_force=r.ee_force[0].copy(),
                         contact=bool(r.contact[0]), payload_kg=float(r.payload[0]))
+        if self.overload_protection:
+            over = overload_info(r)
+            info.update(overload=over["overload"][0], overload_stop=bool(over["overload_stop"][0]))
         return info
 
 
-__all__ = ["ArmEnv", "check_action", "flat_obs", "obs_layout"]
+__all__ = ["ArmEnv", "check_action", "check_overload_option", "flat_obs", "obs_layout",
+           "overload_info"]

@@ -54,7 +54,9 @@ class Reading:
     effort: signed drive fraction in [-1, 1] (+ drives +q: duty of the twin's servos, the
     actuator torque over its limit otherwise). Privileged: tau (E, n) joint torque the
     actuator applies [N m]; ee_force (E, 3) external force at the end effector [N];
-    contact (E,) bool; payload (E,) [kg].
+    contact (E,) bool; payload (E,) [kg]. overload (E, n) bool: the servos' overload
+    protection has tripped (the status register a host reads; the twin with
+    ``SimConfig.overload_protection`` only, else None).
     """
 
     t: np.ndarray
@@ -67,6 +69,7 @@ class Reading:
     ee_force: np.ndarray
     contact: np.ndarray
     payload: np.ndarray
+    overload: np.ndarray | None = None
 
 
 def _loads(ep: Episode, t: float) -> tuple[float, np.ndarray]:
@@ -115,7 +118,7 @@ class TwinBackend:
 
     def read(self) -> Reading:
         rows = [self._read(e) for e in range(self.E)]
-        return Reading(*(np.stack([r[i] for r in rows]) for i in range(10)))
+        return Reading(*(np.stack([r[i] for r in rows]) for i in range(11)))
 
     def _read(self, e: int) -> tuple:
         run, k, ep = self.runs[e], int(self.k[e]), self.eps[e]
@@ -126,9 +129,10 @@ class TwinBackend:
         t = float(run.sched.ticks[0][k])
         payload, push = _loads(ep, run.sample_step(0, k) * run.dt)
         force = _ee_force(payload, push)
+        overload = tele.get("overload", np.zeros((1, len(tele["q"][0])), bool))[0]
         return (t, tele["q"][0], tele["qd"][0], effort[0], tele["temperature"][0],
                 float(tele["voltage"][0].mean()), raw["tau"][0], force,
-                bool(np.linalg.norm(force) > 1e-6), payload)
+                bool(np.linalg.norm(force) > 1e-6), payload, overload)
 
 
 class _FixedRate:

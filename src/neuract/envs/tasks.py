@@ -39,15 +39,20 @@ class Episode:
     home: np.ndarray  # (n,) [rad]
 
 
-def twin_config(robot: str, task: str, seed: int, episode_s: float, physics_hz: float
-                ) -> GenerateConfig:
-    """The ``neuract twin`` options whose episode ``(unit, episode)`` an environment replays."""
+def twin_config(robot: str, task: str, seed: int, episode_s: float, physics_hz: float,
+                overload_protection: bool = False) -> GenerateConfig:
+    """The ``neuract twin`` options whose episode ``(unit, episode)`` an environment replays
+    (``overload_protection``: ``SimConfig.overload_protection``, the twin actuator only)."""
     if task not in TASK_IDS.values():
         raise ConfigError(f"task {task!r}; accepted: {sorted(TASK_IDS.values())}")
     if not (np.isfinite(episode_s) and 1.0 <= episode_s <= 600.0):
         raise ConfigError(f"episode_s = {episode_s!r}; expected seconds in [1, 600]")
+    if not isinstance(overload_protection, bool):
+        raise ConfigError(f"overload_protection = {overload_protection!r}; expected True or "
+                          "False")
     return GenerateConfig(robot=robot, tasks=(task,), seed=int(seed),
-                          sim=SimConfig(episode_s=float(episode_s), physics_hz=physics_hz))
+                          sim=SimConfig(episode_s=float(episode_s), physics_hz=physics_hz,
+                                        overload_protection=overload_protection))
 
 
 def draw_episode(cfg: GenerateConfig, tm: TwinModel, unit: int, episode: int) -> Episode:

@@ -8,6 +8,9 @@ network once per control step for all rows); MuJoCo runs each row's dynamics. Ro
 themselves one step after their episode ends (Gymnasium's next-step autoreset): that step
 returns the new episode's first observation, reward 0 and no termination. Row ``i`` plays
 episode ``i``, ``i + num_envs``, ... of the twin's episode table of ``seed``.
+``overload_protection=True`` (twin actuator only): ``info["overload"]`` (num_envs, n) bool and
+``info["overload_stop"]`` (num_envs,) bool, as :class:`~neuract.envs.arm.ArmEnv`; no automatic
+termination.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from neuract.envs.arm import check_action, flat_obs, obs_layout
+from neuract.envs.arm import (
+    check_action,
+    check_overload_option,
+    flat_obs,
+    obs_layout,
+    overload_info,
+)
 from neuract.envs.factory import build_backend
 from neuract.envs.tasks import RATE_HZ, draw_episode, reference, twin_config
 from neuract.errors import ConfigError
@@ -35,16 +44,18 @@ class ArmVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 8, robot: str = "so101", task: str = "free",
                  actuator: Any = "mujoco", episode_s: float = 10.0, physics_hz: float = 500.0,
                  unit: int = 0, privileged: bool = False, seed: int = 0,
-                 substeps: int | None = None, **_: Any):
+                 substeps: int | None = None, overload_protection: bool = False, **_: Any):
         if not (isinstance(num_envs, int) and num_envs >= 1):
             raise ConfigError(f"num_envs = {num_envs!r}; expected an integer >= 1")
         if robot not in RATE_HZ:
             raise ConfigError(f"robot {robot!r}; accepted: {sorted(RATE_HZ)}")
         self.num_envs, self.robot, self.privileged = num_envs, robot, bool(privileged)
-        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz)
+        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz, overload_protection)
         self.tm = build_model(robot, physics_hz)
         self.backend, self.kind, self.unit = build_backend(actuator, self.tm, self.cfg,
                                                            num_envs, unit, substeps)
+        check_overload_option(overload_protection, self.kind)
+        self.overload_protection = overload_protection
         n = self.tm.n
         lo, hi = self.tm.ranges[:, 0], self.tm.ranges[:, 1]
         self._lo, self._hi = lo, hi
@@ -106,6 +117,8 @@ class ArmVectorEnv(VectorEnv):
         if self.privileged:
             info.update(tau=r.tau.copy(), ee_force=r.ee_force.copy(), contact=r.contact.copy(),
                         payload_kg=r.payload.copy())
+        if self.overload_protection:
+            info.update(overload_info(r))
         return info
 
 

@@ -109,6 +109,39 @@ class RegisterSpec:
 
 
 @dataclass(frozen=True)
+class OverloadSpec:
+    """A servo family's overload protection (opt-in: ``SimConfig.overload_protection``).
+
+    Two latched trips, each timed on the physics grid: the load trip (``|duty| >=
+    load_threshold`` continuously for ``load_time``) and the current trip (the family's current
+    reading, supply-side ``|duty * I|`` on the STS3215 or the motor current on the XM430,
+    ``>= current_threshold`` continuously for ``current_time``). A tripped servo's output (its
+    duty) is limited to ``*_output`` of full scale from the next physics step on; an output
+    of 0 is torque off (H-bridge open: no drive, no back-EMF braking). ``None``: no such trip.
+
+    STS3215 defaults (SO-101): the factory registers as read back from an SO-101's servos,
+    Overload_Torque(36) = 80 %, Protection_Time(35) = 200 x 10 ms, Protective_Torque(34) = 20 %
+    (the output after an overload trip), Protection_Current(28) = 500 x 6.5 mA = 3.25 A,
+    Over_Current_Protection_Time(38) = 200 x 10 ms, Unloading_Condition(19) = 44 (bits 2, 3,
+    5: overheat, over-current and overload protection on); an over-current trip unloads the
+    servo (torque off; the Feetech table names bit 3 an unloading condition). Status byte
+    (65): bit 3 current, bit 5 load. XM430-W350 (OMX): Shutdown(63) = 52 sets bit 5 "Overload
+    Error" ("persistent load that exceeds maximum output"), which clears Torque Enable(64) and
+    sets Hardware Error Status(70) bit 5 until a reboot. ROBOTIS states no threshold or time;
+    ASSUMPTION: motor current >= 1.2 A (the level the NeuralActuator paper reports position-only
+    policies tripping at) for 3 s ("a high current for a few seconds", ROBOTIS on
+    DynamixelSDK issue 285). See docs/envs.md (Overload protection) for the sources.
+    """
+
+    load_threshold: float | None = 0.80  # duty fraction that starts the load timer
+    load_time: float = 2.0  # [s]
+    load_output: float = 0.20  # duty limit after a load trip (0: torque off)
+    current_threshold: float | None = 3.25  # [A] on the family's current reading
+    current_time: float = 2.0  # [s]
+    current_output: float = 0.0  # duty limit after a current trip (0: torque off)
+
+
+@dataclass(frozen=True)
 class RobotTwinSpec:
     """Everything robot-specific: servo family, gains, rates, ranges."""
 
@@ -118,6 +151,7 @@ class RobotTwinSpec:
     bus: BusRanges
     registers: RegisterSpec
     degraded: DegradedRanges = field(default_factory=DegradedRanges)
+    overload: OverloadSpec = field(default_factory=OverloadSpec)
 
 
 def so101_spec() -> RobotTwinSpec:
@@ -144,7 +178,10 @@ def omx_spec() -> RobotTwinSpec:
         velocity_lsb=0.229 * 2 * 3.141592653589793 / 60.0, current_lsb=0.00269,
         current_supply_side=False,
     )
-    return RobotTwinSpec("omx", 58.8, servo, bus, regs)
+    # Shutdown(63) bit 5 only; thresholds undocumented (assumption, see OverloadSpec)
+    overload = OverloadSpec(load_threshold=None, current_threshold=1.2, current_time=3.0,
+                            current_output=0.0)
+    return RobotTwinSpec("omx", 58.8, servo, bus, regs, overload=overload)
 
 
 ROBOT_SPECS = {"so101": so101_spec, "omx": omx_spec}
@@ -207,3 +244,10 @@ class SimConfig:
     degradation still drawn (the rest of the episode, its other worn motors included, stays
     the same): the counterfactual that tells what a worn motor does to an estimate; empty:
     every planned degradation applied"""
+    overload_protection: bool = False
+    """model the servos' overload protection (:class:`OverloadSpec` of the robot): a servo
+    whose load or current stays above its protection threshold for the protection time trips,
+    limits or cuts its output and stays tripped for the rest of the episode (the twin has no
+    torque re-enable / reboot command); the raw record and the telemetry then carry a per-joint
+    ``overload`` channel (the status register's overload bits). False (the default, and the
+    data every benchmark here used): not modelled, every array as before"""

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from neuract.twin.config import Nonidealities, RobotTwinSpec
+from neuract.twin.config import Nonidealities, OverloadSpec, RobotTwinSpec
 
 T_REF = 25.0  # [degC] temperature at which ke/kt/R are stated
 
@@ -164,6 +164,47 @@ class ServoState:
 
 
 @dataclass
+class Protection:
+    """Overload protection of ``E`` environments' servos (:class:`OverloadSpec`), opt-in.
+
+    ``t_load`` / ``t_current`` (E, n): how long the load / current has been at or above its
+    threshold without a break [s]; ``limit`` (E, n): the output limit (1 until a trip);
+    ``tripped`` (E, n) bool: latched (the twin has no torque re-enable or reboot command).
+    """
+
+    spec: OverloadSpec
+    supply_side: bool  # the current reading is |duty * I| (STS3215), else |I| (XM430)
+    t_load: np.ndarray
+    t_current: np.ndarray
+    limit: np.ndarray
+    tripped: np.ndarray
+
+    @classmethod
+    def initial(cls, spec: OverloadSpec, supply_side: bool, shape: tuple[int, int]
+                ) -> Protection:
+        z = np.zeros(shape)
+        return cls(spec, supply_side, z, z.copy(), np.ones(shape), np.zeros(shape, bool))
+
+    def update(self, duty: np.ndarray, current: np.ndarray, dt: float) -> None:
+        """Advance the timers by one physics step of ``duty`` and ``current`` and latch the
+        servos whose timer reached the protection time (their limit applies next step)."""
+        s = self.spec
+        if s.load_threshold is not None:
+            over = np.abs(duty) >= s.load_threshold
+            self.t_load = np.where(over, self.t_load + dt, 0.0)
+            self._trip(self.t_load >= s.load_time - 1e-9, s.load_output)
+        if s.current_threshold is not None:
+            reading = np.abs(duty * current) if self.supply_side else np.abs(current)
+            over = reading >= s.current_threshold
+            self.t_current = np.where(over, self.t_current + dt, 0.0)
+            self._trip(self.t_current >= s.current_time - 1e-9, s.current_output)
+
+    def _trip(self, now: np.ndarray, output: float) -> None:
+        self.limit = np.where(now, np.minimum(self.limit, output), self.limit)
+        self.tripped |= now
+
+
+@dataclass
 class ServoOut:
     """One physics step of all servos; every field ``(E, n)`` except ``v_bus`` ``(E,)``."""
 
@@ -176,11 +217,13 @@ class ServoOut:
 
 def servo_step(p: ServoParams, st: ServoState, goal: np.ndarray, q_enc: np.ndarray,
                w_motor: np.ndarray, v_bus: np.ndarray, dt: float,
-               ni: Nonidealities, kp_ideal: float) -> ServoOut:
-    """Advance every servo one physics step (updates ``st`` in place).
+               ni: Nonidealities, kp_ideal: float, prot: Protection | None = None
+               ) -> ServoOut:
+    """Advance every servo one physics step (updates ``st`` and ``prot`` in place).
 
     goal, q_enc: (E, n) goal at the servo and encoder reading [rad]; w_motor: (E, n) joint
-    (motor) speed [rad/s]; v_bus: (E,) supply voltage [V].
+    (motor) speed [rad/s]; v_bus: (E,) supply voltage [V]; prot: overload protection (None:
+    not modelled; also not with ``ni.motor`` off, the ideal actuator having no current).
     """
     err = goal - q_enc
     if not ni.motor:
@@ -194,6 +237,8 @@ def servo_step(p: ServoParams, st: ServoState, goal: np.ndarray, q_enc: np.ndarr
     duty -= c["d_gain"] * w_motor
     np.maximum(duty, -1.0, out=duty)
     np.minimum(duty, 1.0, out=duty)
+    if prot is not None:
+        np.clip(duty, -prot.limit, prot.limit, out=duty)
     v_col = v_bus[:, None]
     v_servo = v_col + p.volt_offset if ni.noise else np.repeat(v_col, err.shape[1], 1)
     if ni.thermal:
@@ -207,6 +252,9 @@ def servo_step(p: ServoParams, st: ServoState, goal: np.ndarray, q_enc: np.ndarr
     current /= res
     np.maximum(current, c["neg_ilim"], out=current)
     np.minimum(current, p.current_limit, out=current)
+    if prot is not None:
+        current[prot.limit <= 0.0] = 0.0  # torque off: the bridge is open, no current
+        prot.update(duty, current, dt)
     tau_em = kt_isat * np.tanh(current * c["inv_isat"])
     abs_tau = np.abs(tau_em)
     if ni.friction:

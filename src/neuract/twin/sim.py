@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from neuract.errors import ConfigError
 from neuract.twin.config import RobotTwinSpec, SimConfig
 from neuract.twin.model import TwinModel
 from neuract.twin.servo import (
+    Protection,
     ServoParams,
     ServoState,
     UnitBus,
@@ -31,6 +33,9 @@ from neuract.twin.tasks import GRAVITY, EpisodePlan
 # raw record channels, each (K, n) unless noted
 RECORD_CHANNELS = ("q_enc", "q_true", "qd_true", "duty", "current", "v_servo", "temperature",
                    "tau")
+OVERLOAD_CHANNEL = "overload"
+"""raw record channel (K, n), 1.0 where the servo's overload protection has tripped (the
+status register's overload bits); only with ``SimConfig.overload_protection``"""
 
 
 @dataclass
@@ -233,7 +238,7 @@ def _episode_records(jobs: list[Job], sched: _Schedule, rec: dict, rec_win: np.n
         first = phys is not None and e == 0
         records.append(EpisodeRecord(
             t=sched.ticks[e], q_goal=sched.goals[e],
-            channels={c: rec[c][e, :k].copy() for c in RECORD_CHANNELS},
+            channels={c: rec[c][e, :k].copy() for c in rec},
             enc_steps_window=None if rec_win is None else np.round(rec_win[e, :k] / lsb),
             ee_force=force, contact=contact, payload=job.plan.payload_at(ts),
             physics_qpos=phys if first else None,
@@ -273,6 +278,14 @@ class Lockstep:
         self.W = W
         self.hist = np.zeros((E, W + 1, n)) if W else None
         self.rec = {c: np.zeros((E, self.sched.G.shape[1], n)) for c in RECORD_CHANNELS}
+        if not isinstance(cfg.overload_protection, bool):
+            raise ConfigError(f"SimConfig.overload_protection = {cfg.overload_protection!r}; "
+                              "expected True or False")
+        self.prot = None
+        if cfg.overload_protection:
+            self.prot = Protection.initial(spec.overload, spec.registers.current_supply_side,
+                                           (E, n))
+            self.rec[OVERLOAD_CHANNEL] = np.zeros((E, self.sched.G.shape[1], n))
         self.rec_win = np.zeros((E, self.sched.G.shape[1], n)) if W else None
         self.st = ServoState.initial(p)
         if not ni.thermal:
@@ -328,7 +341,8 @@ class Lockstep:
             q_enc = np.round(q_enc / lsb) * lsb
         goal = sched.G[self.ar, sched.goal_idx[:, s]]
         v_bus = bus_voltage(self.bus, st, ni)
-        out = servo_step(p, st, goal, q_enc, w_m, v_bus, self.dt, ni, self.cfg.kp_ideal)
+        out = servo_step(p, st, goal, q_enc, w_m, v_bus, self.dt, ni, self.cfg.kp_ideal,
+                         self.prot)
         if W:
             if s == 0:
                 self.hist[:] = q_enc[:, None]
@@ -344,6 +358,8 @@ class Lockstep:
         if hi_i > lo_i:
             es, ks = sched.all_e[lo_i:hi_i], sched.all_k[lo_i:hi_i]
             _record(self.rec, es, ks, q_enc, q_out, w_m, out, st.temperature)
+            if self.prot is not None:
+                self.rec[OVERLOAD_CHANNEL][es, ks] = self.prot.tripped[es]
             for e, k in zip(es.tolist(), ks.tolist()):
                 self.rec["tau"][e, k] = envs.joint_torque(e)
             if W:

@@ -17,7 +17,10 @@ This is the only place where register units exist in the twin. Per servo family
   counts at 8 % duty at rest, 220 counts at 74 % duty while lifting 500 g); XM430 2.69 mA/LSB,
   signed motor current; optional reading noise before rounding (``current_noise_lsb``,
   ``SimConfig.current_noise_lsb``; default none);
-- voltage 0.1 V LSB, temperature 1 degC LSB.
+- voltage 0.1 V LSB, temperature 1 degC LSB;
+- ``overload`` (only with ``SimConfig.overload_protection``): True once the servo's overload
+  protection has tripped, the bits a host reads in the STS3215 status byte (65: bit 5 load,
+  bit 3 current) or the XM430 Hardware Error Status (70: bit 5 Overload Error).
 Ground truth beside the telemetry: ``tau`` (servo output torque driving the joint [N m]),
 ``ee_force`` (external force at the end-effector point, world frame: payload weight on z
 plus pushes [N]), ``ee_force_mask`` (all True: the twin knows the force everywhere),
@@ -76,6 +79,8 @@ def telemetry_channels(c: dict, enc_steps_window: np.ndarray | None, spec: Robot
         ch["load"] = -counts / r.load_full_scale
     else:
         ch["pwm"] = counts / r.load_full_scale
+    if "overload" in c:
+        ch["overload"] = np.asarray(c["overload"]) > 0.5
     return ch
 
 
@@ -102,6 +107,8 @@ def to_trajectory(rec: EpisodeRecord, spec: RobotTwinSpec, ni: Nonidealities,
                              np.int8),
         effort: tele[effort],
     }
+    if "overload" in tele:
+        ch["overload"] = tele["overload"]
     meta = TrajectoryMeta(robot=spec.robot, joint_names=tuple(joint_names),
                           source="neuract twin", rate_hz=spec.rate_hz, name=name,
                           labels=labels)
