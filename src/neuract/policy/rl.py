@@ -10,11 +10,9 @@ The residual action. The policy outputs ``a`` in [-1, 1]^n; the goal sent to the
 that sends the reference; PPO only learns the correction (lead, overshoot compensation),
 which it finds in a few thousand steps where learning absolute goals takes far longer.
 
-The policy's observation (``5 n`` values, ``float32``): the error ``(target - q) / 0.1``,
-``qd / 10``, ``effort``, ``target`` and the reference's change ``lookahead`` steps ahead
-``(ref[k + 1 + L] - target) / 0.1``. Temperature and voltage are left out (constant in the
-fixed-rate simulators). Reward per step: ``-reward_scale * (mean_j |q - ref| +
-effort_weight * mean_j |effort|)``.
+Observation (``5 n``, ``float32``): ``(target - q) / 0.1``, ``qd / 10``, ``effort``, ``target``,
+``(ref[k + 1 + lookahead] - target) / 0.1`` (temperature and voltage left out: constant in the
+fixed-rate simulators). Reward: ``-reward_scale * (mean |q - ref| + effort_weight mean |effort|)``.
 
 The reference (``EnvSpec.reference``): ``"track"`` is the task's own (the ``free`` task's
 minimum-jerk via points and sines); ``"step"`` is point-to-point: the task's reference sampled
