@@ -15,11 +15,12 @@ All are evaluated on unseen twin units: tracking RMS [mrad], final-position drif
 overshoot [%], settle time [s] per policy and iteration; ``gap_closed`` = the fraction of the
 (i) -> (iii) RMS gap the loop's last iteration closes (target >= 0.75).
 
-Run: ``.venv/bin/python benchmarks/bench_rl_sysid_loop.py`` (sized for about 90 minutes on
-2 cores; not yet run at that scale) or ``--quick`` (a tiny loop, under a minute: checks the
-machinery, its numbers mean nothing). Writes ``benchmarks/results/rl_sysid_loop.json`` and
-``.md`` (``--quick``: ``rl_sysid_loop_quick.*``). NeuralActuator identification is not in the
-loop yet (the JSON says so).
+Run: ``.venv/bin/python benchmarks/bench_rl_sysid_loop.py`` (not yet run at this scale; from
+PPO's measured 2,000 MuJoCo steps/s with 8 rows, the twin's ~1,100 and a learned servo's
+~1,700 samples/s, an estimated 20-30 minutes on 2 cores) or ``--quick`` (a tiny loop,
+under a minute: checks the machinery, its numbers mean nothing). Writes
+``benchmarks/results/rl_sysid_loop.json`` and ``.md`` (``--quick``: ``rl_sysid_loop_quick.*``).
+NeuralActuator identification is not in the loop yet (the JSON says so).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def full_config(seed: int, iterations: int) -> LoopConfig:
     """The full experiment's sizes (PPO with 8 rows, 4 training and 4 unseen units)."""
     return LoopConfig(train_units=(0, 1, 2, 3), eval_units=(8, 9, 10, 11),
                       iterations=iterations, record_episodes=2, eval_episodes=2,
-                      base_timesteps=60_000, continue_timesteps=20_000, episode_s=4.0,
+                      base_timesteps=200_000, continue_timesteps=60_000, episode_s=4.0,
                       ppo=replace(PPOConfig(), n_envs=8, n_steps=256, seed=seed), seed=seed)
 
 
