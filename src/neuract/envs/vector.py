@@ -68,7 +68,10 @@ class ArmVectorEnv(VectorEnv):
         self._episode = np.zeros(num_envs, np.int64)
         self._done = np.zeros(num_envs, bool)
 
-    def _start(self, rows: list[int]) -> None:
+    def restart(self, rows: list[int]) -> None:
+        """Start rows ``rows`` on their next episodes now (a same-step autoreset, as
+        stable-baselines3 expects; the environment itself restarts a row one step after its
+        episode ends). Read the rows' first observation with ``backend.read()``."""
         eps = [draw_episode(self.cfg, self.tm, self.unit, int(self._episode[e])) for e in rows]
         for e, ep in zip(rows, eps):
             self._eps[e] = ep
@@ -90,24 +93,24 @@ class ArmVectorEnv(VectorEnv):
         if seed is not None:
             self.cfg = dataclasses.replace(self.cfg, seed=int(seed))
         self._episode = np.arange(self.num_envs, dtype=np.int64)
-        self._start(list(range(self.num_envs)))
+        self.restart(list(range(self.num_envs)))
         r = self.backend.read()
         return flat_obs(r, self._targets(1)), self._infos(r)
 
     def step(self, actions):
         a = check_action(actions, (self.num_envs, self.tm.n))
         goals = np.clip(a, self._lo, self._hi)
-        restart = np.flatnonzero(self._done).tolist()
+        ended = np.flatnonzero(self._done).tolist()  # last step ended these rows' episodes
         self.backend.step(goals)
-        if restart:
-            self._start(restart)
+        if ended:
+            self.restart(ended)
         r = self.backend.read()
         target_now = self._targets(0)
         reward = -np.abs(r.q - target_now).mean(1)
-        reward[restart] = 0.0
+        reward[ended] = 0.0
         k = self.backend.k
         trunc = np.array([int(k[e]) >= self.backend.horizon(e) for e in range(self.num_envs)])
-        trunc[restart] = False
+        trunc[ended] = False
         self._done = trunc.copy()
         obs = flat_obs(r, self._targets(1))
         return obs, reward, np.zeros(self.num_envs, bool), trunc, self._infos(r)

@@ -252,7 +252,7 @@ class ArmSB3VecEnv(VecEnv):
                     infos[sl.start + e].update({"terminal_observation": o[e].copy(),
                                                 "TimeLimit.truncated": True})
                     self._log(sl.start + e, goals[sl.start + e], end=True)
-                vec._start(ended)  # the row's next episode now, as SB3 expects
+                vec.restart(ended)  # the row's next episode now, as SB3 expects
                 self._prepare(vec, ended)
                 rd = vec.backend.read()
                 o2, t2 = self._obs(vec, rd.q, rd.qd, rd.effort)
