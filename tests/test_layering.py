@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"estimate"},
     {"twin", "control"},
     {"envs"},
+    {"policy"},
     {"pipeline"},
     {"demo", "cli", "__main__", "__init__"},
 ]
