@@ -23,6 +23,7 @@ reference at the same sample.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import mujoco
@@ -56,12 +57,13 @@ def nominal_stiffness(robot: str) -> float:
 
 class Kinematics:
     """Forward kinematics of the end-effector point and gravity torques of an arm (its twin
-    model: the payload acts at ``tm.ee_body``)."""
+    model: the payload acts at ``tm.ee_body``; a private copy of the model, so that the
+    environment's is never touched)."""
 
     def __init__(self, tm: TwinModel):
         self.tm = tm
-        self.model = tm.model
-        self.data = mujoco.MjData(tm.model)
+        self.model = copy.copy(tm.model)
+        self.data = mujoco.MjData(self.model)
 
     def _pose(self, q: np.ndarray) -> None:
         self.data.qpos[:] = 0.0
