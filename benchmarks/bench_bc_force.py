@@ -140,7 +140,7 @@ def estimator(cfg: BenchConfig):
 def run_task(task: str, cfg: BenchConfig, est) -> tuple[dict, dict]:
     """Demonstrations, both policies trained, the paired trials of one task."""
     env = ArmEnv("so101", task, actuator="twin", privileged=True, episode_s=cfg.episode_s,
-                 seed=cfg.seed)
+                 seed=cfg.seed, overload_protection=True)
     expert, plain = Expert(env.tm), Expert(env.tm, ExpertConfig(gain=0.0))
     force = ForceStream(est)
     t0 = time.time()

@@ -178,3 +178,17 @@ def test_summarize_pairs_trials_and_orders_the_difference():
     assert r["discordant"] == {"only_qaf": 6, "only_qa": 0}
     with pytest.raises(ConfigError, match="paired"):
         summarize({"qa": first, "qaf": second[::-1]}, "qa", "qaf")
+
+
+def test_over_current_stops_are_read_from_the_protected_twin():
+    e = ArmEnv("so101", "lift", actuator="twin:0", privileged=True, episode_s=4.0,
+               overload_protection=True)
+    ex = Expert(e.tm)
+    calm = run_episode(e, lambda s: ex.act(s.target, s.payload_kg), 0, 0, 0)
+    assert calm.overload_reported and calm.overloads == 0 and calm.success is not None
+    from neuract.policy.rollout import _overload
+
+    # the status bits stay set once a servo trips: an episode's stops are the latest count
+    assert _overload({}) == (0, False)
+    assert _overload({"overload": np.array([False, True, True])}) == (2, True)
+    assert not lift_success(calm.t, np.zeros_like(calm.t), overloads=1)

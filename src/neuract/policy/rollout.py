@@ -103,7 +103,8 @@ class Trace:
 
 
 def _overload(info: dict[str, Any]) -> tuple[int, bool]:
-    """(over-current stops this step, whether the environment reports them at all)."""
+    """(servos tripped so far, whether the environment reports it at all): the status
+    register stays set once a servo trips, so the episode's stops are the last count."""
     if "overload" not in info:
         return 0, False
     return int(np.sum(np.asarray(info["overload"], dtype=bool))), True
@@ -137,7 +138,7 @@ def run_episode(env: Any, act: Controller, seed: int, unit: int, episode: int,
         obs, _, term, trunc, info = env.step(a)
         done = bool(term or trunc)
         n_over, rep = _overload(info)
-        over, reported = over + n_over, reported or rep
+        over, reported = max(over, n_over), reported or rep
         for k, v in (("t", info["t"]), ("q", obs[lay["q"]]), ("ref", s.target), ("goal", a),
                      ("fhat", s.fhat)):
             rows[k].append(np.asarray(v, dtype=np.float64))
