@@ -117,8 +117,9 @@ def _assert_same(a: list[Trajectory], b: list[Trajectory]):
 
 def test_twin_round_trip_and_schema(tmp_path):
     trajs = _twin()
-    # every channel but qdd, pwm, torque_enable and valid
-    assert len(trajs) == 2 and len(trajs[0].channels) == len(CHANNELS) - 4
+    # every channel but qdd, pwm, torque_enable, valid and overload (the protection is off)
+    absent = {"qdd", "pwm", "torque_enable", "valid", "overload"}
+    assert len(trajs) == 2 and set(trajs[0].channels) == set(CHANNELS) - absent
     out = write_lerobot(trajs, tmp_path / "lr", file_size_mb=0.05, chunks_size=1)
     # one episode per data file (the size limit), one file per chunk
     assert sorted(p.relative_to(out).as_posix() for p in (out / "data").rglob("*.parquet")) \
