@@ -515,8 +515,32 @@ def _envs(d: dict) -> list[Row]:
     return rows
 
 
+def _bc_force(d: dict) -> list[Row]:
+    rows = []
+    for task, r in (d.get("tasks") or {}).items():
+        lo, hi = r["difference_ci"]
+        rows.append(("policies: BC with the force estimate", f"{task}: success (q, a) / "
+                     "(q, a, f) on unseen twin units, paired",
+                     f"{100 * r['success_qa']:.1f} % / {100 * r['success_qaf']:.1f} %",
+                     f"difference {100 * r['difference']:+.1f} points (95 % CI {100 * lo:+.1f} "
+                     f"to {100 * hi:+.1f}); target: CI excludes 0 and >= +10"))
+    return rows
+
+
+def _rl_loop(d: dict) -> list[Row]:
+    t, g = d["tracking_rms_mrad"], d["gap_closed"]
+    loop = t.get("loop_parametric") or []
+    return [("policies: identification in the RL loop", "SO-101 point-to-point tracking RMS "
+             "[mrad]: MuJoCo-servo policy / loop (parametric, per iteration) / oracle",
+             f"{_f(t['mujoco'])} / {' -> '.join(_f(x) for x in loop)} / {_f(t['oracle'])}",
+             f"gap closed {_f(g.get('parametric'))} (target >= 0.75); neural identification "
+             f"{'not run' if g.get('neural') is None else _f(g['neural'])}")]
+
+
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "dynamics.json": _dynamics,
+    "bc_force.json": _bc_force,
+    "rl_sysid_loop.json": _rl_loop,
     "envs.json": _envs,
     "sts3215_pendulum.json": _sts,
     "twin.json": _twin,
