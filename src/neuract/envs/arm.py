@@ -80,6 +80,35 @@ def overload_info(r: Reading) -> dict[str, Any]:
     return {"overload": over, "overload_stop": over.any(axis=1)}
 
 
+def setup(env: Any, n_rows: int, robot: str, task: str, actuator: Any, episode_s: float,
+          physics_hz: float, unit: int, seed: int, substeps: int | None,
+          overload_protection: bool) -> tuple[gym.spaces.Box, gym.spaces.Box]:
+    """What a single and a vector environment share: sets ``env``'s ``robot``, ``cfg``, ``tm``,
+    ``backend`` (``n_rows`` rows), ``kind``, ``unit``, ``overload_protection``, ``obs_layout``
+    and the joint ranges; returns one row's action and observation spaces."""
+    if robot not in RATE_HZ:
+        raise ConfigError(f"robot {robot!r}; accepted: {sorted(RATE_HZ)}")
+    env.robot = robot
+    env.cfg = twin_config(robot, task, seed, episode_s, physics_hz, overload_protection)
+    env.tm = build_model(robot, physics_hz)
+    env.backend, env.kind, env.unit = build_backend(actuator, env.tm, env.cfg, n_rows, unit,
+                                                    substeps)
+    check_overload_option(overload_protection, env.kind)
+    env.overload_protection = overload_protection
+    n = env.tm.n
+    env.obs_layout = obs_layout(n)
+    env._lo, env._hi = env.tm.ranges[:, 0], env.tm.ranges[:, 1]
+    return (gym.spaces.Box(env._lo.astype(np.float32), env._hi.astype(np.float32)),
+            gym.spaces.Box(-np.inf, np.inf, (5 * n + 1,), np.float32))
+
+
+def start_rows(env: Any, rows, eps) -> None:
+    """Start ``env``'s backend rows ``rows`` on episodes ``eps``, each at rest at its
+    reference's first goal."""
+    q0 = np.stack([reference(ep, env.tm, np.zeros(1))[0] for ep in eps])
+    env.backend.reset(rows, eps, q0)
+
+
 class ArmEnv(gym.Env):
     """One arm (see the module docstring)."""
 
@@ -90,24 +119,13 @@ class ArmEnv(gym.Env):
                  privileged: bool = False, seed: int = 0, substeps: int | None = None,
                  overload_protection: bool = False):
         super().__init__()
-        if robot not in RATE_HZ:
-            raise ConfigError(f"robot {robot!r}; accepted: {sorted(RATE_HZ)}")
-        self.robot, self.task, self.privileged = robot, task, bool(privileged)
-        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz, overload_protection)
-        self.tm = build_model(robot, physics_hz)
-        self.backend, self.kind, self.unit = build_backend(actuator, self.tm, self.cfg, 1,
-                                                           unit, substeps)
-        check_overload_option(overload_protection, self.kind)
-        self.overload_protection = overload_protection
-        n = self.tm.n
+        self.task, self.privileged = task, bool(privileged)
+        self.action_space, self.observation_space = setup(
+            self, 1, robot, task, actuator, episode_s, physics_hz, unit, seed, substeps,
+            overload_protection)
         self.joint_names = list(self.tm.joint_names)
-        lo, hi = self.tm.ranges[:, 0], self.tm.ranges[:, 1]
-        self.action_space = gym.spaces.Box(lo.astype(np.float32), hi.astype(np.float32))
-        self.obs_layout = obs_layout(n)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (5 * n + 1,), np.float32)
         self._episode = 0
         self._ep = None
-        self._lo, self._hi = lo, hi
 
     def _target(self, ahead: int) -> np.ndarray:
         """(1, n) the reference ``ahead`` samples after the current one."""
@@ -133,8 +151,7 @@ class ArmEnv(gym.Env):
         return obs, self._info(r, episode, unit)
 
     def _start(self, rows, eps) -> None:
-        q0 = np.stack([reference(ep, self.tm, np.zeros(1))[0] for ep in eps])
-        self.backend.reset(rows, eps, q0)
+        start_rows(self, rows, eps)
 
     def step(self, action):
         if self._ep is None:

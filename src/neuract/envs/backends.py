@@ -83,8 +83,12 @@ def _set_payload(model: mujoco.MjModel, body: int, mass: float) -> None:
     model.body_inertia[body] = 0.4 * mass * 0.03**2  # 3 cm solid sphere, as the twin
 
 
-def _ee_force(payload: float, push: np.ndarray) -> np.ndarray:
-    return np.array([0.0, 0.0, -GRAVITY * payload]) + push
+def _ee_force(payload, push: np.ndarray) -> np.ndarray:
+    """External force at the end effector [N]: the payload's weight [kg] plus the push, (3,)
+    or rows of them (E, 3)."""
+    force = np.array(push, dtype=np.float64)
+    force[..., 2] -= GRAVITY * np.asarray(payload)
+    return force
 
 
 class TwinBackend:
@@ -189,9 +193,7 @@ class _FixedRate:
         i = self.k * self.substeps
         payload = np.array([self.payload[e][i[e]] for e in range(self.E)])
         push = np.stack([self.push[e][i[e]] for e in range(self.E)])
-        force = push.copy()
-        force[:, 2] -= GRAVITY * payload
-        return payload, force
+        return payload, _ee_force(payload, push)
 
 
 class MujocoServoBackend(_FixedRate):

@@ -19,7 +19,7 @@ from neuract.twin.config import SimConfig
 from neuract.twin.generate import ROBOT_SPECS, GenerateConfig, make_job
 from neuract.twin.model import TwinModel
 from neuract.twin.sim import Job
-from neuract.twin.tasks import HOME, EpisodePlan
+from neuract.twin.tasks import EpisodePlan
 
 TASK_IDS = {"Track": "free", "Lift": "lift", "PickPlace": "pick", "Push": "push"}
 """environment task name -> twin task: follow a free-motion reference; go up and stay still
@@ -32,11 +32,13 @@ RATE_HZ = {"so101": 62.0, "omx": 58.8}
 
 @dataclass
 class Episode:
-    """One drawn episode: its twin job (hidden unit, plan, private stream) and reference."""
+    """One drawn episode: its twin job (hidden unit, plan, private stream)."""
 
     job: Job
-    plan: EpisodePlan
-    home: np.ndarray  # (n,) [rad]
+
+    @property
+    def plan(self) -> EpisodePlan:
+        return self.job.plan
 
 
 def twin_config(robot: str, task: str, seed: int, episode_s: float, physics_hz: float,
@@ -59,7 +61,7 @@ def draw_episode(cfg: GenerateConfig, tm: TwinModel, unit: int, episode: int) ->
     """The unit's hidden servos and the episode's plan, as :func:`neuract.twin.generate` draws
     them (:func:`neuract.twin.generate.make_job`)."""
     job = make_job(cfg, ROBOT_SPECS[cfg.robot](), tm, unit, episode, cfg.tasks[0])
-    return Episode(job, job.plan, HOME[cfg.robot].copy())
+    return Episode(job)
 
 
 def reference(ep: Episode, tm: TwinModel, t: np.ndarray) -> np.ndarray:

@@ -19,21 +19,12 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from neuract.envs.arm import (
-    check_action,
-    check_overload_option,
-    flat_obs,
-    obs_layout,
-    overload_info,
-)
-from neuract.envs.factory import build_backend
-from neuract.envs.tasks import RATE_HZ, draw_episode, reference, twin_config
+from neuract.envs.arm import check_action, flat_obs, overload_info, setup, start_rows
+from neuract.envs.tasks import draw_episode
 from neuract.errors import ConfigError
-from neuract.twin.model import build_model
 
 
 class ArmVectorEnv(VectorEnv):
@@ -47,23 +38,12 @@ class ArmVectorEnv(VectorEnv):
                  substeps: int | None = None, overload_protection: bool = False, **_: Any):
         if not (isinstance(num_envs, int) and num_envs >= 1):
             raise ConfigError(f"num_envs = {num_envs!r}; expected an integer >= 1")
-        if robot not in RATE_HZ:
-            raise ConfigError(f"robot {robot!r}; accepted: {sorted(RATE_HZ)}")
-        self.num_envs, self.robot, self.privileged = num_envs, robot, bool(privileged)
-        self.cfg = twin_config(robot, task, seed, episode_s, physics_hz, overload_protection)
-        self.tm = build_model(robot, physics_hz)
-        self.backend, self.kind, self.unit = build_backend(actuator, self.tm, self.cfg,
-                                                           num_envs, unit, substeps)
-        check_overload_option(overload_protection, self.kind)
-        self.overload_protection = overload_protection
-        n = self.tm.n
-        lo, hi = self.tm.ranges[:, 0], self.tm.ranges[:, 1]
-        self._lo, self._hi = lo, hi
-        self.single_action_space = spaces.Box(lo.astype(np.float32), hi.astype(np.float32))
-        self.single_observation_space = spaces.Box(-np.inf, np.inf, (5 * n + 1,), np.float32)
+        self.num_envs, self.privileged = num_envs, bool(privileged)
+        self.single_action_space, self.single_observation_space = setup(
+            self, num_envs, robot, task, actuator, episode_s, physics_hz, unit, seed, substeps,
+            overload_protection)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
-        self.obs_layout = obs_layout(n)
         self._eps: list = [None] * num_envs
         self._episode = np.zeros(num_envs, np.int64)
         self._done = np.zeros(num_envs, bool)
@@ -76,8 +56,7 @@ class ArmVectorEnv(VectorEnv):
         for e, ep in zip(rows, eps):
             self._eps[e] = ep
             self._episode[e] += self.num_envs
-        q0 = np.stack([reference(ep, self.tm, np.zeros(1))[0] for ep in eps])
-        self.backend.reset(rows, eps, q0)
+        start_rows(self, rows, eps)
         self._done[rows] = False
 
     def _targets(self, ahead: int) -> np.ndarray:

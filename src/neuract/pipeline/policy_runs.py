@@ -40,11 +40,13 @@ def _estimator(path: Path | str | None) -> ForceStream | None:
     return ForceStream(load_checkpoint(path))
 
 
-def _env(cfg, overload: bool = True):
+def _env(cfg):
+    """The twin environment a behaviour-cloning run demonstrates and is tried on (the servos'
+    overload protection on: an over-current stop fails a trial)."""
     from neuract.envs import ArmEnv
 
     return ArmEnv(cfg.robot, cfg.task, actuator="twin", privileged=True,
-                  episode_s=cfg.episode_s, seed=cfg.seed, overload_protection=overload)
+                  episode_s=cfg.episode_s, seed=cfg.seed, overload_protection=True)
 
 
 # -- behaviour cloning ---------------------------------------------------------------------
