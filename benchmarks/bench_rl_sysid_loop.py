@@ -9,18 +9,20 @@ reward = tracking error + a small effort term (:mod:`neuract.policy.rl`). Polici
 (ii) the loop (:mod:`neuract.policy.sysid_loop`): (i) deployed on the twin's training units,
      telemetry recorded, a parametric STS3215 servo identified pose-only with
      ``neuract.fit.identify``, PPO continued in the identified simulator, K iterations;
+     side by side, the neural loop: the same, plus a simulator-mode NeuralActuator trained
+     pose-only on the recordings with that servo as its frozen prior, PPO continued in the
+     network's simulator;
 (iii) oracle: PPO on the training units' hidden servos, the budget of (i) + (ii).
 
 All are evaluated on unseen twin units: tracking RMS [mrad], final-position drift [mrad],
 overshoot [%], settle time [s] per policy and iteration; ``gap_closed`` = the fraction of the
-(i) -> (iii) RMS gap the loop's last iteration closes (target >= 0.75).
+(i) -> (iii) RMS gap the loop's last iteration closes (target >= 0.75), for each loop.
 
-Run: ``.venv/bin/python benchmarks/bench_rl_sysid_loop.py`` (not yet run at this scale; from
-PPO's measured 2,000 MuJoCo steps/s with 8 rows, the twin's ~1,100 and a learned servo's
-~1,700 samples/s, an estimated 20-30 minutes on 2 cores) or ``--quick`` (a tiny loop,
-under a minute: checks the machinery, its numbers mean nothing). Writes
-``benchmarks/results/rl_sysid_loop.json`` and ``.md`` (``--quick``: ``rl_sysid_loop_quick.*``).
-NeuralActuator identification is not in the loop yet (the JSON says so).
+Run: ``.venv/bin/python benchmarks/bench_rl_sysid_loop.py`` (the parametric loop alone took
+26 minutes on a shared 2-core machine; with the neural loop about 45-60) or ``--quick`` (a
+tiny loop, a minute or two: checks the machinery, its numbers mean nothing);
+``--identifications parametric`` runs one loop. Writes ``benchmarks/results/rl_sysid_loop.json``
+and ``.md`` (``--quick``: ``rl_sysid_loop_quick.*``).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from neuract.policy.sysid_loop import LoopConfig, quick_config, run_experiment  
 KEYS = ("tracking_rms_mrad", "drift_mrad", "overshoot_pct", "settle_s")
 
 
-def full_config(seed: int, iterations: int) -> LoopConfig:
+def full_config(seed: int, iterations: int, kinds: tuple[str, ...]) -> LoopConfig:
     """The full experiment's sizes (PPO with 8 rows, 4 training and 4 unseen units)."""
-    return LoopConfig(train_units=(0, 1, 2, 3), eval_units=(8, 9, 10, 11),
+    return LoopConfig(train_units=(0, 1, 2, 3), eval_units=(8, 9, 10, 11), identifications=kinds,
                       iterations=iterations, record_episodes=2, eval_episodes=2,
                       base_timesteps=200_000, continue_timesteps=60_000, episode_s=4.0,
                       ppo=replace(PPOConfig(), n_envs=8, n_steps=256, seed=seed), seed=seed)
@@ -62,14 +64,29 @@ def markdown(res: dict, quick: bool) -> str:
              "", "| policy | tracking RMS [mrad] | drift [mrad] | overshoot [%] | settle [s] |",
              "|---|---|---|---|---|", _row("reference sent (no policy)", res["reference"]),
              _row("(i) MuJoCo servo", res["mujoco"])]
-    for it in res["loop_parametric"]:
-        lines.append(_row(f"(ii) loop, parametric, iteration {it['iteration']}", it))
-    lines += [_row("(iii) oracle (true servo)", res["oracle"]), "",
-              f"gap closed (parametric, last iteration): {res['gap_closed']['parametric']:.3f} "
-              "(target >= 0.75)", "", "NeuralActuator identification: not run (not "
-              "implemented in the loop yet).", "", f"Wall time: {res['wall_s']:.0f} s on "
+    kinds = list(res["gap_closed"])
+    for kind in kinds:
+        for it in res[f"loop_{kind}"]:
+            lines.append(_row(f"(ii) loop, {kind}, iteration {it['iteration']}", it))
+    lines += [_row("(iii) oracle (true servo)", res["oracle"]), ""]
+    for kind in kinds:
+        lines.append(f"gap closed ({kind}, last iteration): {res['gap_closed'][kind]:.3f} "
+                     "(target >= 0.75)")
+    lines += ["", res["neural_adds"], "", f"Wall time: {res['wall_s']:.0f} s on "
               f"{res['machine']}.", ""]
     return "\n".join(lines)
+
+
+def neural_adds(res: dict) -> str:
+    """Whether the NeuralActuator loop's last iteration tracks better than the parametric's."""
+    g = res["gap_closed"]
+    if "neural" not in g or "parametric" not in g:
+        return "NeuralActuator identification: not run in this benchmark run."
+    p, n = (res["tracking_rms_mrad"][f"loop_{k}"][-1] for k in ("parametric", "neural"))
+    verdict = "adds" if n < p else "does not add"
+    return (f"The NeuralActuator {verdict} over the parametric servo here: last iteration "
+            f"{n:.2f} against {p:.2f} mrad (gap closed {g['neural']:.3f} against "
+            f"{g['parametric']:.3f}).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,15 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a tiny loop (machinery check)")
     ap.add_argument("--iterations", type=int, default=3, help="K loop iterations")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--identifications", default="parametric,neural",
+                    help="comma-separated loops: parametric, neural")
     args = ap.parse_args(argv)
-    cfg = quick_config(args.seed) if args.quick else full_config(args.seed, args.iterations)
+    kinds = tuple(k.strip() for k in args.identifications.split(",") if k.strip())
+    cfg = (replace(quick_config(args.seed), identifications=kinds) if args.quick
+           else full_config(args.seed, args.iterations, kinds))
     t0 = time.perf_counter()
     res = run_experiment(cfg)
     res["wall_s"] = time.perf_counter() - t0
     res["quick"] = bool(args.quick)
     res["machine"] = machine()
-    res["gap_closed"]["neural"] = None
-    res["neural_identification"] = "not implemented in the loop yet"
+    res["neural_adds"] = neural_adds(res)
     name = "rl_sysid_loop_quick" if args.quick else "rl_sysid_loop"
     write_json(RESULTS / f"{name}.json", res)
     write_text(RESULTS / f"{name}.md", markdown(res, args.quick))

@@ -529,12 +529,18 @@ def _bc_force(d: dict) -> list[Row]:
 
 def _rl_loop(d: dict) -> list[Row]:
     t, g = d["tracking_rms_mrad"], d["gap_closed"]
-    loop = t.get("loop_parametric") or []
-    return [("policies: identification in the RL loop", "SO-101 point-to-point tracking RMS "
-             "[mrad]: MuJoCo-servo policy / loop (parametric, per iteration) / oracle",
-             f"{_f(t['mujoco'])} / {' -> '.join(_f(x) for x in loop)} / {_f(t['oracle'])}",
-             f"gap closed {_f(g.get('parametric'))} (target >= 0.75); neural identification "
-             f"{'not run' if g.get('neural') is None else _f(g['neural'])}")]
+    rows = []
+    for kind in ("parametric", "neural"):
+        loop = t.get(f"loop_{kind}")
+        if not loop:
+            continue
+        rows.append((f"policies: identification in the RL loop ({kind})",
+                     "SO-101 point-to-point tracking RMS [mrad]: MuJoCo-servo policy / loop "
+                     f"({kind}, per iteration) / oracle",
+                     f"{_f(t['mujoco'])} / {' -> '.join(_f(x) for x in loop)} / "
+                     f"{_f(t['oracle'])}",
+                     f"gap closed {_f(g.get(kind))} (target >= 0.75)"))
+    return rows
 
 
 SOURCES: dict[str, Callable[[dict], list[Row]]] = {

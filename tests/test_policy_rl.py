@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("stable_baselines3")
 
@@ -148,8 +149,10 @@ def test_configs_refuse_bad_values():
         EnvSpec(reference="ramp").validate()
     with pytest.raises(ConfigError, match="n_steps = 0"):
         PPOConfig(n_steps=0).validate()
-    with pytest.raises(ConfigError, match="identification = 'neural'"):
-        LoopConfig(identification="neural").validate()
+    with pytest.raises(ConfigError, match="identifications = \\('bayes',\\).*accepted"):
+        LoopConfig(identifications=("bayes",)).validate()
+    with pytest.raises(ConfigError, match="distinct"):
+        LoopConfig(identifications=("neural", "neural")).validate()
     with pytest.raises(ConfigError, match="eval_units"):
         LoopConfig(train_units=(0, 1), eval_units=(1, 2)).validate()
     with pytest.raises(ConfigError, match="n_envs = 1"):
@@ -180,3 +183,34 @@ def test_one_loop_iteration_end_to_end():
                                                                  start))
     m = evaluate(policy2, cfg.spec("twin", cfg.eval_units), 1)
     assert np.isfinite(m["tracking_rms_mrad"]) and m["n_steps"] >= 0
+
+
+def test_neural_loop_iteration_trains_a_network_on_the_identified_servo():
+    """The neural loop: the NeuralActuator is trained on that iteration's parametric servo
+    (its frozen prior), PPO continues in the network's simulator, and the next iteration
+    fine-tunes the same network with the new servo as its prior."""
+    from neuract.neuralactuator import TransformerActuator
+
+    cfg = quick_config()
+    policy = train(cfg.spec("mujoco", cfg.train_units), cfg.ppo, timesteps=128)
+    n0 = policy.num_timesteps
+    policy2, servo, rep = loop_iteration(policy, cfg, None, log=lambda s: None, kind="neural")
+    act = rep.pop("_actuator")
+    assert isinstance(act, TransformerActuator) and act.servo is not None
+    assert rep["na_s"] > 0 and np.isfinite(rep["na_final_loss"])
+    assert policy2.num_timesteps >= n0 + cfg.continue_timesteps
+    # the prior is this iteration's identified servo, frozen
+    for (name, p), q in zip(act.servo.named_parameters(), servo.actuator.parameters()):
+        np.testing.assert_allclose(p.detach().double().numpy(), q.detach().double().numpy(),
+                                   rtol=1e-6, err_msg=name)
+        assert not p.requires_grad
+    w0 = [p.detach().clone() for p in act.model.parameters()]
+    _, servo2, rep2 = loop_iteration(policy2, cfg, servo, log=lambda s: None, neural=act,
+                                     kind="neural")
+    act2 = rep2.pop("_actuator")
+    assert act2 is not act
+    moved = max((p.detach() - b).abs().max().item()
+                for p, b in zip(act2.model.parameters(), w0) if p.shape == b.shape)
+    assert moved > 0, "the second iteration fine-tuned the network"
+    # the first iteration's network is left as it was (a copy was fine-tuned)
+    assert all(torch.equal(p.detach(), b) for p, b in zip(act.model.parameters(), w0))
