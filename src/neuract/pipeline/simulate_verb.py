@@ -136,6 +136,7 @@ def _write(cfg: SimulateConfig, out_dir: Path, sim, trajs, h: int,
     with reporter(cfg.quiet) as progress, \
             atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
         steps.report = progress
+        steps(0, 0)  # the start: a first line before the first episode's long rollout
         _simulate_all(sim, trajs, h, tmp_dir, summary, steps)
         write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:
