@@ -284,4 +284,4 @@ def test_fit_failing_after_training_keeps_its_state_to_resume(pend, tmp_path, ca
     monkeypatch.setattr(verb, "save_weights", real)
     capsys.readouterr()
     assert main(["fit", "--data", str(pend), "--out", str(out), *QUICK]) == 0
-    assert "resumed" in capsys.readouterr().out
+    assert "resumed from" in capsys.readouterr().err  # progress goes to stderr

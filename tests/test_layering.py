@@ -17,7 +17,7 @@ PKG = SRC / "neuract"
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"atomic", "registry", "lbfgs"},
+    {"atomic", "registry", "lbfgs", "progress"},
     {"config"},
     {"runtime"},
     {"robot"},

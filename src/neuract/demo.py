@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neuract.pipeline.experiment_config import ExperimentConfig
-from neuract.pipeline.progress import progress_bar
+from neuract.pipeline.progress import reporter
 from neuract.pipeline.report import estimation_rows, rollout_rows, targets
 from neuract.pipeline.twin_data import TwinDataConfig
 from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
@@ -71,8 +71,7 @@ def run(cfg: DemoConfig) -> dict:
     t0 = time.perf_counter()
     tcfg = TwinExperimentConfig(out=cfg.out, data=cfg.data, experiment=cfg.experiment)
     note = scale_note(cfg)
-    bar, progress = progress_bar(cfg.quiet)
-    with bar:
+    with reporter(cfg.quiet) as progress:
         res = run_twin_experiment(tcfg, progress, note=note)
     wall = time.perf_counter() - t0
     # piped or logged (no terminal): wide enough that the tables do not wrap their cells

@@ -22,7 +22,8 @@ __all__ = ["system_model_simulator"]
 
 def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]], Any],
                            substeps: int = 2, label_inputs: Sequence[str] = (),
-                           use_voltage: bool = False, dtype: Any = None) -> Simulator:
+                           use_voltage: bool = False, dtype: Any = None,
+                           progress: Callable[[int, int], None] | None = None) -> Simulator:
     """A simulator that rolls out ``model`` (actuator + joint parameters) on ``plant_fn``.
 
     plant_fn: run labels (a list, one dict per window) -> plant with ``mass_matrix`` and
@@ -32,7 +33,8 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
     ``evaluate_rollouts(inputs=("q_goal", "voltage"))``); a ``torque_enable`` input is used
     when given. The control step is the window's median sample spacing (the identification
     pipeline's uniform grid); non-uniform telemetry is thus simulated on a uniform clock.
-    dtype: torch dtype of the rollout (default float64).
+    dtype: torch dtype of the rollout (default float64). progress: ``progress(k, H)`` after
+    each step k of each call's H-step rollout.
     """
     import torch
 
@@ -70,7 +72,8 @@ def system_model_simulator(model: Any, plant_fn: Callable[[list[dict[str, Any]]]
         qd0 = torch.tensor(np.array(batch.qd0), dtype=dtype)
         with torch.no_grad():
             out = simulate(plant, model.actuator, model.joints, q0, qd0, cmd, dt, substeps,
-                           inputs, series)
+                           inputs, series, None if progress is None
+                           else lambda t, n: progress(min(t, h), h))
         return out.q[:, 1:h + 1].numpy()
 
     return sim

@@ -120,14 +120,16 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
              ckpt_dir: str | Path | None = None, log=None,
              model: SystemModel | None = None, run_key: dict[str, Any] | None = None,
              resume_hint: str | None = None, restart_hint: str | None = None,
-             arm_mass: float | None = None) -> tuple[SystemModel, dict[str, Any]]:
+             arm_mass: float | None = None, progress=None
+             ) -> tuple[SystemModel, dict[str, Any]]:
     """Fit an actuator + joint parameters to recorded runs; returns (model, report).
 
     run_key: stored with the checkpoints in ``ckpt_dir`` and compared on resume (default
     :func:`fit_run_key` of these arguments); resume_hint / restart_hint complete the error
     that refuses a checkpoint of another run (see :func:`~neuract.fit.trainer.fit`).
     arm_mass: a pendulum's arm mass [kg] where the runs' labels give none (see
-    :func:`plant_factory`).
+    :func:`plant_factory`). progress: ``progress(iteration, total, info)`` after each training
+    iteration (see :func:`~neuract.fit.trainer.fit`).
     """
     train = train or TrainConfig()
     actuator = actuator or ActuatorConfig()
@@ -146,7 +148,7 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
     tr, va, tr_idx, va_idx = split_batch(batch, val_fraction, train.seed)
     pf = plant_factory(robot, arm_mass=arm_mass)
     report = fit(model, pf, tr, va, train, ckpt_dir=ckpt_dir, log=log, run_key=run_key,
-                 resume_hint=resume_hint, restart_hint=restart_hint)
+                 resume_hint=resume_hint, restart_hint=restart_hint, progress=progress)
     train_mae, _ = evaluate(model, pf, tr, train)
     report.update(
         train_mae_rad=train_mae,

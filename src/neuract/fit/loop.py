@@ -23,7 +23,8 @@ draws the data of step ``i`` (0-based) and computes its loss. The trainer owns:
   that change the result). A state found when training starts is checked first
   (:func:`neuract.fit.checkpoint.check_run_key`: another kind of training, an older state
   format or another key is refused, naming each option that differs, before anything of it is
-  loaded) and training resumes from it to the same result as an uninterrupted run.
+  loaded) and training resumes from it to the same result as an uninterrupted run; the
+  run's progress reporter (:mod:`neuract.progress`) says so.
 
 A schedule is built after the resume, from the step reached (``schedule(optimizer, step)``),
 as torch's schedulers resume with ``last_epoch = step - 1``.
@@ -42,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from neuract import progress as _progress
 from neuract.errors import CheckpointError, ConfigError
 from neuract.fit.checkpoint import (
     STATE_FORMAT,
@@ -175,6 +177,7 @@ class Trainer:
         self.best = best
         if self.restore is not None:
             self.restore(st.get("loop", {}))
+        _progress.resumed(sf.path, self.step, self.steps)  # said by the run's reporter, if any
         return self.step
 
     def save(self) -> None:

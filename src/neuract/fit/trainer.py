@@ -263,7 +263,8 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         cfg: TrainConfig, ckpt_dir: str | Path | None = None,
         log: Callable[[str], None] | None = None, stop_after: int | None = None,
         run_key: dict[str, Any] | None = None, resume_hint: str | None = None,
-        restart_hint: str | None = None) -> dict[str, Any]:
+        restart_hint: str | None = None,
+        progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Fit ``model`` on ``train``; returns a report. Resumes from ``ckpt_dir/last.safetensors``
     (the training state of :class:`neuract.fit.loop.Trainer`, the best weights so far in it).
 
@@ -275,6 +276,8 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
     refused with a :class:`~neuract.errors.CheckpointError` naming the differing fields,
     before any weight is loaded. resume_hint / restart_hint: how the caller's user reruns the
     original run / starts afresh (completes that error).
+    progress: ``progress(iteration, total, info)`` after each iteration (``info["train_loss"]``:
+    its loss).
     """
     cfg.validate()
     torch.manual_seed(cfg.seed)
@@ -304,9 +307,7 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         nonfinite=lambda it: (f"non-finite training loss at iteration {it}; lower train.lr or "
                               "raise train.substeps"),
         loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]))
-    trainer.resume()
-    if trainer.loaded:
-        say(f"resumed at iteration {trainer.step}")
+    trainer.resume()  # a resume is announced by the run's progress reporter
 
     def record(step: int, rec: dict[str, Any]) -> None:
         if "val_mae" in rec:
@@ -315,7 +316,9 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         history.append(rec)
 
     out = trainer.run(_window_loss(model, plant_fn, train, cfg, gen), record=record,
-                      stop_after=stop_after)
+                      stop_after=stop_after,
+                      progress=(lambda step, info: progress(step, trainer.steps, info))
+                      if progress is not None else None)
     report: dict[str, Any] = {
         "iteration": out.step, "best_val": out.best["score"],
         "best_iteration": out.best["step"], "bad_evals": out.best["bad_evals"],

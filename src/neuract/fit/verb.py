@@ -50,6 +50,7 @@ from neuract.fit.identify import (
     plant_factory,
 )
 from neuract.fit.trainer import TrainConfig
+from neuract.progress import reporter
 from neuract.robot.match import check_joints
 from neuract.sim.simulate import JointParamsConfig
 
@@ -293,9 +294,12 @@ def _fit(cfg: FitConfig, out: Path, ckpt: Path, batch, key: dict, hints: dict) -
     save_resolved(cfg, out)
     print(f"neuract fit: {len(batch)} runs, {batch.q.shape[1]} steps of {batch.dt:.4f} s, "
           f"actuator {cfg.actuator.type} (friction {cfg.actuator.friction})")
-    model, report = identify(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot,
-                             cfg.val_fraction, ckpt_dir=ckpt, log=print, run_key=key,
-                             arm_mass=cfg.arm_mass, **hints)
+    with reporter() as progress:  # iterations, loss, elapsed, ETA; evaluations; a resume
+        model, report = identify(
+            batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
+            ckpt_dir=ckpt, log=progress.note, run_key=key, arm_mass=cfg.arm_mass,
+            progress=lambda it, n, info: progress("fit", it, n, loss=info.get("train_loss")),
+            **hints)
     save_weights(model, out / "model.safetensors",
                  {"actuator": cfg.actuator.type, "val_mae_rad": report.get("val_mae_rad")})
     report = {k: v for k, v in report.items() if k != "history"} | {

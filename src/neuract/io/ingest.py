@@ -117,18 +117,14 @@ def _progress(items: list[Any], read: Callable[[Any], list[Trajectory]], cfg: In
         for it in items:
             yield from read(it)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from neuract.progress import reporter
 
-    with Progress(
-        TextColumn("ingest {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        transient=False,
-    ) as bar:
-        task = bar.add_task(cfg.format, total=len(items))
-        for it in items:
+    stage = f"ingest {cfg.format} (files)"
+    with reporter() as progress:
+        progress(stage, 0, len(items))
+        for i, it in enumerate(items):
             yield from read(it)
-            bar.advance(task)
+            progress(stage, i + 1, len(items))
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:

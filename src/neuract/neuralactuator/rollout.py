@@ -20,6 +20,8 @@ servo model's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -46,7 +48,8 @@ class _Loaded:
 
 def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0, qd0,
                 q_goal: torch.Tensor, dt: torch.Tensor, substeps: int = 2,
-                voltage: torch.Tensor | None = None) -> torch.Tensor:
+                voltage: torch.Tensor | None = None,
+                progress: Callable[[int, int], None] | None = None) -> torch.Tensor:
     """Simulator-mode open-loop rollout.
 
     past: measured ``q_goal``, ``q``, ``qd`` at the ``history`` samples up to t0, each
@@ -54,6 +57,7 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
     dt: (B, H) sample spacings [s]; voltage: (B, H) supply voltage [V] at t0 .. t0+H-1 (a
     known input, used by a ``servo`` prior; None: the servo's configured voltage). Returns
     q: (B, H, n) simulated at t0+1 .. t0+H. Only the commands enter after t0.
+    progress: ``progress(k, H)`` after each telemetry step k (1-based).
     """
 
     chans = model.cfg.channels
@@ -81,6 +85,8 @@ def sim_rollout(model: NeuralActuator, robot, past: dict[str, torch.Tensor], q0,
                     qd = qd + h * robot.forward_dynamics(q, qd, tau)
                     q = q + h * qd
             out.append(q)
+            if progress is not None:
+                progress(k + 1, H)
             if k + 1 < H:
                 nxt = {"q_goal": q_goal[:, k + 1], "q": q, "qd": qd}
                 hist = {c: torch.cat([hist[c][:, 1:], nxt[c].unsqueeze(1)], 1) for c in hist}
@@ -106,10 +112,12 @@ def est_rollout(robot, q0, qd0, tau: torch.Tensor, tau_ext: torch.Tensor, dt: to
     return torch.stack(out, 1)
 
 
-def simulator(model: NeuralActuator, robot, substeps: int = 2):
+def simulator(model: NeuralActuator, robot, substeps: int = 2,
+              progress: Callable[[int, int], None] | None = None):
     """Simulator-mode NeuralActuator for :func:`neuract.eval.evaluate_rollouts` (call it with
     ``history=model.cfg.history``): the protocol's measured initial state and its measured
-    ``history``-step past start the rollout; afterwards only the commands enter."""
+    ``history``-step past start the rollout; afterwards only the commands enter.
+    progress: ``progress(k, H)`` after each step k of each call's H-step rollout."""
     if model.cfg.mode != "simulator":
         raise ConfigError(f"simulator() needs a simulator-mode model; got {model.cfg.mode!r} "
                           "(an estimator reads measured telemetry and cannot simulate)")
@@ -129,7 +137,7 @@ def simulator(model: NeuralActuator, robot, substeps: int = 2):
             volt = f(np.asarray(batch.inputs["voltage"]).reshape(*dt.shape, -1).mean(-1))
         with torch.no_grad():
             q = sim_rollout(model, robot, past, f(batch.q0), f(batch.qd0), f(batch.q_goal), dt,
-                            substeps, volt)
+                            substeps, volt, progress)
         return q.double().numpy()
 
     return sim

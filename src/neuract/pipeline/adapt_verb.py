@@ -29,7 +29,7 @@ from neuract.errors import ConfigError, SchemaError
 from neuract.neuralactuator import NeuralActuatorTrainConfig, pose_error, save_checkpoint
 from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
 from neuract.pipeline.checkpoints import load_model
-from neuract.pipeline.progress import progress_bar
+from neuract.pipeline.progress import reporter
 from neuract.pipeline.streaming import read_telemetry, resolve_robot, to_model_joints
 
 
@@ -103,11 +103,11 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
         else (lambda m: None)
     before = score(model)
-    bar, progress = progress_bar(cfg.quiet)
     stage = f"adapt NeuralActuator ({model.cfg.mode} mode, pose-only)"
-    with bar:
+    with reporter(cfg.quiet) as progress:  # steps, loss, ETA; a resumed state says so
         model, rep = na.fine_tune(model, fit_eps, robot, tc, site=site,
-                                  progress=lambda s, t, info: progress(stage, s, t))
+                                  progress=lambda s, t, info: progress(stage, s, t,
+                                                                       loss=info.get("loss")))
     after = score(model)
     summary = {"adapted_from": str(cfg.checkpoint), "data": str(cfg.data),
                "mode": model.cfg.mode, "steps": rep["steps"], "seconds": round(rep["seconds"], 1),

@@ -25,6 +25,7 @@ from neuract.atomic import atomic_dir, write_json
 from neuract.estimate import estimate
 from neuract.estimate.filters import resolve_filters
 from neuract.estimate.neural import stream_trajectory
+from neuract.pipeline.progress import reporter
 from neuract.pipeline.streaming import ESTIMATE_DEST, check_out, checkpoint_and_episodes
 
 
@@ -75,9 +76,13 @@ def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "estimator", "estimates")
     resolve_filters(model, cfg.condition_tau_s)  # bad options fail before any work
     summary = {"mode": "estimator", "checkpoint": str(cfg.checkpoint), "episodes": []}
-    with atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
-        for tr in trajs:
+    stage = "estimate (episodes)"
+    with reporter(cfg.quiet) as progress, \
+            atomic_dir(out_dir, overwrite=cfg.overwrite, **ESTIMATE_DEST) as tmp_dir:
+        progress(stage, 0, len(trajs))
+        for i, tr in enumerate(trajs):
             summary["episodes"].append(_estimate_episode(model, tr, cfg, tmp_dir))
+            progress(stage, i + 1, len(trajs))
         write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:
         t = Table(title=f"NeuralActuator estimates (estimator mode) -> {out_dir}")

@@ -29,7 +29,7 @@ from neuract.pipeline.experiment import run_experiment
 from neuract.pipeline.experiment_config import ExperimentConfig, check_experiment
 from neuract.pipeline.nad_data import load_nad
 from neuract.pipeline.nad_experiment import RELEASE, TwinPretrainConfig
-from neuract.pipeline.progress import progress_bar
+from neuract.pipeline.progress import reporter
 from neuract.pipeline.report import build_report, targets, write_results
 from neuract.pipeline.setups import setup_for
 from neuract.pipeline.splits import check_split, split_by_task
@@ -90,8 +90,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     check_experiment(cfg.experiment, tuple(pre))  # before anything is written
     if cfg.source != "twin":  # a twin run checks its own (TwinExperimentConfig) config
         check_rerun(cfg, cfg.out)
-    bar, progress = progress_bar(cfg.quiet)
-    with bar:
+    with reporter(cfg.quiet) as progress:  # stages; a resumed training says so
         if cfg.source == "twin":
             if pre:
                 raise ConfigError("--checkpoints applies to --source dataset or nad; a twin run "

@@ -25,7 +25,7 @@ from neuract.pipeline.experiment_config import (
     train_config,
     train_state_path,
 )
-from neuract.pipeline.progress import ProgressFn
+from neuract.pipeline.progress import ProgressFn, with_loss
 from neuract.pipeline.setups import RobotSetup
 from neuract.pipeline.splits import calibration_set, calibration_split, has_contact
 
@@ -82,7 +82,8 @@ def _train_mode(setup: RobotSetup, train: Sequence[Any], cfg: ExperimentConfig, 
                       if mode == "estimator" else (train, train))
     model, rep = timed(f"train_na_{mode}", train_neuralactuator, fit_eps, setup.robot,
                        ncfg, tc, site=setup.site,
-                       progress=lambda s, t, info, st=stage: progress(st, s, t),
+                       progress=lambda s, t, info, st=stage: with_loss(
+                           progress, st, s, t, info.get("loss")),
                        servo=fitted.get(best_par) if servo else None)
     name = f"NeuralActuator[{mode}]"
     res["models"][name] = {"mode": mode, "params": count_params(model),

@@ -42,7 +42,7 @@ from neuract.pipeline.experiment_config import (
     train_state_path,
 )
 from neuract.pipeline.nad_data import load_nad
-from neuract.pipeline.progress import ProgressFn
+from neuract.pipeline.progress import ProgressFn, with_loss
 from neuract.pipeline.report import build_report, write_results
 from neuract.pipeline.setups import RobotSetup, omx_setup, so101_setup
 from neuract.pipeline.twin_data import TwinDataConfig, contact_labelled, twin_split
@@ -255,7 +255,8 @@ def _fine_tuned(model: Any, robot: str, setup: RobotSetup, train: list, test: li
         progress(stage, 0, pre.fine_tune_steps)
     tuned, rep = na.fine_tune(tuned, train, setup.robot, tc, site=setup.site,
                               progress=None if progress is None
-                              else lambda s, t, info: progress(stage, s, t))
+                              else lambda s, t, info: with_loss(progress, stage, s, t,
+                                                                info.get("loss")))
     save_checkpoint(tuned, out / "fine_tuned" / "checkpoints" / "neuralactuator_estimator",
                     extra={"robot": setup.name, "pretrained_on": f"twin {robot}, "
                            f"{data.minutes:g} min, {data.units} units, seed {data.seed}",

@@ -21,6 +21,7 @@ from neuract.policy.bc import train_bc as fit_policy
 from neuract.policy.expert import Expert, ExpertConfig
 from neuract.policy.rollout import ForceStream, run_episode
 from neuract.policy.trials import PolicyRun, paired_trials, plot_trials, summarize
+from neuract.progress import current, no_progress, resumed, with_loss
 
 BC_KIND = bc_mod.KIND
 PPO_KIND = "neuract-ppo-policy"
@@ -56,6 +57,9 @@ def train_bc(cfg, out: Path, say: Say) -> dict[str, Any]:
     env = _env(cfg)
     expert = Expert(env.tm)
     demos, t0 = [], time.time()
+    progress = current() or no_progress
+    n_demos = len(cfg.units) * cfg.episodes
+    progress("demonstrations (episodes)", 0, n_demos)
     for u in cfg.units:
         for k in range(cfg.episodes):
             d = run_episode(env, lambda s: expert.act(s.target, s.payload_kg), cfg.seed, u, k,
@@ -63,6 +67,7 @@ def train_bc(cfg, out: Path, say: Say) -> dict[str, Any]:
             demos.append(d)
             say(f"demonstration unit {u} episode {k}: payload {d.payload_kg:.2f} kg, expert "
                 f"{'succeeds' if d.success else 'fails'}")
+            progress("demonstrations (episodes)", len(demos), n_demos)
     use_f = force is not None
     x, y = demo_arrays(demos, use_f)
     (out / "checkpoint").mkdir(exist_ok=True)
@@ -70,7 +75,8 @@ def train_bc(cfg, out: Path, say: Say) -> dict[str, Any]:
                     seed=cfg.seed, checkpoint=str(out / "checkpoint" / "bc.safetensors"))
     say(f"training a ({'q, a, f' if use_f else 'q, a'}) policy on {len(x)} samples, "
         f"{cfg.steps} steps")
-    model, losses = fit_policy(x, y, bcfg)
+    model, losses = fit_policy(x, y, bcfg, progress=lambda s, n, loss: with_loss(
+        progress, "train the policy", s, n, loss))
     est = str(Path(cfg.estimator).resolve()) if cfg.estimator is not None else None
     final = float(np.mean(losses[-50:]))
     save_policy(model, out / "policy", overwrite=True,
@@ -141,9 +147,11 @@ def train_ppo(cfg, out: Path, say: Say) -> dict[str, Any]:
     if state.is_file() and (ck / "ppo.zip").is_file():
         done = int(json.loads(state.read_text())["timesteps"])
         model = PPO.load(str(ck / "ppo.zip"), device="cpu")
-        say(f"resuming PPO at {done} of {cfg.steps} timesteps")
+        resumed(ck / "ppo.zip", done, cfg.steps, unit="timestep")
     chunk = max(ppo.n_envs * ppo.n_steps, cfg.steps // 10)
     t0 = time.time()
+    progress = current() or no_progress
+    progress("PPO (timesteps)", done, cfg.steps)
     while done < cfg.steps:
         n = min(chunk, cfg.steps - done)
         model = train(spec, ppo, model=model, timesteps=n)
@@ -152,7 +160,7 @@ def train_ppo(cfg, out: Path, say: Say) -> dict[str, Any]:
         model.save(str(tmp))
         os.replace(tmp, ck / "ppo.zip")
         write_json(state, {"timesteps": done})
-        say(f"PPO: {done} of {cfg.steps} timesteps")
+        progress("PPO (timesteps)", done, cfg.steps)
     info = {"kind": PPO_KIND, "robot": cfg.robot, "task": cfg.task,
             "spec": {k: v for k, v in dataclasses.asdict(spec).items()
                      if k not in ("actuator", "units", "seed")},

@@ -39,6 +39,7 @@ from neuract.atomic import write_json, write_text
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import CheckpointError, ConfigError
 from neuract.pipeline import policy_runs
+from neuract.pipeline.progress import reporter
 
 KINDS = {"bc": ("lift", "pick"), "ppo": ("free",)}
 ACTIONS = ("train", "evaluate")
@@ -179,12 +180,13 @@ def run(cfg: PolicyConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     save_resolved(cfg, out)
     say = (lambda m: None) if cfg.quiet else print
-    if cfg.action == "train":
-        train = policy_runs.train_bc if cfg.kind == "bc" else policy_runs.train_ppo
-        res = train(cfg, out, say)
-    else:
-        evaluate = policy_runs.evaluate_bc if cfg.kind == "bc" else policy_runs.evaluate_ppo
-        res = evaluate(cfg, out, say)
+    with reporter(cfg.quiet):  # demonstrations, training steps, PPO timesteps; a resume
+        if cfg.action == "train":
+            train = policy_runs.train_bc if cfg.kind == "bc" else policy_runs.train_ppo
+            res = train(cfg, out, say)
+        else:
+            evaluate = policy_runs.evaluate_bc if cfg.kind == "bc" else policy_runs.evaluate_ppo
+            res = evaluate(cfg, out, say)
     write_json(out / "results.json", res)
     write_text(out / "report.md", policy_runs.report(res))
     say(f"neuract policy: {cfg.action} done -> {out / 'report.md'}")

@@ -35,6 +35,7 @@ from neuract.errors import ConfigError
 from neuract.eval.protocol import simulate_full
 from neuract.fit.saved import is_fit_output
 from neuract.neuralactuator import simulator
+from neuract.pipeline.progress import no_progress, reporter
 from neuract.pipeline.streaming import (
     SIMULATE_DEST,
     check_out,
@@ -79,8 +80,9 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "prior": model.cfg.prior, "episodes": []}
     robot, _ = resolve_robot(cfg.robot, model, trajs)
-    sim = simulator(model, robot, cfg.substeps)
-    return _write(cfg, out_dir, sim, trajs, h, summary)
+    steps = _Steps(trajs, h)
+    sim = simulator(model, robot, cfg.substeps, progress=steps)
+    return _write(cfg, out_dir, sim, trajs, h, summary, steps)
 
 
 def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
@@ -105,15 +107,37 @@ def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "model": "fit", "actuator": fm.config.actuator.type,
                                "robot": robot, "episodes": []}
-    sims = {v: system_model_simulator(fm.system, plant, cfg.substeps, use_voltage=v)
+    steps = _Steps(trajs, 1)
+    sims = {v: system_model_simulator(fm.system, plant, cfg.substeps, use_voltage=v,
+                                      progress=steps)
             for v in (False, True)}
-    return _write(cfg, out_dir, sims, trajs, 1, summary)
+    return _write(cfg, out_dir, sims, trajs, 1, summary, steps)
+
+
+class _Steps:
+    """The run's progress in simulated samples over all its episodes (one stage, so that
+    its ETA spans the run): the simulators call it after each step of an episode."""
+
+    def __init__(self, trajs, h: int):
+        self.first = max(h - 1, 0)  # the measured samples an episode starts from
+        self.total = sum(max(len(tr) - 1 - self.first, 0) for tr in trajs)
+        self.stage = f"simulate {len(trajs)} episode(s), samples"
+        self.base, self.report = 0, no_progress
+
+    def __call__(self, k: int, n: int) -> None:
+        self.report(self.stage, self.base + k, self.total)
+
+    def episode_done(self, tr) -> None:
+        self.base += max(len(tr) - 1 - self.first, 0)
 
 
 def _write(cfg: SimulateConfig, out_dir: Path, sim, trajs, h: int,
-           summary: dict[str, Any]) -> dict[str, Any]:
-    with atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
-        _simulate_all(sim, trajs, h, tmp_dir, summary)
+           summary: dict[str, Any], steps: _Steps) -> dict[str, Any]:
+    with reporter(cfg.quiet) as progress, \
+            atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
+        steps.report = progress
+        steps(0, 0)  # the start: a first line before the first episode's long rollout
+        _simulate_all(sim, trajs, h, tmp_dir, summary, steps)
         write_json(tmp_dir / "summary.json", summary)
     if not cfg.quiet:
         t = Table(title=f"NeuralActuator open-loop simulation (simulator mode) -> {out_dir}")
@@ -125,7 +149,8 @@ def _write(cfg: SimulateConfig, out_dir: Path, sim, trajs, h: int,
     return summary
 
 
-def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any]) -> None:
+def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any],
+                  steps: _Steps) -> None:
     """One parquet file per episode in ``out_dir``; each episode's errors into ``summary``."""
     for tr in trajs:
         volt = "voltage" in tr
@@ -146,6 +171,7 @@ def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any]) ->
             "first_simulated_sample": h, "joint_mae_deg": dict(zip(
                 tr.meta.joint_names, err.round(4).tolist())),
             "mean_mae_deg": float(err.mean())})
+        steps.episode_done(tr)
 
 
 def run(cfg: SimulateConfig) -> dict[str, Any]:

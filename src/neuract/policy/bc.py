@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from neuract import progress as _progress
 from neuract.atomic import atomic_dir, write_json
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError
@@ -150,10 +151,14 @@ def _state_key(cfg: BCConfig, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
             "y_sum": round(float(np.float64(y).sum()), 3)}
 
 
-def train_bc(x: np.ndarray, y: np.ndarray, cfg: BCConfig) -> tuple[BCPolicy, list[float]]:
+def train_bc(x: np.ndarray, y: np.ndarray, cfg: BCConfig,
+             progress: Callable[[int, int, float], None] | None = None
+             ) -> tuple[BCPolicy, list[float]]:
     """Fit a policy to demonstrations (inputs ``x``, scaled goal offsets ``y``); returns it
     and the loss of every step (mean squared error of the scaled offsets). With
-    ``cfg.checkpoint`` the run resumes from that file when it matches and saves to it."""
+    ``cfg.checkpoint`` the run resumes from that file when it matches and saves to it (the
+    run's progress reporter says so). progress: ``progress(step, steps, loss)`` after each
+    step."""
     cfg = cfg.validate()
     torch.manual_seed(cfg.seed)
     model = BCPolicy(cfg)
@@ -174,6 +179,7 @@ def train_bc(x: np.ndarray, y: np.ndarray, cfg: BCConfig) -> tuple[BCPolicy, lis
                               "(configuration or demonstrations differ): delete it or use "
                               "another path")
         start, losses = int(state["step"]), list(state["losses"])
+        _progress.resumed(cfg.checkpoint, start, cfg.steps)
     for step in range(start, cfg.steps):
         idx = torch.randint(0, len(X), (min(cfg.batch, len(X)),), generator=gen)
         loss = torch.mean((model(X[idx]) - Y[idx]) ** 2)
@@ -185,6 +191,8 @@ def train_bc(x: np.ndarray, y: np.ndarray, cfg: BCConfig) -> tuple[BCPolicy, lis
         if cfg.checkpoint and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
             save_training(cfg.checkpoint, model, opt, gen,
                           {"key": key, "step": done, "losses": losses})
+        if progress is not None:
+            progress(done, cfg.steps, losses[-1])
     return model.eval(), losses
 
 

@@ -20,6 +20,7 @@ Any plant works that has ``n_dof``, ``mass_matrix(q) -> (..., n, n)`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -137,7 +138,8 @@ def control_step(plant: Plant, actuator: Actuator, joints: JointParams, command:
 def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, qd0: Tensor,
              commands: Tensor, dt: float | Tensor, substeps: int = 1,
              inputs: dict[str, Tensor] | None = None,
-             input_series: dict[str, Tensor] | None = None) -> Rollout:
+             input_series: dict[str, Tensor] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Rollout:
     """Roll out ``commands`` open loop from (q0, qd0).
 
     q0, qd0: (B, n) initial state [rad, rad/s]; commands: (B, T, n) one command per control
@@ -145,6 +147,7 @@ def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, 
     inputs, each (B, 1) or (B, n) (e.g. firmware ``kp``); input_series: time-varying known
     inputs, each (B, T, 1) or (B, T, n) (e.g. measured supply ``voltage``). Returns states
     at every control instant, (B, T, n); state t is before command t is applied.
+    progress: ``progress(t, T)`` after each control step t (1-based).
     """
     if commands.ndim != 3:
         raise SchemaError(f"commands must be (B, T, n_dof), got shape {tuple(commands.shape)}")
@@ -171,4 +174,6 @@ def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, 
             now = {**inputs, **{k: v[:, t] for k, v in series.items()}}
             q, qd = control_step(plant, actuator, joints, commands[:, t], q, qd, h, now,
                                  substeps)
+            if progress is not None:
+                progress(t + 1, commands.shape[1])
     return Rollout(torch.stack(qs, 1), torch.stack(qds, 1))

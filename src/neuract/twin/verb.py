@@ -52,9 +52,9 @@ class TwinConfig:
 
 def run(cfg: TwinConfig) -> None:
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from neuract.data.dataset import write_dataset
+    from neuract.progress import reporter
     from neuract.twin.config import SimConfig
     from neuract.twin.generate import GenerateConfig, generate
 
@@ -68,11 +68,15 @@ def run(cfg: TwinConfig) -> None:
     console = Console(stderr=True)
     n = gen.n_episodes()
     t0 = time.perf_counter()
-    with Progress(TextColumn("[bold]twin {task.fields[robot]}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} episodes"), TimeRemainingColumn(),
-                  console=console) as progress:
-        task = progress.add_task("twin", total=n, robot=cfg.robot)
-        trajs = generate(gen, on_chunk=lambda k: progress.advance(task, k))
+    stage, done = f"twin {cfg.robot} (episodes)", [0]
+
+    def advance(k: int) -> None:
+        done[0] += k
+        progress(stage, done[0], n)
+
+    with reporter() as progress:
+        progress(stage, 0, n)
+        trajs = generate(gen, on_chunk=advance)
     wall = time.perf_counter() - t0
     out = write_dataset(trajs, cfg.out, overwrite=cfg.overwrite,
                         config=dataclasses.replace(cfg, out=Path(cfg.out)))
