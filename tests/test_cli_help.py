@@ -215,6 +215,18 @@ def test_main_prints_the_verb_help(capsys):
         assert capsys.readouterr().out == cli_help.verb_help("evaluate")
 
 
+def test_help_without_a_readable_parser_is_tyros(monkeypatch, capsys):
+    """A tyro whose parser cannot be read (get_parser removed) still gives help: its own."""
+    import tyro
+
+    monkeypatch.setattr(cli_help, "cached", lambda verb: None)
+    monkeypatch.delattr(tyro.extras, "get_parser")
+    with pytest.raises(SystemExit) as exc:
+        main(["selfcheck", "--help"])
+    assert exc.value.code == 0
+    assert "--n-states" in capsys.readouterr().out
+
+
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"neuract {neuract.__version__}\n"

@@ -204,9 +204,11 @@ def _main(argv: list[str] | None) -> int:
     if "-h" in options or "--help" in options:
         from neuract.cli_help import verb_help  # no torch: the stored option descriptions
 
-        sys.stdout.write(verb_help(verb))
-        sys.stdout.flush()
-        raise SystemExit(0)
+        text = verb_help(verb)
+        if text is not None:  # else tyro prints its own, below
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            raise SystemExit(0)
 
     import tyro  # here, not at the top: help does without it
 

@@ -415,11 +415,17 @@ def render(verb: str, spec: dict[str, Any], width: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verb_help(verb: str, width: int | None = None) -> str:
+def verb_help(verb: str, width: int | None = None) -> str | None:
     """The help text of a verb: from the stored description where it is current (fast: no
-    torch), else read from the verb's parser."""
+    torch), else read from the verb's parser; None where this tyro has no parser to read
+    (tyro's own help is then the one to print)."""
     spec = cached(verb)
-    return render(verb, spec if spec is not None else collect(verb), width)
+    if spec is None:
+        try:
+            spec = collect(verb)
+        except AttributeError:  # tyro.extras.get_parser gone
+            return None
+    return render(verb, spec, width)
 
 
 def main(argv: list[str] | None = None) -> int:
