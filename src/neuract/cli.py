@@ -2,7 +2,8 @@
 
 Each verb is one typed dataclass config plus one ``run(cfg)`` function in its own module; the
 options are generated from the dataclass with tyro. Modules are imported only when their verb
-is invoked, so ``neuract --help`` stays fast.
+runs, so ``neuract --help`` and ``neuract VERB --help`` (read from the stored description of the
+verb's options, :mod:`neuract.cli_help`) stay fast.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import importlib
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -44,6 +46,7 @@ def _usage() -> str:
     width = max(len(v) for v in VERBS)
     lines = ["usage: neuract <verb> [options]    (neuract <verb> --help for a verb's options)", ""]
     lines += [f"  {verb:<{width}}  {VERBS[verb][2]}" for verb in sorted(VERBS)]
+    lines += ["", "neuract --version prints the version."]
     return "\n".join(lines)
 
 
@@ -115,32 +118,113 @@ def _restore_sigterm(previous) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+SIGPIPE_EXIT = 128 + 13
+"""exit status when the reader of the output went away (``neuract ... | head -1``): the status
+a shell reports for a command ended by SIGPIPE"""
+
+
+def _output_closed() -> bool:
+    """Whether the reader of stdout or stderr has gone (a pipe whose read end is closed polls
+    as an error); True where that cannot be told (no file descriptor, no poll)."""
+    try:
+        poll = select.poll()
+        for stream in (sys.stdout, sys.stderr):
+            poll.register(stream.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return True
+
+
+def _stdout_file() -> tuple[int, int] | None:
+    """(device, inode) of the file stdout writes to, None where it has no descriptor."""
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _rich_broken_pipe(exc: SystemExit, before: tuple[int, int] | None) -> bool:
+    """Whether a SystemExit(1) out of a verb is rich's answer to a closed stdout (its consoles
+    point stdout at the null device, then exit 1), not the verb's own."""
+    try:
+        st = os.stat(os.devnull)
+    except OSError:  # pragma: no cover
+        return False
+    null = (st.st_dev, st.st_ino)
+    return exc.code == 1 and before not in (None, null) and _stdout_file() == null
+
+
+def _discard_output() -> None:
+    """Point stdout (and a closed stderr) at the null device, so that the interpreter's final
+    flush of what is still buffered does not fail again on the closed pipe."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one verb. Exit status: 0 done; 1 a clear error (bad input, unwritable path) or a
     check that failed (a verb returning ``{"passed": 0}``, e.g. selfcheck); 2 a usage error;
-    130 interrupted (Ctrl-C); 143 terminated (SIGTERM, e.g. ``timeout`` or ``docker stop``:
-    handled as Ctrl-C is, so partial outputs are removed and training states kept)."""
-    import tyro  # here, not at the top: ``neuract --help`` does without it
+    130 interrupted (Ctrl-C); 141 the reader of the output went away (``| head``), quietly, as
+    a command ended by SIGPIPE; 143 terminated (SIGTERM, e.g. ``timeout`` or ``docker stop``:
+    handled as Ctrl-C is, so partial outputs are removed and training states kept).
+    ``VERB --help`` prints the verb's help and raises SystemExit(0), as argparse does."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        _discard_output()
+        return SIGPIPE_EXIT
 
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
+        return 0
+    if argv[0] == "--version":
+        from neuract import __version__
+
+        print(f"neuract {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
     if verb not in VERBS:
         print(f"neuract: unknown verb {verb!r}; valid verbs: {', '.join(sorted(VERBS))}",
               file=sys.stderr)
         return 2
+    options = rest[:rest.index("--")] if "--" in rest else rest
+    if "-h" in options or "--help" in options:
+        from neuract.cli_help import verb_help  # no torch: the stored option descriptions
+
+        text = verb_help(verb)
+        if text is not None:  # else tyro prints its own, below
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            raise SystemExit(0)
+
+    import tyro  # here, not at the top: help does without it
+
     mod_name, cfg_name, _ = VERBS[verb]
     module = importlib.import_module(mod_name)
     cfg_cls = getattr(module, cfg_name)
     cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
     previous = _on_sigterm()
+    stdout_before = _stdout_file()
     try:
         if dataclasses.is_dataclass(cfg):
             check_seeds(cfg)
         result = module.run(cfg)
     except (NeuractError, OSError) as exc:  # OSError: an unreadable/unwritable path given
+        if isinstance(exc, BrokenPipeError) and _output_closed():
+            raise  # the reader of the output went away: main exits quietly
         print(f"neuract {verb}: error: {cli_names(verb, str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
@@ -150,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
                  "state where one was saved (what ran before it is done again)."
                  if verb in RESUMABLE else ""), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except SystemExit as exc:
+        if _rich_broken_pipe(exc, stdout_before):
+            raise BrokenPipeError("stdout closed") from None
+        raise
     finally:
         _restore_sigterm(previous)
     if isinstance(result, dict) and result.get("passed") == 0:  # a check verb that failed
