@@ -242,7 +242,8 @@ def test_check_joints_warns_on_other_names_and_refuses_other_counts_or_orders():
 
 
 def test_fit_warns_when_the_robot_names_its_joints_otherwise(tmp_path, capsys):
-    write_dataset(_runs(joints=("shoulder", "elbow"), robot="arm"), tmp_path / "ds")
+    # the data's arm (planar2), its joints named their own way
+    write_dataset(_runs(joints=("shoulder", "elbow"), robot="planar2"), tmp_path / "ds")
     with pytest.warns(UserWarning, match="'planar2' names its joints"):
         rc, err = _fit(capsys, tmp_path / "ds", tmp_path / "o", "--robot", "planar2",
                        "--train.label-inputs")

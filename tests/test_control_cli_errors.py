@@ -260,16 +260,23 @@ def test_identify_robot_of_other_dof(tmp_path, capsys):
     assert rc == 1 and "--robot 'planar2' has 2 joint(s)" in err and "has 6" in err
 
 
-def test_identify_warns_when_the_robot_names_the_datasets_joints_otherwise(tmp_path):
-    """A dataset of one arm identified with another arm's model of as many joints: matched by
-    position, with a warning naming both joint lists (as simulate and adapt do)."""
+def test_identify_refuses_another_arms_model_unless_forced(tmp_path, capsys):
+    """A dataset of one arm (so101) identified with another arm's model of as many joints
+    (omx): refused in one line, as simulate, adapt, fit and evaluate do; with --force-robot
+    matched by position, without a warning (it was asked for)."""
     data = tmp_path / "tw"
     assert main(["twin", "--minutes", "0.5", "--units", "1", "--out", str(data)]) == 0
-    with pytest.warns(UserWarning, match=r"'omx' names its joints .*shoulder_pan"):
-        rc = main(["identify", "--data", str(data), "--robot", "omx", "--model",
-                   "least_squares", "--out", str(tmp_path / "o")])
-    assert rc == 0
+    capsys.readouterr()
+    argv = ["identify", "--data", str(data), "--robot", "omx", "--model", "least_squares"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 1
+    err = _err(capsys)
+    assert "'omx' is another arm than the robot of --data" in err and "'so101'" in err
+    assert "--force-robot" in err and not (tmp_path / "o").exists()
     import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main([*argv, "--force-robot", "--out", str(tmp_path / "o")]) == 0
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the arm the data were logged on: no warning

@@ -66,9 +66,11 @@ def test_simulate_refuses_an_estimator_checkpoint(run):
     with pytest.raises(ConfigError, match="not the same arm"):  # 4-joint arm, 6-joint data
         run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     robot="omx_arm", quiet=True))
-    with pytest.warns(UserWarning, match="matched by position"):  # as many joints, other names
-        run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "omx",
+    with pytest.raises(ConfigError, match="another arm than the robot of"):  # 6 joints too
+        run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "x",
                                     robot="omx", quiet=True))
+    run_simulate(SimulateConfig(checkpoint=ck["simulator"], data=ds, out=root / "omx",
+                                robot="omx", force_robot=True, quiet=True))  # asked for
     assert not (root / "x").exists()  # refused before anything was written
 
 

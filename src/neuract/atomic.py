@@ -156,6 +156,7 @@ def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = No
                               f"{str(p)!r}; the output is written as a whole: choose another "
                               "output path")
     if not os.path.lexists(path):
+        check_parent(path)
         return
     if not _is_real_dir(path):
         what = "a symlink" if path.is_symlink() else "not a directory"
@@ -177,6 +178,27 @@ def check_dest(path: str | os.PathLike, overwrite: bool, marker: str | None = No
         raise ConfigError(f"output directory {str(path)!r} holds {sorted(other)[:5]}, which this "
                           "output does not write; it would be replaced as a whole: move them or "
                           "choose another output path")
+
+
+def check_parent(path: str | os.PathLike, what: str = "output directory") -> None:
+    """Raise ConfigError where the output ``path`` (which does not exist) cannot be created
+    because a folder of its path exists but is not a directory (``--out notes.txt/run``)."""
+    for parent in Path(path).parents:
+        if os.path.lexists(parent):
+            if not os.path.isdir(parent):
+                raise ConfigError(f"{what} {str(path)!r} cannot be created: {str(parent)!r} "
+                                  "exists and is not a directory; choose another output path")
+            return
+
+
+def _make_parent(path: Path, given: str | os.PathLike, what: str) -> None:
+    """Create the folder of ``path`` (and its parents); a folder of the path that exists but
+    is not a directory is refused naming ``given`` (:func:`check_parent`)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        check_parent(given, what)
+        raise
 
 
 def is_output(path: str | os.PathLike, marker: str, kind: Callable[[Any], bool] | None = None,
@@ -222,7 +244,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     (``0o666 & ~umask``); a replaced file's old permissions are not kept."""
     given = path
     path = Path(os.path.abspath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path, given, "output file")
     tmp_path = _make_temp_file(path, given)
     mode = stat.S_IMODE(os.stat(tmp_path).st_mode)
     try:
@@ -256,7 +278,7 @@ def atomic_dir(path: str | os.PathLike, overwrite: bool = False, marker: str | N
     given = path
     path = Path(os.path.abspath(path))  # "." and "dir/.." have no name to put a sibling by
     check_dest(path, overwrite, marker, allowed, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path, given, "output directory")
     tmp = _make_temp_dir(path, given)
     lock = _flock(tmp)  # held while this process lives: not a leftover for another writer
     try:
@@ -332,3 +354,29 @@ def missing_folders(folder: str | os.PathLike) -> list[Path]:
             break
         out.append(d)
     return out
+
+
+@contextlib.contextmanager
+def undone_on_error(folder: str | os.PathLike,
+                    keep: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """For a verb that writes into ``folder`` in place (a rerun resumes there): when the block
+    fails (an exception; not an interrupt, which keeps what a rerun resumes from), remove what
+    a first run wrote -- the folders of the path it created, or the entries of a folder that
+    was empty -- unless ``keep(folder)`` finds a state worth resuming from (a training state).
+    A folder that held an earlier run is left as it is. Yields ``folder`` as a Path."""
+    folder = Path(folder)
+    made = (missing_folders(folder) or [None])[-1]  # the outermost folder this run creates
+    fresh = made is not None or (folder.is_dir() and not any(folder.iterdir()))
+    try:
+        yield folder
+    except Exception:
+        if fresh and not (keep is not None and folder.is_dir() and keep(folder)):
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
+            elif folder.is_dir():
+                for p in folder.iterdir():
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        p.unlink(missing_ok=True)
+        raise

@@ -44,6 +44,8 @@ class IdentifyConfig:
     """least_squares | consistent | lagrangian | mlp | hybrid"""
     robot: str = ""
     """bundled robot name or MJCF/URDF path (needed by least_squares, consistent, hybrid)"""
+    force_robot: bool = False
+    """use a bundled --robot on data recorded on another arm (refused otherwise)"""
     test_fraction: float = 0.2
     """tail fraction of every episode held out for the report"""
     rate_hz: float = 0.0
@@ -112,6 +114,9 @@ def _episodes(cfg: IdentifyConfig) -> list[tuple[str, dict[str, np.ndarray]]]:
     path = Path(cfg.data)
     if path.is_dir():
         from neuract.data import load_dataset
+        from neuract.data.dataset import is_dataset
+
+        is_dataset(path)  # one that lacks its meta/info.json is refused as such
 
         eps = []
         for i, tr in enumerate(load_dataset(path)):
@@ -130,15 +135,16 @@ def _episodes(cfg: IdentifyConfig) -> list[tuple[str, dict[str, np.ndarray]]]:
     raise ConfigError(f"--data {str(path)!r}: expected a dataset directory or an .npz file")
 
 
-def _joint_names(cfg: IdentifyConfig) -> list[str] | None:
-    """The joint names a dataset directory records (None: an .npz, or none recorded)."""
+def _joint_names(cfg: IdentifyConfig) -> tuple[list[str] | None, str | None]:
+    """The joint names and the robot a dataset directory records (None: an .npz, or none
+    recorded)."""
     if not Path(cfg.data).is_dir():
-        return None
+        return None, None
     from neuract.data import load_dataset
 
     ds = load_dataset(Path(cfg.data))
     names = list(ds[0].meta.joint_names or []) if len(ds) else []
-    return names or None
+    return names or None, (ds[0].meta.robot if len(ds) else None)
 
 
 def _validate(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dict:
@@ -146,9 +152,11 @@ def _validate(where: str, ep: dict[str, np.ndarray], cfg: IdentifyConfig) -> dic
     out: dict[str, np.ndarray] = {}
     for k in ("q", "qd", "tau"):
         if k not in ep:
+            fix = ("; compute qd (and qdd) from q with neuract ingest --derivatives"
+                   if k == "qd" and "q" in ep else "")
             raise SchemaError(f"{where}: channel {k!r} missing (found: "
                               f"{', '.join(sorted(ep)) or 'none'}); need q, qd, tau "
-                              "[, qdd, t]")
+                              f"[, qdd, t]{fix}")
     for k in [c for c in CHANNELS if c in ep] + (["t"] if "t" in ep else []):
         x = np.asarray(ep[k])
         if x.dtype.kind not in "iuf":
@@ -313,10 +321,11 @@ def run(cfg: IdentifyConfig) -> dict:
                           f"joints {sorted(dofs)}; accepted: one robot per dataset")
     if cfg.robot:  # the arm model against the data's joints (names where the data has them)
         from neuract.robot import load_robot
-        from neuract.robot.match import check_joints
+        from neuract.robot.match import check_arm
 
-        check_joints(cfg.robot, load_robot(cfg.robot).joint_names,
-                     _joint_names(cfg) or dofs.pop(), f"--data {str(cfg.data)!r}")
+        names, logged = _joint_names(cfg)
+        check_arm(cfg.robot, load_robot(cfg.robot).joint_names, names or dofs.pop(),
+                  f"--data {str(cfg.data)!r}", logged, cfg.force_robot)
     train, test = _split(eps, cfg.test_fraction)
     model, info = _fit(cfg, train)
     with torch.no_grad():

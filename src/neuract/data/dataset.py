@@ -221,6 +221,82 @@ def write_dataset(
     return out
 
 
+def _dataset_parts(root: Path) -> list[str]:
+    """What of a dataset's layout the directory ``root`` holds (besides meta/info.json)."""
+    found = []
+    data = root / "data"
+    eps = sorted(data.glob("episode_*.parquet")) if data.is_dir() else []
+    if eps:
+        found.append(f"{eps[0].relative_to(root)}" + (f" and {len(eps) - 1} more episode "
+                                                      "file(s)" if len(eps) > 1 else ""))
+    if (root / "meta" / "stats.json").is_file():
+        found.append("meta/stats.json")
+    elif (root / "meta").is_dir():
+        found.append("meta/")
+    return found
+
+
+def is_dataset(path: str | os.PathLike, option: str = "--data") -> bool:
+    """Whether ``path`` is a dataset directory (it holds ``meta/info.json``). A directory that
+    looks like one (episode files under ``data/``, a ``meta/`` folder) but lacks its
+    ``meta/info.json`` is refused (:class:`SchemaError` naming what it holds and what is
+    missing) rather than read as another format; anything else is not a dataset (False).
+    ``option`` names ``path`` in the message (empty: the path alone)."""
+    root = Path(path)
+    info = root / "meta" / "info.json"
+    if info.is_file():
+        return True
+    if not root.is_dir():
+        return False
+    found = _dataset_parts(root)
+    if found:
+        where = f"{option} {str(root)!r}" if option else str(root)
+        raise SchemaError(f"{where} looks like a neuract dataset ({', '.join(found)}) but "
+                          f"{info} is missing (it lists the episodes, their channels and the "
+                          "joints): restore it, or write the dataset again (neuract ingest, "
+                          "neuract twin)")
+    return False
+
+
+def require_channels(trajs: Sequence[Trajectory], channels: Sequence[str],
+                     data: str | os.PathLike, needed_by: str, option: str = "--data") -> None:
+    """Refuse (:class:`SchemaError`, one line) the first episode of ``trajs`` (read from
+    ``data``, in its order) that lacks one of ``channels``, which ``needed_by`` reads: the
+    message names the data, the episode (index, name, file), the missing channels and how to
+    get them (velocities and accelerations: ``neuract ingest --derivatives``)."""
+    for i, tr in enumerate(trajs):
+        missing = [c for c in channels if c not in tr]
+        if not missing:
+            continue
+        file = _episode_file(data, i, tr)
+        ep = f"episode {i} ({tr.meta.name!r}" + (f", {file}" if file else "") + ")"
+        has = ", ".join(tr.channels)
+        s = "s" if len(missing) > 1 else ""
+        head = (f"{option} {str(data)!r}: {ep} has no channel{s} {', '.join(missing)}, "
+                f"required by {needed_by} (it has {has})")
+        if set(missing) <= {"qd", "qdd"}:
+            src = (f"neuract ingest {str(data)!r} --format neuract" if is_dataset(data, "")
+                   else "neuract ingest SOURCE --format FORMAT")
+            raise SchemaError(f"{head}; compute velocities and accelerations from q: {src} "
+                              "--derivatives --out NEW_DATASET (with --resample-hz RATE where "
+                              f"its time steps are not uniform), then pass {option} "
+                              "NEW_DATASET")
+        raise SchemaError(f"{head}; accepted: episodes that carry {', '.join(channels)}")
+
+
+def _episode_file(data: str | os.PathLike, i: int, tr: Trajectory) -> str:
+    """The file episode ``i`` (``tr``) of ``data`` was read from: its parquet file in a
+    dataset, else the source its reader recorded (empty if none)."""
+    try:
+        if is_dataset(data, ""):
+            ep = json.loads((Path(data) / "meta" / "info.json").read_text())["episodes"][i]
+            if ep["meta"]["name"] == tr.meta.name:
+                return str(Path(data) / ep["file"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, SchemaError):
+        pass
+    return str(tr.meta.source or "")
+
+
 class Dataset:
     """A dataset directory opened for reading; iterating yields :class:`Trajectory` objects.
 
@@ -231,7 +307,7 @@ class Dataset:
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
         info_path = self.root / "meta" / "info.json"
-        if not info_path.is_file():
+        if not is_dataset(self.root, option=""):  # one that looks like it says what it lacks
             raise SchemaError(f"{self.root} is not a neuract dataset: {info_path} is missing")
         try:
             self.info: dict[str, Any] = json.loads(info_path.read_text())
@@ -323,4 +399,5 @@ def load_dataset(root: str | os.PathLike) -> Dataset:
     return Dataset(root)
 
 
-__all__ = ["Dataset", "compute_stats", "load_dataset", "write_dataset"]
+__all__ = ["Dataset", "compute_stats", "is_dataset", "load_dataset", "require_channels",
+           "write_dataset"]

@@ -24,6 +24,7 @@ import torch
 from neuract.actuators import ActuatorConfig, build_actuator
 from neuract.config import to_dict
 from neuract.data import load_dataset
+from neuract.data.dataset import is_dataset
 from neuract.errors import ConfigError, SchemaError
 from neuract.fit.batch import RunBatch, batch_from_trajectories, split_runs
 from neuract.fit.trainer import (
@@ -47,8 +48,7 @@ def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
     import warnings
 
     p = Path(path)
-    if (p / "meta" / "info.json").is_file():
-
+    if is_dataset(p):  # one lacking its meta/info.json is refused as such, not read as logs
         ds = load_dataset(p)
         n = len(ds) if limit <= 0 else min(limit, len(ds))
         return [ds[i] for i in range(n)]

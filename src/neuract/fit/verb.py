@@ -29,7 +29,6 @@ import json
 import math
 import os
 import re
-import shutil
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 import torch
 
 from neuract.actuators import ActuatorConfig, NeuralConfig
-from neuract.atomic import is_output, missing_folders, write_json, write_text
+from neuract.atomic import check_parent, is_output, undone_on_error, write_json, write_text
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError, NeuractError
 from neuract.fit.batch import batch_from_trajectories
@@ -51,7 +50,7 @@ from neuract.fit.identify import (
 )
 from neuract.fit.trainer import TrainConfig
 from neuract.progress import reporter
-from neuract.robot.match import check_joints
+from neuract.robot.match import check_arm
 from neuract.sim.simulate import JointParamsConfig
 
 
@@ -68,6 +67,8 @@ class FitConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     robot: str = "pendulum"
     """'pendulum' (bench: one plant per run from its mass/length labels) or a robot name/path"""
+    force_robot: bool = False
+    """use a bundled --robot on data recorded on another arm (refused otherwise)"""
     arm_mass: float | None = None
     """pendulum: arm mass [kg] of runs whose labels give none (default: the K-Scale bench arm
     of the run's length, 100 or 150 mm)"""
@@ -174,6 +175,7 @@ def check_out(cfg: FitConfig) -> None:
                               "its config, checkpoint, model and report into --out: choose "
                               "another --out")
     if not os.path.lexists(out):
+        check_parent(out, "--out")
         return
     if not out.is_dir():
         raise ConfigError(f"--out {str(out)!r} exists and is not a directory: choose another "
@@ -223,7 +225,8 @@ def prepare(cfg: FitConfig) -> tuple[list, Any]:
                 f"{data}: its runs have {n} joints {names}; pass {hint} (a bundled robot "
                 "name or an MJCF/URDF file of the arm the data were logged on)")
     else:
-        check_joints(cfg.robot, pf([]).joint_names, names, data)
+        check_arm(cfg.robot, pf([]).joint_names, names, data, runs[0].meta.robot,
+                  cfg.force_robot)
     try:
         plant = pf(batch.labels)
     except NeuractError as e:
@@ -270,24 +273,12 @@ def _run(cfg: FitConfig) -> dict:
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
-    made = (missing_folders(out) or [None])[-1]  # the outermost folder this run creates
-    fresh = made is not None or not any(out.iterdir())  # nothing of an earlier run there
-    out.mkdir(parents=True, exist_ok=True)
-    try:
+    # a failed first run leaves nothing behind, unless it saved a training state: a failure
+    # after training began (a full disk) keeps it, to resume from when rerun; an interrupt
+    # keeps the checkpoint too
+    with undone_on_error(out, keep=lambda o: any((o / "checkpoint").glob("*.safetensors"))):
+        out.mkdir(parents=True, exist_ok=True)
         return _fit(cfg, out, ckpt, batch, key, hints)
-    except Exception:  # not an interrupt: that keeps the checkpoint to resume from
-        # a failed first run leaves nothing behind, unless it saved a training state: a
-        # failure after training began (a full disk) keeps it, to resume from when rerun
-        if fresh and not any(ckpt.glob("*.safetensors")):
-            if made is not None:
-                shutil.rmtree(made, ignore_errors=True)
-            else:
-                for p in out.iterdir():
-                    if p.is_dir() and not p.is_symlink():
-                        shutil.rmtree(p, ignore_errors=True)
-                    else:
-                        p.unlink(missing_ok=True)
-        raise
 
 
 def _fit(cfg: FitConfig, out: Path, ckpt: Path, batch, key: dict, hints: dict) -> dict:

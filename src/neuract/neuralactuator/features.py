@@ -138,7 +138,13 @@ def _channel(traj: Any, name: str, n_joints: int) -> np.ndarray:
     try:
         v = np.asarray(traj[name], dtype=np.float64)
     except (KeyError, IndexError) as exc:
-        raise SchemaError(f"trajectory has no channel {name!r}, required by the model") from exc
+        meta = getattr(traj, "meta", None)
+        where = (f"episode {meta.name!r}" + (f" ({meta.source})" if meta.source else "")
+                 if meta is not None else "the trajectory")
+        fix = ("; compute it from q with neuract ingest --derivatives" if name in ("qd", "qdd")
+               else "")
+        raise SchemaError(f"{where} has no channel {name!r}, required by the model{fix}"
+                          ) from exc
     if v.ndim == 1:
         v = np.repeat(v[:, None], n_joints, axis=1)  # a bus-wide channel, e.g. voltage
     if v.ndim != 2 or v.shape[1] != n_joints:

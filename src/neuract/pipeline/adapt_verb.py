@@ -30,7 +30,7 @@ from neuract.neuralactuator import NeuralActuatorTrainConfig, pose_error, save_c
 from neuract.neuralactuator.checkpoint import CHECKPOINT_DEST, read_config
 from neuract.pipeline.checkpoints import load_model
 from neuract.pipeline.progress import reporter
-from neuract.pipeline.streaming import read_telemetry, resolve_robot, to_model_joints
+from neuract.pipeline.streaming import model_episodes, resolve_robot
 
 
 @dataclass
@@ -45,6 +45,8 @@ class AdaptConfig:
     """output checkpoint directory"""
     robot: str = ""
     """arm model (bundled name or MJCF/URDF path); empty: from the episodes (so101, omx)"""
+    force_robot: bool = False
+    """use a bundled --robot on episodes recorded on another arm (refused otherwise)"""
     site: str = ""
     """end-effector site where force labels act (estimator mode); empty: the robot's default"""
     steps: int = 100
@@ -78,7 +80,7 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
                **CHECKPOINT_DEST)
     model = load_model(Path(cfg.checkpoint))
     extra = read_config(cfg.checkpoint)[1].get("extra") or {}
-    trajs = [to_model_joints(model, t) for t in read_telemetry(cfg.data)]
+    trajs = model_episodes(model, cfg.checkpoint, cfg.data)
     h = model.cfg.history
     short = [t for t in trajs if len(t) < h]  # no window fits in such an episode
     if len(short) == len(trajs):  # nothing to adapt on (estimate and simulate refuse them too)
@@ -99,7 +101,8 @@ def run_adapt(cfg: AdaptConfig) -> dict[str, Any]:
     tc = NeuralActuatorTrainConfig(steps=cfg.steps, lr=cfg.lr, batch=cfg.batch, horizon=horizon,
                      freeze_encoder=cfg.freeze_encoder, seed=cfg.seed,
                      checkpoint=str(state), checkpoint_every=CHECKPOINT_EVERY).validate()
-    robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site)
+    robot, site = resolve_robot(cfg.robot, model, trajs, cfg.site, force=cfg.force_robot,
+                                data=f"--data {str(cfg.data)!r}")
     score = (lambda m: pose_error(m, held, robot, tc, site, seed=cfg.seed)) if held \
         else (lambda m: None)
     before = score(model)

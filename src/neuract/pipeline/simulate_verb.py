@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neuract.atomic import atomic_dir, write_json
+from neuract.data.dataset import require_channels
 from neuract.errors import ConfigError
 from neuract.eval.protocol import simulate_full
 from neuract.fit.saved import is_fit_output
@@ -43,6 +44,7 @@ from neuract.pipeline.streaming import (
     read_telemetry,
     resolve_robot,
 )
+from neuract.robot.match import check_arm
 
 
 @dataclass
@@ -59,6 +61,8 @@ class SimulateConfig:
     """output directory: one parquet file per episode + summary.json"""
     robot: str = ""
     """arm model (bundled name or MJCF/URDF path); empty: from the episodes (so101, omx)"""
+    force_robot: bool = False
+    """use a bundled --robot on episodes recorded on another arm (refused otherwise)"""
     substeps: int = 2
     """physics steps per telemetry step"""
     overwrite: bool = False
@@ -79,10 +83,15 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     h = model.cfg.history
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "prior": model.cfg.prior, "episodes": []}
-    robot, _ = resolve_robot(cfg.robot, model, trajs)
+    robot, _ = resolve_robot(cfg.robot, model, trajs, force=cfg.force_robot,
+                             data=f"--data {str(cfg.data)!r}")
     steps = _Steps(trajs, h)
     sim = simulator(model, robot, cfg.substeps, progress=steps)
     return _write(cfg, out_dir, sim, trajs, h, summary, steps)
+
+
+FIT_CHANNELS = ("t", "q", "q_goal")
+"""what a ``neuract fit`` model replays: the commands from each episode's measured start"""
 
 
 def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
@@ -98,12 +107,17 @@ def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
                           "pendulum (one plant per run from its labels); neuract simulate "
                           "replays arm episodes: give --robot, or a fit on an arm")
     trajs = read_telemetry(cfg.data)
+    require_channels(trajs, FIT_CHANNELS, cfg.data,
+                     f"the fitted model --checkpoint {str(cfg.checkpoint)!r}")
     for tr in trajs:
         if len(tr.meta.joint_names) != fm.n_dof:
             raise ConfigError(f"episode {tr.meta.name!r} has {len(tr.meta.joint_names)} "
                               f"joints; the fitted model {str(cfg.checkpoint)!r} has "
                               f"{fm.n_dof}")
     plant = plant_factory(robot)
+    if cfg.robot:  # the arm given against the episodes' (its own joints checked above)
+        check_arm(robot, plant([]).joint_names, list(trajs[0].meta.joint_names),
+                  f"--data {str(cfg.data)!r}", trajs[0].meta.robot, cfg.force_robot)
     summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
                                "model": "fit", "actuator": fm.config.actuator.type,
                                "robot": robot, "episodes": []}
