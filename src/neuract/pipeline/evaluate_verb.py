@@ -61,8 +61,8 @@ class EvaluateConfig:
     nad: Path = Path("../shared/data/nad")
     """nad: NAD root"""
     robot: str = ""
-    """nad: whose files (so101 or omx; empty: so101); dataset: empty (the dataset's robot),
-    or the arm to fit, refused where the dataset names another one unless --force-robot"""
+    """nad: whose files (so101 or omx; empty: so101); dataset: the arm to fit (empty: the
+    dataset's; another arm needs --force-robot)"""
     force_robot: bool = False
     """dataset: fit --robot's arm on a dataset recorded on another one (refused otherwise)"""
     twin: TwinDataConfig = field(default_factory=TwinDataConfig)
