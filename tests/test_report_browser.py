@@ -42,14 +42,13 @@ window.addEventListener('load', () => {
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory):
     from _report_res import synthetic_results
-
     from neuract.eval import write_report
     from neuract.pipeline.report import build_report
 
     out = tmp_path_factory.mktemp("report")
     intro = ("Twin data: 0.6 min of so101 telemetry, 1 unit, tasks free, push (training and "
              "test); 3 training / 1 test episodes (split by episode).")
-    _, htm = write_report(out, build_report(synthetic_results(contact=False), "NeuralActuator "
+    _, htm = write_report(out, build_report(synthetic_results(), "NeuralActuator "
                                             "on the SO-101 twin", intro))
     page = out / "measured.html"
     page.write_text(htm.read_text().replace("</body>", MEASURE + "</body>"))

@@ -179,6 +179,9 @@ def test_y_range_is_set_by_the_series_that_matter():
     lo, hi = y_range(ref, [series[k] for k in keep])
     assert -1.3 < lo < -0.9 and 0.9 < hi < 1.3  # not stretched to 100
     assert clipped_series(series, lo, hi) == ["diverging"]
+    # a joint that hardly moves is not magnified
+    lo, hi = y_range(np.full(10, 3.0), [np.full(10, 3.01)], min_span=5.0)
+    assert hi - lo >= 5.0 and lo < 3.0 < hi
     # a non-finite series never matters
     assert series_that_matter(ref, {"nan": ref * np.nan, "ok": ref}) == ["ok"]
 

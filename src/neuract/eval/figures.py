@@ -109,9 +109,11 @@ def series_that_matter(ref: Any, series: Mapping[str, Any], k: int = 3, factor: 
     return [n for e, _, n in ranked[:k] if e <= factor * best + tol]
 
 
-def y_range(ref: Any, series: Sequence[Any] = (), pad: float = 0.08) -> tuple[float, float]:
+def y_range(ref: Any, series: Sequence[Any] = (), pad: float = 0.08, min_span: float = 1.0
+            ) -> tuple[float, float]:
     """(low, high) y-limits around the finite values of ``ref`` and ``series``, padded by
-    ``pad`` of their span (a flat trace gets a span of 1)."""
+    ``pad`` of their span, which is at least ``min_span`` (so that a joint that hardly moves
+    does not magnify its hundredths of a degree)."""
     vals = [np.asarray(ref, dtype=np.float64).ravel()]
     vals += [np.asarray(s, dtype=np.float64).ravel() for s in series]
     v = np.concatenate(vals)
@@ -119,7 +121,10 @@ def y_range(ref: Any, series: Sequence[Any] = (), pad: float = 0.08) -> tuple[fl
     if not v.size:
         return -1.0, 1.0
     lo, hi = float(v.min()), float(v.max())
-    span = hi - lo if hi > lo else 1.0
+    if hi - lo < min_span:
+        mid = 0.5 * (lo + hi)
+        lo, hi = mid - 0.5 * min_span, mid + 0.5 * min_span
+    span = hi - lo
     return lo - pad * span, hi + pad * span
 
 
@@ -146,8 +151,9 @@ def _clip_note(off: Sequence[str], err: Mapping[str, float], unit: str, keep: Se
             f"edge: {what}.")
 
 
-def _style_of(name: str, keep: Sequence[str]) -> dict[str, Any]:
-    return {"lw": 1.4} if name in keep else {"lw": 1.0, "ls": "--", "alpha": 0.8}
+def _style_of(name: str, off: Sequence[str]) -> dict[str, Any]:
+    """A series' line: dashed where it leaves the panel's y-range."""
+    return {"lw": 1.0, "ls": "--", "alpha": 0.8} if name in off else {"lw": 1.4}
 
 
 # ------------------------------------------------------------------------- figures
@@ -177,7 +183,9 @@ def rollout_figure(t: Any, q_meas: Any, q_sim: Mapping[str, Any], joint_names: S
     err = {m: _mean_abs(q, s, rows) for m, s in sims.items()}
     ncols = ncols or (2 if nj >= 4 else 1)
     nrows = math.ceil(nj / ncols)
-    off: list[str] = []
+    lims = [y_range(q[:, j], [sims[m][:, j] for m in keep], min_span=5.0) for j in range(nj)]
+    off = [m for m, s in sims.items()
+           if any(clipped_series({m: s[:, j]}, *lims[j]) for j in range(nj))]
     with _style():
         fig = _new_figure(height=2.2 * nrows + 1.2)
         ax = fig.subplots(nrows, ncols, squeeze=False, sharex=True)
@@ -186,11 +194,8 @@ def rollout_figure(t: Any, q_meas: Any, q_sim: Mapping[str, Any], joint_names: S
             a.plot(t, q[:, j], color="black", lw=1.6, label="measured")
             for i, (model, qs) in enumerate(sims.items()):  # the first-named on top
                 a.plot(t, qs[:, j], color=f"C{i}", label=model, zorder=3 + len(sims) - i,
-                       **_style_of(model, keep))
-            lo, hi = y_range(q[:, j], [sims[m][:, j] for m in keep])
-            a.set_ylim(lo, hi)
-            off += [m for m in clipped_series({m: s[:, j] for m, s in sims.items()}, lo, hi)
-                    if m not in off]
+                       **_style_of(model, off))
+            a.set_ylim(*lims[j])
             a.set_title(name, loc="left")
             a.set_ylabel("[deg]")
         for a in ax.flat[nj:]:
@@ -252,6 +257,10 @@ def force_figure(t: Any, f_true: Any, f_est: Mapping[str, Any], contact: Any = N
             ax = sf.subplots(1, 3, squeeze=False)[0]
             keep = series_that_matter(f, {m: est[m] for m in members}, rows=rows)
             keep_all += keep
+            lims = [y_range(f[:, i], [est[m][:, i] for m in keep]) for i in range(3)]
+            row_off = [m for m in members
+                       if any(clipped_series({m: est[m][:, i]}, *lims[i]) for i in range(3))]
+            off += row_off
             for i, axis in enumerate("xyz"):
                 a = ax[i]
                 if c is not None:
@@ -259,11 +268,8 @@ def force_figure(t: Any, f_true: Any, f_est: Mapping[str, Any], contact: Any = N
                                    transform=a.get_xaxis_transform())
                 a.plot(t, f[:, i], color="black", lw=1.6, label="label")
                 for m in members:
-                    a.plot(t, est[m][:, i], color=colour[m], label=m, **_style_of(m, keep))
-                lo, hi = y_range(f[:, i], [est[m][:, i] for m in keep])
-                a.set_ylim(lo, hi)
-                off += [m for m in clipped_series({m: est[m][:, i] for m in members}, lo, hi)
-                        if m not in off]
+                    a.plot(t, est[m][:, i], color=colour[m], label=m, **_style_of(m, row_off))
+                a.set_ylim(*lims[i])
                 a.set_title(f"f_{axis} [N]", loc="left")
                 a.set_xlabel("time [s]")
             if label:

@@ -192,8 +192,8 @@ class Report:
             for it in items:
                 if isinstance(it, Table):
                     head = "".join(f"<th>{e(str(c))}</th>" for c in it.columns)
-                    rows = "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in r)
-                                   + "</tr>" for r in it.rows)
+                    rows = "".join("<tr>" + "".join(_td(v) for v in r) + "</tr>"
+                                   for r in it.rows)
                     note = f"<p class='note'>{e(it.note)}</p>" if it.note else ""
                     cap = f"<caption>{e(it.title)}</caption>" if it.title else ""
                     body.append(f"<div class='wide'><table>{cap}<thead><tr>{head}</tr></thead>"
@@ -221,9 +221,16 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:" + str(PAGE_WIDTH_PX) 
         ".wide{overflow-x:auto;max-width:100%}"
         "caption{font-weight:bold;text-align:left;padding:0.3em 0}"
         "th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:right}"
-        "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
+        "th{background:#f3f3f3}td:first-child,th:first-child,td.txt{text-align:left}"
         "figure{margin:1.5em 0}img{max-width:100%;height:auto;display:block}"
         ".note,figcaption{color:#555;font-size:0.9em}")
+
+
+def _td(v: Any) -> str:
+    """A table cell: numbers (and dashes) right-aligned, text left-aligned (class txt)."""
+    txt = isinstance(v, str) and not isinstance(v, bool)
+    return (f"<td class='txt'>{html.escape(v)}</td>" if txt
+            else f"<td>{html.escape(_fmt(v))}</td>")
 
 
 def _md_cell(s: str) -> str:

@@ -171,7 +171,7 @@ def gate_unscored(g: Mapping[str, Any] | None) -> dict[str, str]:
     metrics): recall and F1 without a contact sample."""
     if not g:
         return {}
-    if not g.get("n_samples"):
+    if g.get("n_samples") == 0:
         return dict.fromkeys(("precision", "recall", "f1", "accuracy"), NO_SAMPLES)
     contact = g.get("recall") is not None  # tp + fn > 0
     return {} if contact else {"recall": NO_CONTACT, "f1": NO_CONTACT}
