@@ -71,7 +71,7 @@ def test_a_target_without_samples_is_not_scored_never_met():
     assert tg["condition"]["met"] is None and tg["condition"]["reason"] == NO_DEGRADED
     assert tg["torque"]["met"] in (True, False)  # scored: torque labels exist
     line = rp.targets_line(rp.targets(res))
-    assert line.startswith("targets met: ") and " of 1 scored (not scored: force MAE" in line
+    assert line.startswith("targets met: ") and " of 1 scored; not scored: force MAE" in line
     # the same data with contacts and a degraded motor: scored
     tg = {t["target"].split(" ")[0]: t for t in rp.targets(synthetic_results())}
     assert {t["status"] for t in tg.values()} <= {"met", "not met"}
@@ -248,3 +248,12 @@ def test_html_images_carry_their_drawn_width():
     widths = [int(w) for w in re.findall(r"<img [^>]*width='(\d+)'", html)]
     assert widths and max(widths) == PAGE_WIDTH_PX
     assert f"max-width:{PAGE_WIDTH_PX}px" in html
+
+
+def test_evaluate_closing_line_counts_only_scored_targets(capsys, tmp_path):
+    from neuract.pipeline.evaluate_verb import EvaluateConfig, _done
+
+    _done(EvaluateConfig(out=tmp_path), synthetic_results(contact=False, degraded=False))
+    out = capsys.readouterr().out
+    assert (" of 1 scored; not scored: force MAE <= 0.3 N (no contact samples), gate F1 >= "
+            "0.95 (no contact samples), condition accuracy >= 95 % (no degraded samples)") in out
