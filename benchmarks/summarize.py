@@ -147,7 +147,7 @@ def _na_targets(area: str, res: dict) -> list[Row]:
 
     out = []
     for t in targets(res):
-        met = {True: "met", False: "NOT met"}.get(t.get("met"), "")
+        met = {True: "met", False: "NOT met"}.get(t.get("met"), t.get("status", ""))
         out.append((area, f"{t['target']} [{t.get('mode', '')}]", str(t.get("value")), met))
     return out
 
@@ -785,13 +785,15 @@ def _h_omx(d: dict) -> Row:
     g = (na.get("gate") or {}).get("f1")
     c = (na.get("condition") or {}).get("accuracy")
     ratio = ts["torque"]["value"].rsplit("(", 1)[-1].rstrip(")") if "torque" in ts else "n/a"
-    missed = [k for k, t in ts.items() if not t["met"]]
+    missed = [k for k, t in ts.items() if t["met"] is False]
+    unscored = [k for k, t in ts.items() if t["met"] is None]
     return ("NeuralActuator, OpenManipulator-X twin", "torque vs best parametric / force MAE "
             "[N] / gate F1 / condition accuracy [estimator]",
             f"{ratio} / {_f((na.get('force') or {}).get('all'))} / {_f(g)} / "
             f"{100 * c:.1f} %" if c is not None else "-",
-            f">= 2x / <= 0.3 / >= 0.95 / >= 95 %: {len(ts) - len(missed)} of {len(ts)} met"
-            + (f" (not: {', '.join(missed)})" if missed else ""))
+            f">= 2x / <= 0.3 / >= 0.95 / >= 95 %: {len(ts) - len(missed) - len(unscored)} of "
+            f"{len(ts) - len(unscored)} met" + (f" (not: {', '.join(missed)})" if missed else "")
+            + (f"; not scored: {', '.join(unscored)}" if unscored else ""))
 
 
 def _h_adapt(d: dict) -> Row:

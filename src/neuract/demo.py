@@ -89,7 +89,7 @@ def run(cfg: DemoConfig) -> dict:
     for c in ("target", "ours", "met"):
         t.add_column(c)
     for tg in targets(res):
-        t.add_row(tg["target"], tg["value"], "yes" if tg["met"] else "no")
+        t.add_row(tg["target"], tg["value"], tg["status"])
     out.print(t)
     out.print(note, soft_wrap=True)
     out.print(f"report: {Path(cfg.out) / 'report.html'} (and report.md); results: "

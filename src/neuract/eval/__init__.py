@@ -6,7 +6,8 @@
   full trajectory (simulator mode); :mod:`.estimation`: estimator-mode scoring. Every
   result record has a ``mode``.
 - :mod:`.adapters`: wrap identified models (actuator + joints + plant) as simulators.
-- :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures).
+- :mod:`.report`: Markdown + self-contained HTML run reports (tables, embedded figures);
+  :mod:`.figures`: their figures (rollouts, force traces, confusion matrix).
 """
 
 from neuract.eval.adapters import system_model_simulator

@@ -7,19 +7,19 @@
 
 Every file is written atomically (temporary sibling + rename) into ``run_dir``: the Markdown
 file links its figures as PNG files under ``figures/``; the HTML embeds them as base64 so it
-can be mailed or archived alone. Figures are drawn with matplotlib (the ``viz`` extra)
-without pyplot, so no global backend state is touched.
+can be mailed or archived alone, each shown at the width it was drawn for (a full-width figure
+at the page's content width, :mod:`neuract.eval.figures`). Figures are drawn with matplotlib
+(the ``viz`` extra) without pyplot, so no global backend state is touched. A table without
+rows is left out, and so is a section left without items.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 import os
 import re
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,14 @@ import numpy as np
 
 from neuract.atomic import atomic_path, write_text
 from neuract.errors import ConfigError, SchemaError
+from neuract.eval.figures import (
+    CSS_PX_PER_IN,
+    PAGE_WIDTH_PX,
+    Figure,
+    confusion_figure,
+    force_figure,
+    rollout_figure,
+)
 
 __all__ = [
     "Figure",
@@ -59,15 +67,6 @@ class Table:
             if len(r) != len(self.columns):
                 raise SchemaError(f"table {self.title!r}: row {i} has {len(r)} cells; "
                                   f"expected {len(self.columns)} ({self.columns})")
-
-
-@dataclass
-class Figure:
-    """A titled PNG image."""
-
-    title: str
-    png: bytes
-    caption: str = ""
 
 
 def _fmt(v: Any) -> str:
@@ -131,105 +130,6 @@ def estimator_table(records: Sequence[Mapping[str, Any]], title: str = "Estimati
     return records_table(records, cols, title, note)
 
 
-# --------------------------------------------------------------------------- figures
-def _new_figure(nrows: int, ncols: int = 1, width: float = 8.0, height: float = 2.0):
-    try:
-        from matplotlib.figure import Figure as MplFigure
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ConfigError("report figures need matplotlib; install neuract[viz]") from None
-    fig = MplFigure(figsize=(width, height * nrows), layout="constrained")
-    return fig, fig.subplots(nrows, ncols, squeeze=False)
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return buf.getvalue()
-
-
-def rollout_figure(t: Any, q_meas: Any, q_sim: Mapping[str, Any], joint_names: Sequence[str],
-                   title: str = "Open-loop rollout", caption: str = "") -> Figure:
-    """Measured vs simulated joint positions [deg] over time, one panel per joint.
-
-    t: (T,) [s]; q_meas: (T, n) [rad]; q_sim: model -> (T, n) [rad] (same samples).
-    """
-    t = np.asarray(t, dtype=np.float64)
-    q = np.asarray(q_meas, dtype=np.float64)
-    if q.shape != (t.shape[0], len(joint_names)):
-        raise SchemaError(f"q_meas has shape {q.shape}; expected ({t.shape[0]}, "
-                          f"{len(joint_names)})")
-    fig, ax = _new_figure(len(joint_names), height=1.6)
-    for j, name in enumerate(joint_names):
-        a = ax[j, 0]
-        a.plot(t, np.degrees(q[:, j]), color="black", lw=1.2, label="measured")
-        for model, qs in q_sim.items():
-            qs = np.asarray(qs, dtype=np.float64)
-            if qs.shape != q.shape:
-                raise SchemaError(f"q_sim[{model!r}] has shape {qs.shape}; expected {q.shape}")
-            a.plot(t, np.degrees(qs[:, j]), lw=1.0, label=model)
-        a.set_ylabel(f"{name} [deg]")
-    ax[0, 0].legend(loc="upper right", fontsize=7)
-    ax[-1, 0].set_xlabel("time [s]")
-    fig.suptitle(title)
-    return Figure(title, _png(fig), caption)
-
-
-def force_figure(t: Any, f_true: Any, f_est: Mapping[str, Any], contact: Any = None,
-                 mask: Any = None, title: str = "End-effector force", caption: str = "") -> Figure:
-    """Force components [N] over time: label (where ``mask``) vs estimates; contact shaded.
-
-    t: (T,) [s]; f_true: (T, 3) [N]; f_est: model -> (T, 3) [N]; contact, mask: (T,) bool.
-    """
-    t = np.asarray(t, dtype=np.float64)
-    f = np.asarray(f_true, dtype=np.float64)
-    if f.shape != (t.shape[0], 3):
-        raise SchemaError(f"f_true has shape {f.shape}; expected ({t.shape[0]}, 3)")
-    if mask is not None:
-        f = np.where(np.asarray(mask, bool)[:, None], f, np.nan)  # gaps where unlabelled
-    fig, ax = _new_figure(3, height=1.6)
-    for i, axis in enumerate("xyz"):
-        a = ax[i, 0]
-        if contact is not None:
-            c = np.asarray(contact, bool)
-            a.fill_between(t, 0, 1, where=c, color="0.85", transform=a.get_xaxis_transform(),
-                           label="contact")
-        a.plot(t, f[:, i], color="black", lw=1.2, label="label")
-        for model, fe in f_est.items():
-            fe = np.asarray(fe, dtype=np.float64)
-            if fe.shape != (t.shape[0], 3):
-                raise SchemaError(f"f_est[{model!r}] has shape {fe.shape}; expected "
-                                  f"({t.shape[0]}, 3)")
-            a.plot(t, fe[:, i], lw=1.0, label=model)
-        a.set_ylabel(f"f_{axis} [N]")
-    ax[0, 0].legend(loc="upper right", fontsize=7)
-    ax[-1, 0].set_xlabel("time [s]")
-    fig.suptitle(title)
-    return Figure(title, _png(fig), caption)
-
-
-def confusion_figure(cm: Any, class_names: Sequence[str] = ("normal", "degraded"),
-                     title: str = "Condition confusion matrix", caption: str = "") -> Figure:
-    """Confusion matrix (rows true, columns predicted) as an annotated image."""
-    cm = np.asarray(cm)
-    k = len(class_names)
-    if cm.shape != (k, k):
-        raise SchemaError(f"confusion matrix has shape {cm.shape}; expected ({k}, {k}) for "
-                          f"classes {list(class_names)}")
-    fig, ax = _new_figure(1, width=3.6, height=3.2)
-    a = ax[0, 0]
-    a.imshow(cm, cmap="Blues")
-    for i in range(k):
-        for j in range(k):
-            a.text(j, i, str(cm[i, j]), ha="center", va="center",
-                   color="white" if cm[i, j] > cm.max() / 2 else "black")
-    a.set_xticks(range(k), class_names)
-    a.set_yticks(range(k), class_names)
-    a.set_xlabel("predicted")
-    a.set_ylabel("true")
-    a.set_title("\n".join(textwrap.wrap(title, 40)), fontsize=9)  # a narrow figure
-    return Figure(title, _png(fig), caption)
-
-
 # ---------------------------------------------------------------------------- report
 @dataclass
 class Report:
@@ -240,7 +140,11 @@ class Report:
     sections: list[tuple[str, list[Table | Figure | str]]] = field(default_factory=list)
 
     def add(self, heading: str, *items: Table | Figure | str) -> Report:
-        """Append items to the section ``heading`` (created on first use)."""
+        """Append items to the section ``heading`` (created on first use); tables without
+        rows are dropped (and a section is not created for nothing)."""
+        items = tuple(it for it in items if not (isinstance(it, Table) and not it.rows))
+        if not items:
+            return self
         for h, lst in self.sections:
             if h == heading:
                 lst.extend(items)
@@ -261,8 +165,8 @@ class Report:
             out += [f"## {heading}", ""]
             for it in items:
                 if isinstance(it, Table):
-                    out += [f"**{it.title}**", "",
-                            "| " + " | ".join(_md_cell(c) for c in it.columns) + " |",
+                    out += [f"**{it.title}**", ""] if it.title else []
+                    out += ["| " + " | ".join(_md_cell(c) for c in it.columns) + " |",
                             "|" + "---|" * len(it.columns)]
                     out += ["| " + " | ".join(_md_cell(_fmt(v)) for v in r) + " |"
                             for r in it.rows]
@@ -288,15 +192,19 @@ class Report:
             for it in items:
                 if isinstance(it, Table):
                     head = "".join(f"<th>{e(str(c))}</th>" for c in it.columns)
-                    rows = "".join("<tr>" + "".join(f"<td>{e(_fmt(v))}</td>" for v in r)
-                                   + "</tr>" for r in it.rows)
+                    rows = "".join("<tr>" + "".join(_td(v) for v in r) + "</tr>"
+                                   for r in it.rows)
                     note = f"<p class='note'>{e(it.note)}</p>" if it.note else ""
-                    body.append(f"<table><caption>{e(it.title)}</caption><thead><tr>{head}"
-                                f"</tr></thead><tbody>{rows}</tbody></table>{note}")
+                    cap = f"<caption>{e(it.title)}</caption>" if it.title else ""
+                    body.append(f"<div class='wide'><table>{cap}<thead><tr>{head}</tr></thead>"
+                                f"<tbody>{rows}</tbody></table></div>{note}")
                 elif isinstance(it, Figure):
                     b64 = base64.b64encode(it.png).decode("ascii")
                     cap = f"<figcaption>{e(it.caption)}</figcaption>" if it.caption else ""
-                    body.append(f"<figure><img alt='{e(it.title)}' "
+                    px = round(it.width_in * CSS_PX_PER_IN)
+                    body.append(f"<figure><img alt='{e(it.title)}' width='{px}' "
+                                f"data-width-in='{it.width_in:.6g}' "
+                                f"data-min-font-pt='{it.min_font_pt:.3g}' "
                                 f"src='data:image/png;base64,{b64}'/>{cap}</figure>")
                 else:
                     body.append(f"<p>{e(str(it))}</p>")
@@ -307,12 +215,22 @@ class Report:
         )
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
-        "color:#222}table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:" + str(PAGE_WIDTH_PX) + "px;"
+        "margin:2em auto;padding:0 1em;color:#222;line-height:1.4}"
+        "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+        ".wide{overflow-x:auto;max-width:100%}"
         "caption{font-weight:bold;text-align:left;padding:0.3em 0}"
         "th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:right}"
-        "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}"
-        "img{max-width:100%}.note,figcaption{color:#555;font-size:0.85em}")
+        "th{background:#f3f3f3}td:first-child,th:first-child,td.txt{text-align:left}"
+        "figure{margin:1.5em 0}img{max-width:100%;height:auto;display:block}"
+        ".note,figcaption{color:#555;font-size:0.9em}")
+
+
+def _td(v: Any) -> str:
+    """A table cell: numbers (and dashes) right-aligned, text left-aligned (class txt)."""
+    txt = isinstance(v, str) and not isinstance(v, bool)
+    return (f"<td class='txt'>{html.escape(v)}</td>" if txt
+            else f"<td>{html.escape(_fmt(v))}</td>")
 
 
 def _md_cell(s: str) -> str:

@@ -13,7 +13,8 @@ Library modules (the verbs import them; they import no verb):
 - :mod:`.setups`: the robots (SO-101, OpenManipulator-X arm).
 - :mod:`.twin_experiment` (data: :mod:`.twin_data`, :mod:`.twin_gate`), :mod:`.nad_experiment`
   (data: :mod:`.nad_data`): the two data sources.
-- :mod:`.report`: results JSON, summary tables, Markdown/HTML report.
+- :mod:`.report`: results JSON, summary tables, Markdown/HTML report; :mod:`.headline`: its
+  headline (the targets, what is not scored and why, NeuralActuator against the best baseline).
 - :mod:`.checkpoints`, :mod:`.streaming`, :mod:`.progress`: what the verbs share.
 
 Verb modules, one per verb (``config`` + ``run(cfg)``): :mod:`.evaluate_verb`,

@@ -38,7 +38,7 @@ from neuract.pipeline.experiment_config import (
 from neuract.pipeline.nad_data import load_nad
 from neuract.pipeline.nad_experiment import RELEASE, TwinPretrainConfig
 from neuract.pipeline.progress import reporter
-from neuract.pipeline.report import build_report, targets, write_results
+from neuract.pipeline.report import build_report, targets, targets_line, write_results
 from neuract.pipeline.setups import setup_for
 from neuract.pipeline.splits import check_split, split_by_task
 from neuract.pipeline.streaming import read_channels
@@ -200,11 +200,10 @@ def _done(cfg: EvaluateConfig, res: dict[str, Any]) -> None:
     """The closing line: where the report and the results are, and the targets met."""
     if cfg.quiet:
         return
-    met = targets(res) if "estimation" in res else []
+    line = targets_line(targets(res)) if "estimation" in res else ""
     out = Path(cfg.out)
     print(f"neuract evaluate: report {out / 'report.html'} (and report.md), results "
-          f"{out / 'results.json'}"
-          + (f"; targets met: {sum(t['met'] for t in met)} of {len(met)}" if met else ""))
+          f"{out / 'results.json'}" + (f"; {line}" if line else ""))
 
 
 def run(cfg: EvaluateConfig) -> dict[str, Any]:

@@ -4,7 +4,7 @@ and condition on them (estimator mode), with the baselines each mode is scored b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -131,17 +131,102 @@ def score_estimators(ests: dict[str, Any], test: Sequence[Any], timed, progress:
             cache.setdefault(name, {})[tr.meta.name] = out
             return out
 
-        res["estimation"].append(timed(f"estimate_{name}", evaluate_estimator, cached, test,
-                                       name))
+        res["estimation"].append(mark_unscored(timed(f"estimate_{name}", evaluate_estimator,
+                                                     cached, test, name)))
     progress("estimation (estimator mode)", len(ests), len(ests))
     return cache
+
+
+NO_CONTACT = "no contact samples"
+NO_FREE = "no samples without contact"
+NO_FORCE_LABEL = "no force-labelled samples"
+NO_DEGRADED = "no degraded samples"
+NO_NORMAL = "no normal samples"
+NO_SAMPLES = "no scored samples"
+
+
+def force_unscored(f: Mapping[str, Any] | None) -> dict[str, str]:
+    """Metric -> why it is not scored, of a force record (:func:`neuract.eval.metrics.force_mae`):
+    the MAE in contact without a contact sample, and so on. From the sample counts (or, in
+    results written before they were stored, from which MAE is missing)."""
+    if not f:
+        return {}
+    n_all, n_on, n_off = f.get("n_all"), f.get("n_contact"), f.get("n_no_contact")
+    if n_all is None:  # older records: the MAE is None exactly where its samples are none
+        n_all = 0 if f.get("all") is None else 1
+        n_on = 0 if f.get("contact") is None else 1
+        n_off = 0 if f.get("no_contact") is None else 1
+    if not n_all:
+        return dict.fromkeys(("all", "contact", "no_contact", "per_axis"), NO_FORCE_LABEL)
+    out = {}
+    if not n_on:
+        out["contact"] = NO_CONTACT
+    if not n_off:
+        out["no_contact"] = NO_FREE
+    return out
+
+
+def gate_unscored(g: Mapping[str, Any] | None) -> dict[str, str]:
+    """Metric -> why it is not scored, of a gate record (:class:`neuract.eval.gate.GateCounts`
+    metrics): recall and F1 without a contact sample."""
+    if not g:
+        return {}
+    if g.get("n_samples") == 0:
+        return dict.fromkeys(("precision", "recall", "f1", "accuracy"), NO_SAMPLES)
+    contact = g.get("recall") is not None  # tp + fn > 0
+    return {} if contact else {"recall": NO_CONTACT, "f1": NO_CONTACT}
+
+
+def condition_unscored(c: Mapping[str, Any] | None) -> dict[str, str]:
+    """Metric -> why it is not scored, of a condition record
+    (:func:`neuract.eval.metrics.condition_metrics`): balanced accuracy and AUC need a sample
+    of both classes (over one class the balanced accuracy is that class's recall, 1.0 for a
+    classifier that never says degraded on data with no degraded sample)."""
+    if not c or not c.get("confusion"):
+        return {}
+    per_class = np.asarray(c["confusion"]).sum(1)
+    if not per_class.sum():
+        return dict.fromkeys(("accuracy", "balanced_accuracy", "auc"), NO_SAMPLES)
+    if per_class.shape[0] >= 2 and not per_class[1:].sum():
+        return dict.fromkeys(("balanced_accuracy", "auc"), NO_DEGRADED)
+    if not per_class[0]:
+        return dict.fromkeys(("balanced_accuracy", "auc"), NO_NORMAL)
+    return {}
+
+
+def _mark(rec: dict[str, Any] | None, reasons: dict[str, str]) -> None:
+    """Set the metrics ``reasons`` names to None in ``rec`` and record why (``not_scored``)."""
+    if rec is None or not reasons:
+        return
+    for k in reasons:
+        if k in rec:
+            rec[k] = None
+    rec["not_scored"] = dict(reasons)
+
+
+def mark_unscored(rec: dict[str, Any]) -> dict[str, Any]:
+    """An estimation record (:func:`neuract.eval.evaluate_estimator`) with every metric that
+    its test samples cannot score set to None and the reason beside it: ``not_scored``
+    (metric -> reason, e.g. ``{"contact": "no contact samples"}``) in its ``force``,
+    ``gate`` (and each ``gate_by_task`` entry) and ``condition`` (and ``episode_end``)
+    records. Returns ``rec``, changed in place."""
+    _mark(rec.get("force"), force_unscored(rec.get("force")))
+    _mark(rec.get("gate"), gate_unscored(rec.get("gate")))
+    for g in (rec.get("gate_by_task") or {}).values():
+        _mark(g, gate_unscored(g))
+    c = rec.get("condition")
+    _mark(c, condition_unscored(c))
+    if c and c.get("episode_end"):
+        _mark(c["episode_end"], condition_unscored(c["episode_end"]))
+    return rec
 
 
 def plain_gate(model: Any, test: Sequence[Any], threshold: float) -> dict[str, Any]:
     """Gate metrics of an estimator-mode model on ``test`` with one plain contact threshold
     (no smoothing, no release threshold)."""
-    rec = evaluate_estimator(lambda tr: estimate(model, tr, gate_threshold=threshold), test,
-                             "NeuralActuator (plain gate threshold)")["gate"]
+    rec = mark_unscored(evaluate_estimator(
+        lambda tr: estimate(model, tr, gate_threshold=threshold), test,
+        "NeuralActuator (plain gate threshold)"))["gate"]
     return {"threshold": float(threshold), **(rec or {})}
 
 
@@ -163,5 +248,7 @@ def per_motor_condition(outs: dict[str, dict], test: Sequence[Any]) -> dict[str,
             "n_motors": int(p.shape[1]), "degraded_share": float(t.mean())}
 
 
-__all__ = ["baseline_simulators", "condition_baselines", "estimators", "per_motor_condition",
+__all__ = ["NO_CONTACT", "NO_DEGRADED", "NO_FORCE_LABEL", "NO_FREE", "NO_NORMAL", "NO_SAMPLES",
+           "baseline_simulators", "condition_baselines", "condition_unscored", "estimators",
+           "force_unscored", "gate_unscored", "mark_unscored", "per_motor_condition",
            "plain_gate", "score_estimators", "score_rollouts"]

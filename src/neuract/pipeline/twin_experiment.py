@@ -23,7 +23,8 @@ from neuract.eval import evaluate_estimator, write_report
 from neuract.pipeline.experiment import run_experiment
 from neuract.pipeline.experiment_config import ExperimentConfig, check_experiment
 from neuract.pipeline.progress import ProgressFn
-from neuract.pipeline.report import build_report, write_results
+from neuract.pipeline.report import build_report, data_tasks, write_results
+from neuract.pipeline.scoring import mark_unscored
 from neuract.pipeline.setups import setup_for
 from neuract.pipeline.twin_data import (
     TwinDataConfig,
@@ -105,9 +106,11 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
                    "n_worn_train_episodes": n_worn,
                    "n_test_episodes": len(test), "split": "by episode, stratified by task",
                    "test_episodes": [tr.meta.name for tr in test]}
+    units = len({(tr.meta.labels or {}).get("unit") for tr in [*train, *test]})
+    tasks = data_tasks(train, test, cfg.data.tasks)
     intro = (f"Twin data: {cfg.data.minutes:g} min of {cfg.data.robot} telemetry, "
-             f"{cfg.data.units} units, tasks {', '.join(cfg.data.tasks)}; "
-             f"{len(train)} training / {len(test)} test episodes (split by episode). "
+             f"{units} unit{'s' if units != 1 else ''}" + (f", {tasks}" if tasks else "")
+             + f"; {len(train)} training / {len(test)} test episodes (split by episode). "
              "NeuralActuator trained pose-only (no torque labels) through the differentiable "
              "simulator; the twin's hidden true torque scores the estimates."
              + (f" {note}" if note else ""))
@@ -121,7 +124,8 @@ def run_twin_experiment(cfg: TwinExperimentConfig, progress: ProgressFn | None =
 def _gate_on_raw_label(model: Any, test: Sequence[Any]) -> dict[str, Any]:
     """NeuralActuator's gate scored against the twin's raw contact label (any force) of the
     test episodes."""
-    return evaluate_estimator(lambda tr: estimate(model, tr), test, "NeuralActuator")["gate"]
+    return mark_unscored(evaluate_estimator(lambda tr: estimate(model, tr), test,
+                                            "NeuralActuator"))["gate"]
 
 
 __all__ = ["ROBOT_TITLES", "TwinExperimentConfig", "check_twin_experiment",
