@@ -239,7 +239,7 @@ def _nad_so101(path, rows: int, dt: float = 0.01):
 
     lines = [",".join(SO101_COLUMNS)]
     for r in range(rows):
-        vals = {c: ("-999" if c.startswith("force") else "2048" if c.startswith("pos")
+        vals = {c: ("-999" if c.startswith("force") else "0.5" if c.startswith("pos")
                     else "120" if c.startswith("volts") else "0") for c in SO101_COLUMNS}
         vals["timestamp"] = repr(r * dt)
         lines.append(",".join(vals[c] for c in SO101_COLUMNS))

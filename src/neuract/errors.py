@@ -18,6 +18,11 @@ class SchemaError(NeuractError, ValueError):
     """Input data does not match the expected schema (missing column, wrong shape, NaN, ...)."""
 
 
+class DataError(SchemaError):
+    """Input data values are implausible: outside a physical, register or robot-model bound,
+    or in a likely wrong unit (see :mod:`neuract.data.plausibility`)."""
+
+
 class UnitsError(NeuractError, ValueError):
     """A unit is unknown or inconsistent with the channel it is attached to."""
 
@@ -38,6 +43,7 @@ __all__ = [
     "NeuractError",
     "ConfigError",
     "SchemaError",
+    "DataError",
     "UnitsError",
     "RobotModelError",
     "NotPhysicallyConsistent",

@@ -11,7 +11,9 @@ Layout of a dataset directory::
       config.json                   (optional) the resolved config of the run that wrote it
 
 Statistics are over all samples of all episodes (``std`` with ddof=0, as numpy's default),
-except ``ee_force``, whose statistics use only the samples where ``ee_force_mask`` is True.
+except ``ee_force``, whose statistics use only the samples where ``ee_force_mask`` is True;
+``stats.json`` is strict JSON (a statistic that is not finite is written as null). Every
+episode read is checked by :mod:`neuract.data.plausibility`.
 Writing is atomic: the directory is assembled under a temporary name and renamed at the end,
 so a failed write leaves nothing behind.
 """
@@ -28,8 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from neuract.atomic import atomic_dir, write_json
+from neuract.atomic import atomic_dir, write_json, write_text
 from neuract.config import save_resolved
+from neuract.data.plausibility import Fix, Where, check_trajectory
 from neuract.data.schema import CHANNELS, FLOAT_CHANNELS, numpy_dtype
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
@@ -90,6 +93,38 @@ def _from_table(
     return Trajectory(out, meta)
 
 
+def _where(path: Path, tr: Trajectory) -> Where:
+    """Names a value's place in an episode file: row and parquet column."""
+
+    def where(ch: str, j: int | None, i: int | None) -> str:
+        name = _columns(ch, tr.meta.joint_names)[j or 0]
+        return f"{path}{'' if i is None else f' row {i}'}, column {name!r}"
+
+    return where
+
+
+def _refix(root: Path) -> Fix:
+    """How a dataset's implausible values are fixed: at their source."""
+
+    def fix(ch: str, j: int | None, unit: str) -> str:
+        if not unit:
+            return (f"the dataset {str(root)!r} holds no measurement in this column: ingest "
+                    "its source again without it")
+        return (f"the dataset {str(root)!r} was written from values in {unit}: ingest its "
+                f"source again declaring that unit")
+
+    return fix
+
+
+def _finite_or_none(x: Any) -> Any:
+    """``x`` (nested lists of floats) with every non-finite number replaced by None."""
+    if isinstance(x, list):
+        return [_finite_or_none(v) for v in x]
+    if isinstance(x, float) and not np.isfinite(x):
+        return None
+    return x
+
+
 def compute_stats(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
     """Per-channel statistics over all samples (see module doc).
 
@@ -111,13 +146,14 @@ def compute_stats(trajs: Iterable[Trajectory]) -> dict[str, dict[str, Any]]:
         x = np.concatenate(chunks, axis=0)
         if x.shape[0] == 0:
             continue
-        stats[ch] = {
-            "mean": np.mean(x, axis=0).tolist(),
-            "std": np.std(x, axis=0).tolist(),
-            "min": np.min(x, axis=0).tolist(),
-            "max": np.max(x, axis=0).tolist(),
-            "count": int(x.shape[0]),
-        }
+        with np.errstate(over="ignore", invalid="ignore"):  # a sum past 1.8e308: None
+            stats[ch] = {
+                "mean": _finite_or_none(np.mean(x, axis=0).tolist()),
+                "std": _finite_or_none(np.std(x, axis=0).tolist()),
+                "min": np.min(x, axis=0).tolist(),
+                "max": np.max(x, axis=0).tolist(),
+                "count": int(x.shape[0]),
+            }
     return stats
 
 
@@ -215,7 +251,10 @@ def write_dataset(
             all_channels += [c for c in tr.channels if c not in all_channels]
         all_channels = [c for c in CHANNELS if c in all_channels]
         write_json(tmp / "meta" / "info.json", _info(trajs, first, episodes, totals, all_channels))
-        write_json(tmp / "meta" / "stats.json", compute_stats(trajs))
+        # strict JSON: a non-finite number would be written as NaN / Infinity, which JSON
+        # does not have (compute_stats gives None where a statistic overflows)
+        write_text(tmp / "meta" / "stats.json",
+                   json.dumps(compute_stats(trajs), indent=2, allow_nan=False) + "\n")
         if config is not None:
             save_resolved(config, tmp)
     return out
@@ -373,7 +412,9 @@ class Dataset:
                 f"{path}: {table.num_rows} rows; meta/info.json says "
                 f"{ep['n_samples']} (truncated or replaced file?)"
             )
-        return _from_table(table, TrajectoryMeta.from_dict(ep["meta"]), ep["channels"], path)
+        tr = _from_table(table, TrajectoryMeta.from_dict(ep["meta"]), ep["channels"], path)
+        check_trajectory(tr, where=_where(path, tr), fix=_refix(self.root))
+        return tr
 
     def __iter__(self) -> Iterator[Trajectory]:
         for i in range(len(self)):

@@ -137,6 +137,8 @@ def check_options(cfg: FitConfig) -> None:
         raise ConfigError(f"--limit {cfg.limit!r}; expected a number of runs >= 0 (0: all)")
     if not 0 <= cfg.val_fraction < 1:
         raise ConfigError(f"--val-fraction {cfg.val_fraction!r}; expected 0 <= share < 1")
+    if isinstance(cfg.threads, bool) or not (isinstance(cfg.threads, int) and cfg.threads >= 1):
+        raise ConfigError(f"--threads {cfg.threads!r}; expected a number of CPU threads >= 1")
     if cfg.arm_mass is not None:
         if cfg.robot != "pendulum":
             raise ConfigError(f"--arm-mass {cfg.arm_mass!r} applies to --robot pendulum (the "
@@ -252,7 +254,7 @@ def _run(cfg: FitConfig) -> dict:
     # everything that can be refused (options, --out, data, robot, joints) before any write
     check_options(cfg)
     check_out(cfg)
-    torch.set_num_threads(max(1, cfg.threads))
+    torch.set_num_threads(cfg.threads)
     out = Path(cfg.out)
     ckpt = out / "checkpoint"
     runs, batch = prepare(cfg)

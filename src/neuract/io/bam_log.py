@@ -36,6 +36,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from neuract.data.plausibility import check_trajectory
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
 from neuract.io.common import check_joint_count, warn_repair
@@ -163,9 +164,9 @@ def _pwm(load: np.ndarray, meta: Mapping[str, Any]) -> np.ndarray | None:
 
 def _channels(
     entries: list[Any], meta: Mapping[str, Any], source: str
-) -> tuple[dict[str, np.ndarray], int]:
-    """The mapped channels of the kept samples ((T,) time, (T, 1) the rest) and the number of
-    bus-read dropout samples dropped."""
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The mapped channels of the kept samples ((T,) time, (T, 1) the rest) and the entry
+    index of each kept sample (the others are bus-read dropouts)."""
     fields = set(entries[0])
     t = _column(entries, "timestamp", source)
     q = _column(entries, "position", source)
@@ -176,7 +177,6 @@ def _channels(
     if "input_volts" in fields:
         volts = _column(entries, "input_volts", source)
         keep &= volts != 0
-    n_drop = int((~keep).sum())
     if not keep.any():
         raise SchemaError(
             f"{source}: every entry is a bus-read dropout (temp or input_volts "
@@ -203,7 +203,31 @@ def _channels(
     for k in ("q", "qd", "q_goal", "current", "voltage", "temperature", "pwm", "torque_enable"):
         if k in ch:
             ch[k] = ch[k][:, None]
-    return ch, n_drop
+    return ch, np.flatnonzero(keep)
+
+
+BAM_FIELDS = {"t": "timestamp", "q": "position", "qd": "speed", "q_goal": "goal_position",
+              "torque_enable": "torque_enable", "voltage": "input_volts", "temperature": "temp",
+              "current": "current", "pwm": "load"}
+"""channel -> the BAM entry field it is read from"""
+
+
+def _where(source: str, kept: np.ndarray):
+    def where(ch: str, j: int | None, i: int | None) -> str:
+        field = BAM_FIELDS.get(ch, ch)
+        if i is None:
+            return f"{source}: field {field!r}"
+        return f"{source}: entry {int(kept[i])}, field {field!r}"
+
+    return where
+
+
+def _fix(ch: str, j: int | None, unit: str) -> str:
+    field = BAM_FIELDS.get(ch, ch)
+    if not unit:
+        return f"a BAM log's {field!r} must hold the measured supply: repair the log"
+    return (f"BAM logs hold {field!r} in fixed units; this log's look like {unit}: convert them "
+            "in the log")
 
 
 def _mask_spikes(ch: dict[str, np.ndarray], spike_threshold: float) -> int:
@@ -237,7 +261,8 @@ def parse_bam_log(
     """Build a :class:`Trajectory` from a decoded BAM log (see module doc)."""
     entries = _check_log(data, source, robot)
     meta = {k: v for k, v in data.items() if k != "entries"}
-    ch, n_drop = _channels(entries, meta, source)
+    ch, kept = _channels(entries, meta, source)
+    n_drop = len(entries) - kept.size
     n_masked = _mask_spikes(ch, spike_threshold)
     counts = {"dropped_samples": n_drop, "masked_samples": n_masked}
     if warn and (n_drop or n_masked):
@@ -264,6 +289,7 @@ def parse_bam_log(
     if rate is not None:
         # nominal rate from the file (sample_rate / 1/dt); measured median spacing otherwise
         traj = traj.replace(rate_hz=float(rate))
+    check_trajectory(traj, where=_where(source, kept), fix=_fix)
     return traj
 
 

@@ -34,11 +34,12 @@ from typing import Any
 import numpy as np
 
 from neuract.atomic import atomic_path
+from neuract.data.plausibility import check_trajectory
 from neuract.data.schema import CHANNELS
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
 from neuract.io.common import check_joint_count
-from neuract.io.table import read_table
+from neuract.io.table import Table, read_table
 from neuract.io.units import check_unit, to_si
 
 
@@ -263,7 +264,56 @@ def read_mapped(
         name=name or Path(src).stem,
         labels=dict(mapping.labels),
     )
-    return Trajectory(ch, meta)
+    traj = Trajectory(ch, meta)
+    specs = _specs(mapping)
+    declared: dict[str, list[str]] = {"t": [mapping.time_unit]}
+    for chn in traj.channels:
+        if chn != "t":
+            n_cols = traj[chn].size // len(traj)
+            declared[chn] = [specs[(chn, c)].unit if (chn, c) in specs else CHANNELS[chn].unit
+                             for c in range(n_cols)]
+    check_trajectory(traj, where=_where(table, mapping, specs), fix=_fix(mapping, specs),
+                     declared=declared)
+    return traj
+
+
+def _specs(mapping: ColumnMapping) -> dict[tuple[str, int], ColumnSpec]:
+    """(channel, column index in the channel) -> the mapping entry that feeds it."""
+    out = {}
+    for s in mapping.columns:
+        kind = CHANNELS[s.channel].kind
+        j = (mapping.joints.index(s.joint) if kind == "joint"
+             else "xyz".index(s.joint) if kind == "vec3" else 0)
+        out[(s.channel, j)] = s
+    return out
+
+
+def _where(table: Table, mapping: ColumnMapping, specs: dict[tuple[str, int], ColumnSpec]):
+    def where(ch: str, j: int | None, i: int | None) -> str:
+        spec = specs.get((ch, j or 0))
+        col = mapping.time_column if ch == "t" else spec.column if spec else None
+        if i is None:
+            return f"{table.path}" + (f", column {col!r}" if col else f", channel {ch!r}")
+        return table.where(i, col)
+
+    return where
+
+
+def _fix(mapping: ColumnMapping, specs: dict[tuple[str, int], ColumnSpec]):
+    def fix(ch: str, j: int | None, unit: str) -> str | None:
+        if ch == "t":
+            return (f'declare "time": {{"column": "{mapping.time_column}", "unit": "{unit}"}} '
+                    "in the column mapping (--mapping)")
+        spec = specs.get((ch, j or 0))
+        if spec is None:
+            return None
+        if not unit:
+            return (f"leave column {spec.column!r} out of the column mapping (--mapping): it "
+                    "holds no measurement")
+        return (f'declare "unit": "{unit}" for column {spec.column!r} in the column mapping '
+                f'(--mapping; now "{spec.unit}")')
+
+    return fix
 
 
 def canonical_mapping(traj: Trajectory) -> ColumnMapping:

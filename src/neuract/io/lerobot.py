@@ -51,7 +51,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from neuract.data.schema import JOINT_CHANNELS
+from neuract.data.plausibility import check_trajectory
+from neuract.data.schema import CHANNELS, JOINT_CHANNELS
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import ConfigError, SchemaError
 from neuract.io.common import check_joint_count, robot_joint_ranges
@@ -312,7 +313,29 @@ def _episode(ep: int, parts: list[tuple[Path, pa.Table]], ds: _Info, conv, how: 
     )
     if ep in episode_meta:  # a dataset neuract wrote: the episode's metadata as written
         meta = TrajectoryMeta.from_dict(episode_meta[ep])
-    return Trajectory(ch, meta)
+    traj = Trajectory(ch, meta)
+    features = {"t": "timestamp", "q": state_key, "q_goal": action_key,
+                **{c: k for k, c in ds.extra.items()}}
+    check_trajectory(traj, where=_where(src, ep, col("frame_index")[order], features),
+                     fix=_fix, declared=dict.fromkeys(("q", "q_goal"), how.split()[0]))
+    return traj
+
+
+def _where(src: str, ep: int, frames: np.ndarray, features: dict[str, str]):
+
+    def where(ch: str, j: int | None, i: int | None) -> str:
+        feat = features.get(ch, ch) + ("" if j is None else f"[{j}]")
+        at = "" if i is None else f", frame {int(frames[i])}"
+        return f"{src}: episode {ep}{at}, feature {feat!r}"
+
+    return where
+
+
+def _fix(ch: str, j: int | None, unit: str) -> str:
+    if ch in ("q", "q_goal") and unit in POSITION_UNITS:  # info.json does not record it
+        return f"pass --position-units {unit} (read_lerobot(position_units={unit!r}))"
+    return (f"convert the dataset's {ch} values (they look like {unit}) to {CHANNELS[ch].unit}"
+            if unit else "export the dataset again without this feature (no measurement)")
 
 
 def _values(column: pa.ChunkedArray) -> np.ndarray:

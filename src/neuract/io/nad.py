@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from neuract.data.plausibility import check_trajectory
 from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
 from neuract.io.common import check_joint_count
@@ -56,6 +57,9 @@ from neuract.io.registers import (
 from neuract.io.table import Table, read_csv
 
 G = 9.80665  # standard gravity [m/s^2]
+NOMINAL_RATE_HZ = 60.0
+"""NAD recording rate (about 58.8 Hz OpenManipulator-X, 62.3 Hz SO-101; ``nad/PROVENANCE.md``),
+against which :mod:`neuract.data.plausibility` checks each file's recorded rate"""
 SENTINEL = -999.0
 CONTACT_THRESHOLD_N = 1.5
 """|F| above which an F/T reading counts as contact; the OMX sensor's no-contact readings
@@ -237,7 +241,43 @@ def read_nad_csv(
     meta = TrajectoryMeta(
         robot=robot, joint_names=joints, source=str(path), name=name, labels=labels
     )
-    return Trajectory(ch, meta)
+    traj = Trajectory(ch, meta)
+    check_trajectory(traj, where=_where(table), fix=_fix, nominal_rate_hz=NOMINAL_RATE_HZ)
+    return traj
+
+
+_NAD_COLUMN = {"t": "timestamp", "q": "pos", "q_goal": "goal_pos", "qd": "vel",
+               "current": "current", "pwm": "pwm", "load": "load", "voltage": "volts",
+               "temperature": "temp", "ee_force": "force_"}
+
+
+def _nad_column(ch: str, j: int | None) -> str | None:
+    """The NAD column that feeds column ``j`` of channel ``ch`` (None: derived channels)."""
+    base = _NAD_COLUMN.get(ch)
+    if base is None or ch == "t":
+        return base
+    return f"{base}{'xyz'[j or 0]}" if ch == "ee_force" else f"{base}{(j or 0) + 1}"
+
+
+def _where(table: Table):
+    def where(ch: str, j: int | None, i: int | None) -> str:
+        col = _nad_column(ch, j)
+        if i is None:
+            return f"{table.path}, column {col!r}"
+        return table.where(i, col)
+
+    return where
+
+
+def _fix(ch: str, j: int | None, unit: str) -> str:
+    col = _nad_column(ch, j)
+    if not unit:
+        return (f"a NAD CSV's {col!r} columns must hold the measured supply; repair the file, "
+                "or read it with --format csv and a column mapping (--mapping) without them")
+    declare = (f'"time": {{"column": "timestamp", "unit": "{unit}"}}' if ch == "t"
+               else f'"unit": "{unit}" for it')
+    return (f"NAD CSVs hold {col!r} in fixed units: convert the column, or read the file with "
+            f"--format csv and a column mapping (--mapping) that declares {declare}")
 
 
 def find_nad_files(root: str | os.PathLike) -> list[Path]:
