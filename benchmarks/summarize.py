@@ -18,6 +18,7 @@ cannot drift from them.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -642,6 +643,26 @@ def _module_file(name: str, root: Path) -> Path | None:
     return None
 
 
+_PARSED: dict[tuple[str, int], ast.Module] = {}
+_IMPORTS: dict[tuple[str, int, str | None], list[tuple[str, list[str]]]] = {}
+
+
+def _parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree (each version of a file parsed once)."""
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _PARSED:
+        _PARSED[key] = ast.parse(path.read_text())
+    return _PARSED[key]
+
+
+def _file_imports(path: Path, package: str | None) -> list[tuple[str, list[str]]]:
+    """:func:`_imports` of a file (each version read once)."""
+    key = (str(path), path.stat().st_mtime_ns, package)
+    if key not in _IMPORTS:
+        _IMPORTS[key] = _imports(_parse(path), package)
+    return _IMPORTS[key]
+
+
 def _imports(tree: ast.AST, package: str | None) -> list[tuple[str, list[str]]]:
     """(module, names imported from it) of every import statement in ``tree``, those inside
     functions too; relative imports resolved against ``package``."""
@@ -696,15 +717,14 @@ def import_closure(script: Path, root: Path) -> set[str]:
     the names it imports reach), and every neuract module imported, transitively (imports
     inside functions too), with the packages above each."""
     files = {script.relative_to(root).as_posix()}
-    tree = ast.parse(script.read_text())
-    found = _imports(tree, None)
+    found = list(_file_imports(script, None))
     shared = root / SHARED
     from_shared = {n for m, names in found if m == "common" for n in names}
     if any(m == "common" and not names for m, names in found):  # import common: all of it
         from_shared |= {"*"}
     if from_shared and shared.is_file():
         files.add(SHARED)
-        stree = ast.parse(shared.read_text())
+        stree = _parse(shared)
         nodes = [stree] if "*" in from_shared else _used_shared(stree, from_shared)
         for node in nodes:
             found += _imports(node, None)
@@ -724,7 +744,7 @@ def import_closure(script: Path, root: Path) -> set[str]:
             if path is None:
                 continue
             package = m if path.name == "__init__.py" else m.rpartition(".")[0]
-            todo += [(x, ns) for x, ns in _imports(ast.parse(path.read_text()), package)
+            todo += [(x, ns) for x, ns in _file_imports(path, package)
                      if x == "neuract" or x.startswith("neuract.")]
     for m in modules:
         files.update(module_paths(m, root))
@@ -745,7 +765,7 @@ def writer_script(stem: str, root: Path) -> Path | None:
         if p.name in ("summarize.py", "common.py", "run_all.py", "__init__.py"):
             continue
         src = p.read_text()
-        consts = {n.value for n in ast.walk(ast.parse(src))
+        consts = {n.value for n in ast.walk(_parse(p))
                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         if {stem, f"{stem}.json"} & consts:
             writes = "write_result(" in src or "write_json(" in src
@@ -788,6 +808,18 @@ class Measured:
         return text + {"stale": "; stale: code changed since",
                        "dirty": "; measured with uncommitted changes",
                        "unknown": "; staleness unknown", "current": ""}[self.status]
+
+
+@functools.cache
+def _cell_of(fname: str, mtime_ns: int) -> str:
+    return measured(fname).cell()
+
+
+def _cell(fname: str) -> str:
+    """The ``measured`` cell of a result file of :data:`RESULTS` (worked out once per version
+    of the file)."""
+    path = RESULTS / fname
+    return _cell_of(fname, path.stat().st_mtime_ns if path.is_file() else 0)
 
 
 STATUS_ORDER = ("stale", "dirty", "unknown", "current")
@@ -1166,7 +1198,7 @@ def headline_table(prefix: str = "benchmarks/results/") -> str:
         except ERRORS as exc:
             a, f, o, t = fname[:-5], f"unreadable result file ({exc!r})", "-", "-"
         if fname not in when:
-            when[fname] = measured(fname).cell()
+            when[fname] = _cell(fname)
         lines.append(f"| {a} | {f} | {o} | {t} | {when[fname]} | {_link(fname, prefix)} |")
     return "\n".join(lines)
 
@@ -1193,7 +1225,7 @@ def measured_table(files: list[str]) -> str:
     """When each of ``files`` was measured (:func:`measured`), one row per file."""
     lines = ["| result file | measured |", "|---|---|"]
     for fname in files:
-        cell = measured(fname).cell() if (RESULTS / fname).is_file() else "not yet measured"
+        cell = _cell(fname) if (RESULTS / fname).is_file() else "not yet measured"
         lines.append(f"| {_link(fname, '')} | {cell} |")
     return "\n".join(lines)
 
