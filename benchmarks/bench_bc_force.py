@@ -54,8 +54,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.envs import ArmEnv  # noqa: E402
 from neuract.neuralactuator import (  # noqa: E402
     NeuralActuatorConfig,
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         "overload_note": "read from info['overload']" if reported else
         "the environment reports no info['overload']: counted 0",
         "timings": cfg.timings, "config": asdict(cfg)}, "tasks": tasks}
-    write_json(Path(cfg.out) / "bc_force.json", out)
+    write_result(Path(cfg.out) / "bc_force.json", out)
     write_text(Path(cfg.out) / "bc_force.md", render(out))
     print(f"wrote {Path(cfg.out) / 'bc_force.json'} ({cfg.timings['total_s']} s)")
     return 0

@@ -33,8 +33,8 @@ import mujoco
 import numpy as np
 import torch
 
-from common import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-from neuract.atomic import write_json, write_text
+from common import cpu_name, head_commit, write_result  # noqa: E402  (benchmarks/ is on sys.path)
+from neuract.atomic import write_text
 from neuract.robot import bundled_path, load_robot
 from neuract.robot.validate import random_states, reference_model
 from neuract.sim import rollout
@@ -293,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     out["machine"]["load_average_at_end"] = list(os.getloadavg())
     for k, v in out["rollout"].items():
         print(f"  {k}: {v:,.4g}" if isinstance(v, float) else f"  {k}: {v}")
+    out["commit"] = head_commit()  # the code measured (its provenance says more)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "dynamics.json", out)
+    write_result(args.out / "dynamics.json", out)
     write_text(args.out / "dynamics.md", to_markdown(out))
     print(f"wrote {args.out / 'dynamics.json'} and dynamics.md")
     return 0

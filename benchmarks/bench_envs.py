@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
-from common import cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from common import cpu_name, write_result  # noqa: E402  (benchmarks/ is on sys.path)
 from neuract.actuators import ActuatorConfig, build_actuator
-from neuract.atomic import write_json, write_text
+from neuract.atomic import write_text
 from neuract.envs import ArmEnv, ArmVectorEnv
 from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
 from neuract.neuralactuator.actuator import TransformerActuator
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     path = RESULTS / "envs.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
     keep = {k: v for k, v in old.items() if k == "mjcf_export_gap_deg"}
-    write_json(path, {**keep, **res})
+    write_result(path, {**keep, **res}, measured=res)
     write_text(RESULTS / "envs.md", _markdown(res))
     print(_markdown(res))
     return 0

@@ -30,8 +30,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from common import cpu_flags, cpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+    cpu_flags,
+    cpu_name,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.neuralactuator import (  # noqa: E402
     FusedNeuralActuator,
     NeuralActuator,
@@ -616,7 +620,7 @@ def merge_stream_keys(path: Path, stream: dict) -> dict:
 
     res = json.loads(path.read_text()) if path.is_file() else {}
     res.update(stream)
-    write_json(path, res)
+    write_result(path, res, measured=stream)
     return res
 
 
@@ -642,7 +646,7 @@ def main() -> None:
         return
     res = run(a.rounds, a.calls_b1, a.calls_b32)
     res.update(time_stream_steps(a.stream_rounds))
-    write_json(a.out / "inference.json", res)
+    write_result(a.out / "inference.json", res)
     write_text(a.out / "inference.md", markdown(res))
     print(markdown(res))
 

@@ -28,7 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import write_result  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate
 from neuract.eval import evaluate_estimator  # noqa: E402
 from neuract.neuralactuator import FusedNeuralActuator, OnnxActuator, export_onnx, int8op
@@ -166,7 +167,7 @@ def main() -> int:
             out["models"][q8]["compiled_package_max_abs_diff"] = {
                 k: float((a - b).abs().max()) for k, a, b in zip(OUTPUTS, comp, eager)}
     out["n_windows"] = int(x.shape[0])
-    write_json(RESULTS / "int8_accuracy.json", out)
+    write_result(RESULTS / "int8_accuracy.json", out)
     md = ("# int8 trunk (ONNX export; torch, compile_aot int8): accuracy of a trained "
           "NeuralActuator (estimator mode)\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "

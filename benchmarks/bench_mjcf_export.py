@@ -40,9 +40,14 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT, machine  # noqa: E402  (benchmarks/ is on sys.path as a script)
+from common import (  # noqa: E402  (benchmarks/ is on sys.path as a script)
+    RESULTS,
+    ROOT,
+    machine,
+    write_result,
+)
 from neuract.actuators import ActuatorConfig  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.config import save_resolved  # noqa: E402
 from neuract.fit.batch import batch_from_trajectories  # noqa: E402
 from neuract.fit.checkpoint import save_weights  # noqa: E402
@@ -238,7 +243,7 @@ def main() -> None:
     path = RESULTS / "envs.json"
     data = json.loads(path.read_text()) if path.is_file() else {}
     data[KEY] = out
-    write_json(path, data)
+    write_result(path, data, measured=[KEY])  # the envs benchmark's keys kept as they were
     write_text(RESULTS / "mjcf_export.md", markdown(out))
     print(f"wrote {path} [{KEY}] and mjcf_export.md in {out['wall_s']:.0f} s")
 

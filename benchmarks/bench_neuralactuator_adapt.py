@@ -29,8 +29,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT, machine, progress_printer  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    machine,
+    progress_printer,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.experiment import run_experiment  # noqa: E402
 from neuract.pipeline.experiment_config import ExperimentConfig  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -113,7 +119,7 @@ def main() -> int:
         "rollouts": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "neuralactuator_adapt.json", out)
+    write_result(RESULTS / "neuralactuator_adapt.json", out)
     write_text(RESULTS / "neuralactuator_adapt.md", render(out))
     print((RESULTS / "neuralactuator_adapt.md").read_text())
     return 0

@@ -28,7 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import write_result  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.nad_experiment import (  # noqa: E402
     RELEASE,
     NADExperimentConfig,
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
         pub["neuralactuator_beats_mujoco_servo"] = beats_servo(res)
         out[robot] = pub
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "neuralactuator_nad.json", out)
+    write_result(RESULTS / "neuralactuator_nad.json", out)
     md = render(out, bench)
     write_text(RESULTS / "neuralactuator_nad.md", md)
     print(md)

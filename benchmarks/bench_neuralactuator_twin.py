@@ -35,8 +35,9 @@ from common import (  # noqa: E402
     progress_printer,
     twin_condition_config,
     twin_config,
+    write_result,
 )
-from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
     episode_end_count,
@@ -171,7 +172,7 @@ def run_condition() -> int:
                          + _smoothing_text(cfg, res) + "). Full report: "
                          "runs/bench_neuralactuator_twin_condition/report.html.")
     out["condition_experiment"] = cond
-    write_json(path, out)
+    write_result(path, out, measured=["condition_experiment"])
     write_text(RESULTS / "neuralactuator_twin.md", render(out))
     print((RESULTS / "neuralactuator_twin.md").read_text())
     return 0
@@ -202,7 +203,7 @@ def main(argv: list[str]) -> int:
         prev = json.loads(path.read_text()).get("condition_experiment")
         if prev:
             out["condition_experiment"] = prev
-    write_json(path, out)
+    write_result(path, out, measured=[k for k in out if k != "condition_experiment"])
     write_text(RESULTS / "neuralactuator_twin.md", render(out))
     print((RESULTS / "neuralactuator_twin.md").read_text())
     return 0

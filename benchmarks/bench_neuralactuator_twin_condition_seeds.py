@@ -31,11 +31,14 @@ from common import (  # noqa: E402
     RESULTS,
     ROOT,
     progress_printer,
+    read_result,
+    read_results,
+    seed_files,
     seeds_main,
     twin_condition_config,
+    write_result,
     write_seeds_summary,
 )
-from neuract.atomic import write_json  # noqa: E402
 from neuract.pipeline.report import (  # noqa: E402
     condition_balanced,
     episode_end_count,
@@ -70,16 +73,16 @@ def run_seed(seed: int) -> dict:
                               data=dataclasses.replace(cfg.data, seed=seed))
     res = run_twin_experiment(cfg, progress_printer(), title=f"condition, twin seed {seed}")
     out = {"seed": seed, **figures(public(res))}
-    write_json(SEEDS_DIR / f"seed_{seed}.json", out)
+    write_result(SEEDS_DIR / f"seed_{seed}.json", out)
     print(json.dumps(out, indent=1))
     return out
 
 
 def summarize() -> int:
-    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
+    main, main_prov = read_result(RESULTS / "neuralactuator_twin.json")
     rows = [{"seed": BENCH_SEED, **figures(main["condition_experiment"])}]
-    rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    more, parts = read_results(seed_files(SEEDS_DIR))
+    rows += more
     seeds = [r["seed"] for r in rows]
     table, stats = [], {}
     for _, name in MODELS:
@@ -110,7 +113,7 @@ def summarize() -> int:
         "1 s windowed statistics). Seed "
         f"{BENCH_SEED} is the twin benchmark's condition experiment itself. Reproduce: "
         "`.venv/bin/python benchmarks/bench_neuralactuator_twin_condition_seeds.py "
-        "--seeds ...` then `--summarize`.", table)
+        "--seeds ...` then `--summarize`.", table, parts=[main_prov, *parts])
 
 
 def main(argv: list[str]) -> int:

@@ -30,15 +30,19 @@ from common import (  # noqa: E402
     GATE_SEEDS,
     GATE_SEEDS_DIR,
     GATE_SEEDS_PROVENANCE,
+    RESULTS,
     gate_seed_recorded,
     gate_seed_run_dir,
+    read_result,
+    read_results,
+    seed_files,
     seed_table,
     seeds_main,
     twin_estimator_run,
     twin_figures,
+    write_result,
     write_seeds_summary,
 )
-from neuract.atomic import write_json  # noqa: E402
 
 
 def run_seed(seed: int) -> dict:
@@ -48,15 +52,16 @@ def run_seed(seed: int) -> dict:
     out = {"seed": seed, **twin_figures(res),
            "gate_rnn": {k: g.get(k) for k in ("hidden", "extra_minutes", "kept_iteration",
                                               "calib_f1", "selected_on")}}
-    write_json(GATE_SEEDS_DIR / f"seed_{seed}.json", out)
+    write_result(GATE_SEEDS_DIR / f"seed_{seed}.json", out)
     print(json.dumps(out, indent=1))
     return out
 
 
 def summarize() -> int:
     rows = [{"seed": 0, **gate_seed_recorded(0)}]
-    rows += [json.loads(p.read_text()) for p in sorted(GATE_SEEDS_DIR.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    more, parts = read_results(seed_files(GATE_SEEDS_DIR))
+    rows += more
+    parts.insert(0, read_result(RESULTS / "neuralactuator_twin.json")[1])  # seed 0's
     kinds = {r["seed"]: r["gate_kind"] for r in rows}
     if len(set(kinds.values())) > 1:
         print(f"the runs decide contact with different gates ({kinds}): rerun them with the "
@@ -73,7 +78,8 @@ def summarize() -> int:
         "its own extra units for the recurrent gate (data seeds seed + 1000 on); the twin "
         f"benchmark's estimator configuration, gate {kinds[0]} (estimator mode for "
         f"every figure). {GATE_SEEDS_PROVENANCE} Reproduce: `.venv/bin/python "
-        "benchmarks/bench_neuralactuator_twin_gate_seeds.py --seeds ...`.", table)
+        "benchmarks/bench_neuralactuator_twin_gate_seeds.py --seeds ...`.", table,
+        parts=parts)
 
 
 def main(argv: list[str]) -> int:

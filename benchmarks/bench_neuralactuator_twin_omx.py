@@ -23,8 +23,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT, describe_twin, progress_printer, twin_config  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    describe_twin,
+    progress_printer,
+    twin_config,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import public, summary_markdown  # noqa: E402
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 
@@ -50,7 +57,7 @@ def main() -> int:
     out = public(res)
     out["benchmark"] = describe_twin(cfg)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "neuralactuator_twin_omx.json", out)
+    write_result(RESULTS / "neuralactuator_twin_omx.json", out)
     b = out["benchmark"]
     pre = (f"Dataset: {b['dataset']}. Split: {b['split']}. Machine: {b['machine']}. The SO-101 "
            f"twin benchmark's configuration with {EST_STEPS} estimator steps; contact = "

@@ -30,13 +30,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from common import (  # noqa: E402
     RESULTS,
+    read_result,
+    read_results,
+    seed_files,
     seed_table,
     seeds_main,
     twin_estimator_run,
     twin_figures,
+    write_result,
     write_seeds_summary,
 )
-from neuract.atomic import write_json  # noqa: E402
 
 SEEDS_DIR = RESULTS / "twin_seeds"
 
@@ -47,16 +50,16 @@ def run_seed(seed: int) -> dict:
     res = twin_estimator_run(f"bench_twin_seed{seed}", f"twin seed {seed}",
                              {"seed": seed, "gate_train_minutes": 0.0}, gate_rnn=0)
     out = {"seed": seed, **twin_figures(res)}
-    write_json(SEEDS_DIR / f"seed_{seed}.json", out)
+    write_result(SEEDS_DIR / f"seed_{seed}.json", out)
     print(json.dumps(out, indent=1))
     return out
 
 
 def summarize() -> int:
-    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
+    main, main_prov = read_result(RESULTS / "neuralactuator_twin.json")
     rows = [{"seed": 0, **twin_figures(main)}]
-    rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    more, parts = read_results(seed_files(SEEDS_DIR))
+    rows += more
     kinds = {r["seed"]: r.get("gate_kind", "head") for r in rows}  # older files: the head
     if len(set(kinds.values())) > 1:
         print(f"the seeds' estimators decide contact with different gates ({kinds}): rerun "
@@ -74,7 +77,8 @@ def summarize() -> int:
         f"({rows[0].get('n_test_episodes')} test episodes), the twin benchmark's "
         "estimator-mode configuration (estimator mode for every figure here). Seed 0 is the "
         "twin benchmark itself. Reproduce: `.venv/bin/python "
-        "benchmarks/bench_neuralactuator_twin_seeds.py --seeds ...` then `--summarize`.", table)
+        "benchmarks/bench_neuralactuator_twin_seeds.py --seeds ...` then `--summarize`.", table,
+        parts=[main_prov, *parts])
 
 
 def main(argv: list[str]) -> int:

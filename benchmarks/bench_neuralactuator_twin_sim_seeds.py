@@ -15,7 +15,6 @@ Run: ``.venv/bin/python benchmarks/bench_neuralactuator_twin_sim_seeds.py [--see
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
@@ -23,8 +22,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from common import RESULTS, ROOT, progress_printer, seeds_main, twin_config  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    progress_printer,
+    read_result,
+    read_results,
+    seed_files,
+    seeds_main,
+    twin_config,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_experiment import run_twin_experiment  # noqa: E402
 
@@ -52,15 +61,15 @@ def run_seed(seed: int) -> dict:
     row = {"seed": seed, "rollouts": rollouts(res), "best_parametric": res["best_parametric"],
            "n_test_episodes": res["n_test"]}
     SEEDS_DIR.mkdir(parents=True, exist_ok=True)
-    write_json(SEEDS_DIR / f"seed_{seed}.json", row)
+    write_result(SEEDS_DIR / f"seed_{seed}.json", row)
     return row
 
 
 def summarize() -> int:
-    main = json.loads((RESULTS / "neuralactuator_twin.json").read_text())
+    main, main_prov = read_result(RESULTS / "neuralactuator_twin.json")
     rows = [{"seed": 0, "rollouts": rollouts(main)}]
-    rows += [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
-                                                        key=lambda p: int(p.stem[5:]))]
+    more, parts = read_results(seed_files(SEEDS_DIR))
+    rows += more
     seeds = [r["seed"] for r in rows]
     na = "NeuralActuator"
     table, stats = [], {}
@@ -80,7 +89,7 @@ def summarize() -> int:
     out = {"seeds": seeds, "horizons": list(HORIZONS), "stats": stats,
            "note": "seed 0 = the twin benchmark; other seeds: its simulator-mode "
                    "configuration (servo prior, 36-step horizon, 300 steps) on fresh twin data"}
-    write_json(RESULTS / "neuralactuator_twin_sim_seeds.json", out)
+    write_result(RESULTS / "neuralactuator_twin_sim_seeds.json", out, parts=[main_prov, *parts])
     md = ("# NeuralActuator simulator mode over twin data seeds\n\n"
           "Open-loop rollouts (simulator mode), arm-mean joint MAE [deg]: NeuralActuator on its "
           "identified servo / the best pose-only parametric servo of the same run (the lower "

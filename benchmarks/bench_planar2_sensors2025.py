@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from neuract.atomic import write_json, write_text
+from common import write_result  # noqa: E402
+from neuract.atomic import write_text
 from neuract.control import ComputedTorque, PIDController, simulate
 from neuract.control.sensors2025_protocol import (
     constant_velocity_data,
@@ -408,6 +409,6 @@ def to_markdown(r: dict) -> str:
 if __name__ == "__main__":
     res = main()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "planar2_sensors2025.json", res)
+    write_result(RESULTS / "planar2_sensors2025.json", res)
     write_text(RESULTS / "planar2_sensors2025.md", to_markdown(res))
     print(to_markdown(res))

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from scipy.signal import savgol_filter
 
-from neuract.atomic import write_json, write_text
+from common import write_result  # noqa: E402
+from neuract.atomic import write_text
 from neuract.fit.inverse_dynamics import fit_inverse_model
 from neuract.fit.least_squares import (
     base_parameters,
@@ -385,6 +386,6 @@ def main() -> dict:
 if __name__ == "__main__":
     res = main()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "real_arms.json", res)
+    write_result(RESULTS / "real_arms.json", res)
     write_text(RESULTS / "real_arms.md", to_markdown(res))
     print(to_markdown(res))

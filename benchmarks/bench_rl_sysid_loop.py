@@ -34,8 +34,12 @@ from dataclasses import replace
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from common import RESULTS, machine  # noqa: E402  (benchmarks/ is on sys.path as a script)
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402  (benchmarks/ is on sys.path as a script)
+    RESULTS,
+    machine,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.policy.rl import PPOConfig  # noqa: E402
 from neuract.policy.sysid_loop import LoopConfig, quick_config, run_experiment  # noqa: E402
 
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     res["machine"] = machine()
     res["neural_adds"] = neural_adds(res)
     name = "rl_sysid_loop_quick" if args.quick else "rl_sysid_loop"
-    write_json(RESULTS / f"{name}.json", res)
+    write_result(RESULTS / f"{name}.json", res)
     write_text(RESULTS / f"{name}.md", markdown(res, args.quick))
     print(f"tracking RMS [mrad]: {res['tracking_rms_mrad']}")
     print(f"gap closed: {res['gap_closed']}  ({res['wall_s']:.0f} s) -> "

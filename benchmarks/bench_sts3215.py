@@ -65,9 +65,10 @@ from common import (
     sts3215_rollout,
     sts3215_scores,
     sts3215_split,
+    write_result,
 )
 from neuract.actuators import NeuralConfig
-from neuract.atomic import write_json, write_text
+from neuract.atomic import write_text
 from neuract.fit.batch import RunBatch
 from neuract.fit.trainer import SystemModel, TrainConfig, fit
 from neuract.robot.pendulum import Pendulum
@@ -456,7 +457,7 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
         "models": models,
     }
     out = ROOT / "benchmarks" / "results" / f"{args.out_name}.json"
-    write_json(out, json.loads(json.dumps(res, default=float)))
+    write_result(out, json.loads(json.dumps(res, default=float)))
     lines = ["# STS3215 pendulum benchmark (real data, held-out kp and mass)", "",
              f"Split: test = kp == {HELD_OUT_KP} or mass == {HELD_OUT_MASS} kg "
              f"({n_test} runs); train {n_train}, validation {n_val} runs. Open-loop "

@@ -17,7 +17,6 @@ Run: ``.venv/bin/python benchmarks/bench_twin.py`` (under a minute; 15 s on a qu
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -29,6 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from common import write_result  # noqa: E402  (benchmarks/ is on sys.path as a script)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.twin.config import SimConfig  # noqa: E402
 from neuract.twin.generate import GenerateConfig, generate  # noqa: E402
 from neuract.twin.model import build_model  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> None:
     if NAD.is_dir():
         res["realism"] = realism_summary()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "twin.json").write_text(json.dumps(res, indent=2) + "\n")
+    write_result(RESULTS / "twin.json", res)
     lines = ["# Twin benchmark", "",
              "Telemetry-seconds generated per wall-second, one process, all five tasks, "
              "500 Hz physics, 32 episodes x 30 s in lockstep. Machine: " + res["machine"]
@@ -129,7 +130,7 @@ def main() -> None:
         notes = {k: why for f in res["realism"] for k, row in f["stats"].items()
                  if (why := row.get("not_checked"))}
         lines += [""] + [f"Not checked: {k} ({why})." for k, why in notes.items()]
-    (RESULTS / "twin.md").write_text("\n".join(lines) + "\n")
+    write_text(RESULTS / "twin.md", "\n".join(lines) + "\n")
     print("\n".join(lines[:8 + len(res["speed"])]))
 
 

@@ -13,19 +13,26 @@ import dataclasses
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from neuract.atomic import write_json, write_text
-from neuract.pipeline.experiment_config import ExperimentConfig
-from neuract.pipeline.report import markdown_table, public
-from neuract.pipeline.twin_data import TwinDataConfig
-from neuract.pipeline.twin_experiment import TwinExperimentConfig, run_twin_experiment
+
+if TYPE_CHECKING:
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig
+
+# The neuract modules a script loads are recorded with its results and decide when they go
+# stale (:func:`provenance`), so this module imports neuract's pipeline inside the functions
+# that need it: a script that only reads the machine (bench_dynamics) does not load it.
 
 ROOT = Path(__file__).resolve().parents[1]
 """the repository root"""
@@ -65,6 +72,167 @@ def machine() -> str:
     """The machine line of a benchmark's results."""
     return (f"{platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
             "1 thread")
+
+
+# --------------------------------------------------------------------- provenance ------
+NOT_CODE = ("benchmarks/results/", "runs/")
+"""what a benchmark writes in the checkout: a change there does not make it dirty"""
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""environment variables that set the number of threads torch and numpy compute with"""
+PART_FIELDS = ("commit", "dirty", "dirty_files", "measured_utc", "script")
+"""the fields of a provenance that a record built on it keeps (:func:`write_result`)"""
+
+
+def git_output(*args: str, cwd: Path = ROOT) -> str | None:
+    """What ``git args`` prints in ``cwd``, or None where git is missing or fails (not a
+    checkout, unknown commit)."""
+    try:
+        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def head_commit(cwd: Path = ROOT) -> str | None:
+    """The commit checked out at ``cwd`` (None outside a git checkout)."""
+    out = git_output("rev-parse", "HEAD", cwd=cwd)
+    return out.strip() if out else None
+
+
+def changed_files(cwd: Path = ROOT) -> list[str] | None:
+    """The paths ``git status`` reports changed or untracked in the checkout at ``cwd``
+    (both paths of a rename; an untracked folder as ``dir/``), those under :data:`NOT_CODE`
+    left out; None where it is not a git checkout."""
+    out = git_output("status", "--porcelain", "-z", cwd=cwd)
+    if out is None:
+        return None
+    paths, items = set(), out.split("\0")
+    i = 0
+    while i < len(items):
+        item = items[i]
+        i += 1
+        if len(item) < 4:
+            continue
+        paths.add(item[3:])
+        if "R" in item[:2] or "C" in item[:2]:  # the original path follows
+            paths.add(items[i])
+            i += 1
+    return sorted(p for p in paths if p and not p.startswith(NOT_CODE))
+
+
+def provenance(script: str | Path | None = None) -> dict:
+    """What a benchmark result records of how it was measured: the commit of the checkout
+    (None outside a git checkout) and whether it had changes (``dirty_files``: the changed
+    paths outside :data:`NOT_CODE`), when (UTC), torch's version and threads, the CPU, the
+    Python version, the script (``script``, default ``sys.argv[0]``; relative to the
+    repository) and the neuract modules loaded now (whose later changes make the result
+    stale; ``benchmarks/summarize.py``). ``neuract_in_checkout`` says whether neuract was
+    imported from this checkout's ``src/`` (if not, the commit is not the measured code's)."""
+    import neuract
+
+    head = head_commit()
+    changed = changed_files() if head else None
+    script = Path(script if script is not None else sys.argv[0]).resolve()
+    pkg = Path(neuract.__file__).resolve().parent
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = os.cpu_count()
+    return {
+        "commit": head,
+        "dirty": bool(changed) if changed is not None else None,
+        "dirty_files": changed,
+        "measured_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "script": (script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT)
+                   else str(script)),
+        "torch": {"version": torch.__version__, "threads": torch.get_num_threads(),
+                  "interop_threads": torch.get_num_interop_threads(),
+                  "cuda": torch.version.cuda,
+                  "env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ}},
+        "cpu": {"name": cpu_name(), "flags": cpu_flags(), "cores": os.cpu_count(),
+                "usable_cores": affinity, "machine": platform.machine(),
+                "platform": platform.platform()},
+        "python": platform.python_version(),
+        "neuract_in_checkout": pkg == ROOT / "src" / "neuract",
+        "modules": sorted(m for m in sys.modules if m == "neuract" or m.startswith("neuract.")),
+    }
+
+
+def read_result(path: Path) -> tuple[dict, dict | None]:
+    """A result file's figures (its ``provenance`` left out) and its provenance (None where it
+    was written without one): what a summary of several records reads each with."""
+    data = json.loads(Path(path).read_text())
+    prov = data.pop("provenance", None)
+    return data, prov if isinstance(prov, dict) else None
+
+
+def read_results(paths: Iterable[Path]) -> tuple[list[dict], list[dict | None]]:
+    """:func:`read_result` of each of ``paths``: (their figures, their provenances)."""
+    rows, provs = [], []
+    for p in paths:
+        d, prov = read_result(p)
+        rows.append(d)
+        provs.append(prov)
+    return rows, provs
+
+
+def seed_files(folder: Path) -> list[Path]:
+    """The per-seed records ``seed_<n>.json`` in ``folder``, by seed."""
+    return sorted(folder.glob("seed_*.json"), key=lambda p: int(p.stem[5:]))
+
+
+def write_result(path: Path, data: dict, *, parts: Iterable[dict | None] = (),
+                 measured: Iterable[str] | None = None, script: str | Path | None = None
+                 ) -> dict:
+    """Write a benchmark result: ``data`` with its :func:`provenance` under ``provenance``
+    (atomically, :func:`neuract.atomic.write_json`); returns what was written.
+
+    ``parts``: the provenance (None: recorded without one) of each record this result is
+    built from (a per-seed summary's seeds); their commits and modules are kept beside its
+    own. ``measured``: the top-level keys this run measured where the others are carried over
+    from the file as it was (a run that adds its keys to another benchmark's file): the file's
+    earlier provenance is kept for the keys carried over."""
+    prov = provenance(script)
+    modules = set(prov["modules"])
+    entries: list[dict] = []
+    for p in parts:
+        entries += _entries(p, None)
+        modules.update((p or {}).get("modules", []))
+    if measured is not None:
+        measured = sorted(set(measured))
+        prov["keys"] = measured
+        path = Path(path)
+        old = json.loads(path.read_text()) if path.is_file() else {}
+        carried = {k for k in data if k in old and k not in measured and k != "provenance"}
+        if carried:
+            before = old.get("provenance") if isinstance(old.get("provenance"), dict) else None
+            entries += _entries(before, carried)
+            modules.update((before or {}).get("modules", []))
+    if entries:
+        prov["parts"] = entries
+    prov["modules"] = sorted(modules)
+    out = {**{k: v for k, v in data.items() if k != "provenance"}, "provenance": prov}
+    write_json(path, out)
+    return out
+
+
+def _entries(prov: dict | None, keys: set[str] | None) -> list[dict]:
+    """The part entries of a record's provenance: its own measurement and its parts (those of
+    ``keys``, where given: the keys they cover that are kept)."""
+    if prov is None:
+        return [{"commit": None, "note": "recorded without provenance"}
+                | ({"keys": sorted(keys)} if keys is not None else {})]
+    out = []
+    own_keys = prov.get("keys")
+    for e in [{k: prov.get(k) for k in PART_FIELDS} | ({"keys": own_keys} if own_keys else {}),
+              *prov.get("parts", [])]:
+        if keys is not None:
+            covers = set(e["keys"]) & keys if e.get("keys") else keys
+            if not covers:
+                continue
+            e = {**e, "keys": sorted(covers)}
+        out.append(e)
+    return out
 
 
 # ------------------------------------------ the twin benchmark (bench_neuralactuator_twin) --
@@ -126,6 +294,10 @@ threshold; 10 % of the training episodes calibrate the thresholds"""
 def twin_config(quick: bool = False) -> TwinExperimentConfig:
     """The twin benchmark's configuration (``quick``: the demo-sized run, in its own run
     directory)."""
+    from neuract.pipeline.experiment_config import ExperimentConfig
+    from neuract.pipeline.twin_data import TwinDataConfig
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig
+
     if quick:
         from neuract.demo import DemoConfig
 
@@ -182,6 +354,10 @@ def twin_condition_config() -> TwinExperimentConfig:
     to 83.5 / 86.2 %, with the motor head 91.8 / 90.2 % (per-motor thresholds, 2-40 s; one
     common threshold from 0.5 s: 92.7 / 93.5 %), with both heads 93.7 / 96.5 %, and with 3000
     training steps instead of 1500, 94.3 / 97.2 %."""
+    from neuract.pipeline.experiment_config import ExperimentConfig
+    from neuract.pipeline.twin_data import TwinDataConfig
+    from neuract.pipeline.twin_experiment import TwinExperimentConfig
+
     exp = ExperimentConfig(sim_steps=0, est_steps=3000, neural_baselines=(), horizons=(10,),
                            full=False, figure_samples=100, **ESTIMATOR)
     return TwinExperimentConfig(ROOT / "runs" / "bench_neuralactuator_twin_condition",
@@ -194,6 +370,9 @@ def twin_estimator_run(out_name: str, title: str, data: dict, **experiment) -> d
     (``data``: TwinDataConfig fields to change; ``experiment``: further ExperimentConfig
     changes), with the simulator-mode models, neural baselines and long rollouts left out
     (the estimator's figures do not depend on them); the run goes to ``runs/<out_name>``."""
+    from neuract.pipeline.report import public
+    from neuract.pipeline.twin_experiment import run_twin_experiment
+
     cfg = twin_config()
     exp = dataclasses.replace(cfg.experiment, sim_steps=0, neural_baselines=(), horizons=(10,),
                               figure_samples=50, **experiment)
@@ -321,11 +500,15 @@ def seeds_main(argv: list[str], default: list[int], run_seed, summarize,
     return summarize()
 
 
-def write_seeds_summary(stem: str, out: dict, title: str, intro: str, table: list) -> int:
+def write_seeds_summary(stem: str, out: dict, title: str, intro: str, table: list,
+                        parts: Iterable[dict | None] = ()) -> int:
     """Write a per-seed benchmark's summary: ``results/<stem>.json`` (``out``, with its
     ``seeds``) and ``results/<stem>.md`` (``title``, ``intro`` and ``table``: one row per
-    figure, a column per seed, then mean and sd); prints the Markdown."""
-    write_json(RESULTS / f"{stem}.json", out)
+    figure, a column per seed, then mean and sd); prints the Markdown. ``parts``: the
+    provenance of each seed's record (:func:`write_result`)."""
+    from neuract.pipeline.report import markdown_table
+
+    write_result(RESULTS / f"{stem}.json", out, parts=parts)
     md = (f"# {title}\n\n{intro}\n\n"
           + markdown_table(["figure"] + [f"seed {s}" for s in out["seeds"]] + ["mean", "sd"],
                            table) + "\n")
@@ -435,7 +618,7 @@ def gate_seed_recorded(seed: int) -> dict | None:
     if seed == 0:
         return twin_figures(json.loads((RESULTS / "neuralactuator_twin.json").read_text()))
     p = GATE_SEEDS_DIR / f"seed_{seed}.json"
-    return json.loads(p.read_text()) if p.is_file() else None
+    return read_result(p)[0] if p.is_file() else None
 
 
 def gate_seed_test_split(seed: int):
@@ -607,7 +790,7 @@ def retrain_seed(v: Variant, seed: int) -> dict:
            "filter": {"tau_s": model.gate_tau_s, "threshold": model.gate_threshold,
                       "release": model.gate_release},
            "seconds": round(time.perf_counter() - t0, 1)}
-    write_json(v.seeds_dir / f"seed_{seed}.json", res)
+    write_result(v.seeds_dir / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
     return res
 
@@ -619,8 +802,7 @@ def fmt_ms(x: float | None) -> str:
 
 def retrain_summary(v: Variant) -> int:
     """Write ``<v.name>.{json,md}`` from the seeds' files (2 where none is there yet)."""
-    rows = [json.loads(p.read_text()) for p in sorted(v.seeds_dir.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    rows, parts = read_results(seed_files(v.seeds_dir))
     if not rows:
         print("no seed run yet: run with --seeds first")
         return 2
@@ -646,7 +828,7 @@ def retrain_summary(v: Variant) -> int:
     out = {"seeds": [r["seed"] for r in rows], "changes": v.changes, "rows": rows,
            "gru_f1_mean": float(a.mean()), "new_f1_mean": float(b.mean()),
            "note": GATE_SEEDS_PROVENANCE}
-    write_json(RESULTS / f"{v.name}.json", out)
+    write_result(RESULTS / f"{v.name}.json", out, parts=parts)
     hidden = sorted({r["hidden"] for r in rows})
     md = (f"# {v.title}\n\n"
           "Each seed's trained estimator (the twin benchmark's run for seed 0, the gate-seeds "

@@ -17,9 +17,13 @@ cannot drift from them.
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
+import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from neuract.atomic import write_text
@@ -589,6 +593,288 @@ def _load(fname: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+# ------------------------------------------------------ when each figure was measured ------
+# A result file written by a benchmark records its provenance (benchmarks/common.py,
+# provenance()): the commit it measured and the neuract modules it loaded. A figure is stale
+# when a later commit changed one of those modules, the script or benchmarks/common.py. A file
+# written before provenance was recorded falls back on the commit that last changed it in git,
+# its script (the one that names it) and that script's imports, read from the source.
+
+SHARED = "benchmarks/common.py"
+"""the code every benchmark script shares (its later changes make any result stale)"""
+
+
+def git(root: Path, *args: str) -> str | None:
+    """What ``git args`` prints in ``root``; None where git is missing or fails."""
+    try:
+        r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def module_paths(name: str, root: Path) -> list[str]:
+    """The repository paths of neuract module ``name`` (``neuract.robot``): its file, or for a
+    package its ``__init__.py`` and the data files beside it outside its subpackages
+    (``src/neuract/robot/assets``, as a folder); a module gone since: the paths it had."""
+    base = root / "src" / Path(*name.split("."))
+
+    def rel(p: Path) -> str:
+        return p.relative_to(root).as_posix()
+
+    if (base / "__init__.py").is_file():
+        out = [rel(base / "__init__.py")]
+        for p in sorted(base.iterdir()):
+            if p.is_dir() and p.name != "__pycache__" and not (p / "__init__.py").is_file():
+                out.append(rel(p))
+            elif p.is_file() and p.suffix not in (".py", ".pyc"):
+                out.append(rel(p))
+        return out
+    if base.with_suffix(".py").is_file():
+        return [rel(base.with_suffix(".py"))]
+    return [rel(base.with_suffix(".py")), rel(base / "__init__.py")]
+
+
+def _module_file(name: str, root: Path) -> Path | None:
+    base = root / "src" / Path(*name.split("."))
+    for p in (base / "__init__.py", base.with_suffix(".py")):
+        if p.is_file():
+            return p
+    return None
+
+
+_PARSED: dict[tuple[str, int], ast.Module] = {}
+_IMPORTS: dict[tuple[str, int, str | None], list[tuple[str, list[str]]]] = {}
+
+
+def _parse(path: Path) -> ast.Module:
+    """``path``'s syntax tree (each version of a file parsed once)."""
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _PARSED:
+        _PARSED[key] = ast.parse(path.read_text())
+    return _PARSED[key]
+
+
+def _file_imports(path: Path, package: str | None) -> list[tuple[str, list[str]]]:
+    """:func:`_imports` of a file (each version read once)."""
+    key = (str(path), path.stat().st_mtime_ns, package)
+    if key not in _IMPORTS:
+        _IMPORTS[key] = _imports(_parse(path), package)
+    return _IMPORTS[key]
+
+
+def _imports(tree: ast.AST, package: str | None) -> list[tuple[str, list[str]]]:
+    """(module, names imported from it) of every import statement in ``tree``, those inside
+    functions too; relative imports resolved against ``package``."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                if not package:
+                    continue
+                parts = package.split(".")
+                up = parts[:len(parts) - node.level + 1]
+                mod = ".".join(up + ([mod] if mod else []))
+            out.append((mod, [a.name for a in node.names]))
+    return out
+
+
+def _used_shared(tree: ast.Module, names: set[str]) -> list[ast.AST]:
+    """The statements of a shared module (benchmarks/common.py) that ``names`` reach: its
+    top-level imports and the definitions of the names, and of the module's names those use,
+    transitively."""
+    defs: dict[str, ast.AST] = {}
+    nodes: list[ast.AST] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            nodes.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        defs[n.id] = node
+    todo, seen = [n for n in names if n in defs], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        nodes.append(defs[name])
+        todo += [n.id for n in ast.walk(defs[name])
+                 if isinstance(n, ast.Name) and n.id in defs and n.id not in seen]
+    return nodes
+
+
+def import_closure(script: Path, root: Path) -> set[str]:
+    """The repository paths of the code ``script`` runs, read from the sources (no import):
+    the script, ``benchmarks/common.py`` where it imports from it (the neuract modules only
+    the names it imports reach), and every neuract module imported, transitively (imports
+    inside functions too), with the packages above each."""
+    files = {script.relative_to(root).as_posix()}
+    found = list(_file_imports(script, None))
+    shared = root / SHARED
+    from_shared = {n for m, names in found if m == "common" for n in names}
+    if any(m == "common" and not names for m, names in found):  # import common: all of it
+        from_shared |= {"*"}
+    if from_shared and shared.is_file():
+        files.add(SHARED)
+        stree = _parse(shared)
+        nodes = [stree] if "*" in from_shared else _used_shared(stree, from_shared)
+        for node in nodes:
+            found += _imports(node, None)
+    modules: set[str] = set()
+    todo = [(m, names) for m, names in found if m == "neuract" or m.startswith("neuract.")]
+    while todo:
+        mod, names = todo.pop()
+        # the module, the packages above it, and names that are submodules
+        chain = mod.split(".")
+        cands = [".".join(chain[:i]) for i in range(1, len(chain) + 1)]
+        cands += [f"{mod}.{n}" for n in names if _module_file(f"{mod}.{n}", root)]
+        for m in cands:
+            if m in modules:
+                continue
+            modules.add(m)
+            path = _module_file(m, root)
+            if path is None:
+                continue
+            package = m if path.name == "__init__.py" else m.rpartition(".")[0]
+            todo += [(x, ns) for x, ns in _file_imports(path, package)
+                     if x == "neuract" or x.startswith("neuract.")]
+    for m in modules:
+        files.update(module_paths(m, root))
+    return files
+
+
+def writer_script(stem: str, root: Path) -> Path | None:
+    """The benchmark script that writes ``results/<stem>.json``: ``bench_<stem>.py`` (in
+    ``benchmarks/`` or ``benchmarks/studies/``), else one whose source holds the string
+    ``"<stem>"`` or ``"<stem>.json"`` (those that write results first, then ``bench_*``)."""
+    bench = root / "benchmarks"
+    scripts = sorted(bench.glob("*.py")) + sorted((bench / "studies").glob("*.py"))
+    for p in scripts:
+        if p.stem == f"bench_{stem}":
+            return p
+    named = []
+    for p in scripts:
+        if p.name in ("summarize.py", "common.py", "run_all.py", "__init__.py"):
+            continue
+        src = p.read_text()
+        consts = {n.value for n in ast.walk(_parse(p))
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        if {stem, f"{stem}.json"} & consts:
+            writes = "write_result(" in src or "write_json(" in src
+            named.append((not writes, not p.stem.startswith("bench_"), p.name, p))
+    return min(named)[-1] if named else None
+
+
+def _touches(files: set[str], dirty: list[str]) -> bool:
+    """Whether a changed path (an untracked folder ends in '/') is or holds one of ``files``,
+    or lies in one (a data folder)."""
+    for d in dirty:
+        d = d.rstrip("/")
+        if any(f == d or f.startswith(d + "/") or d.startswith(f + "/") for f in files):
+            return True
+    return False
+
+
+@dataclass
+class Measured:
+    """When and on what code a result file was measured, and whether that code has changed
+    since (``status``: current, stale, dirty (measured with uncommitted changes to it) or
+    unknown)."""
+
+    how: str | None  # "provenance", "committed" (no provenance: the last commit of the file)
+    date: str | None = None  # YYYY-MM-DD (UTC) of the oldest run it holds
+    commit: str | None = None  # that run's commit
+    status: str = "unknown"
+    runs: int = 1  # the measurements the file is built from (its own and its parts)
+    unrecorded: int = 0  # of those, recorded without provenance
+    files: set[str] = field(default_factory=set)  # the code whose changes make it stale
+
+    def cell(self) -> str:
+        if self.how is None:
+            return "unknown (no provenance; not in git)"
+        when = f"{self.date} @ {self.commit[:7]}" if self.commit else f"{self.date or '?'}"
+        text = f"committed {when} (no provenance)" if self.how == "committed" else when
+        if self.runs > 1:
+            text += f" (oldest of {self.runs} runs"
+            text += f", {self.unrecorded} without provenance)" if self.unrecorded else ")"
+        return text + {"stale": "; stale: code changed since",
+                       "dirty": "; measured with uncommitted changes",
+                       "unknown": "; staleness unknown", "current": ""}[self.status]
+
+
+@functools.cache
+def _cell_of(fname: str, mtime_ns: int) -> str:
+    return measured(fname).cell()
+
+
+def _cell(fname: str) -> str:
+    """The ``measured`` cell of a result file of :data:`RESULTS` (worked out once per version
+    of the file)."""
+    path = RESULTS / fname
+    return _cell_of(fname, path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+STATUS_ORDER = ("stale", "dirty", "unknown", "current")
+"""a file's status: the first of these that any of its runs has"""
+
+
+def measured(fname: str, root: Path = ROOT, results: Path | None = None) -> Measured:
+    """:class:`Measured` of the result file ``fname`` in ``results`` (default
+    ``<root>/benchmarks/results``), its code and its git history read in ``root``."""
+    results = results or root / "benchmarks" / "results"
+    path = results / fname
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return Measured(None)
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    if isinstance(prov, dict):
+        runs = [prov, *prov.get("parts", [])]
+        files = {SHARED}
+        for name in prov.get("modules", []):
+            files.update(module_paths(name, root))
+        files.update(r["script"] for r in runs
+                     if isinstance(r.get("script"), str) and not Path(r["script"]).is_absolute())
+        how = "provenance"
+        # neuract imported from elsewhere than the checkout: its commit is not the code's
+        outside = prov.get("neuract_in_checkout") is False
+    else:
+        log = git(root, "log", "-1", "--format=%H %cI", "--", path.relative_to(root).as_posix())
+        if not log:
+            return Measured(None)
+        commit, date = log.split()
+        runs = [{"commit": commit, "measured_utc": date}]
+        script = writer_script(path.stem, root)
+        files = {SHARED} | (import_closure(script, root) if script else set())
+        how, outside = "committed", False
+    statuses = []
+    for r in runs:
+        c = r.get("commit")
+        n = (git(root, "rev-list", "--count", f"{c}..HEAD", "--", *sorted(files))
+             if c and not outside else None)
+        if n is None:
+            statuses.append("unknown")
+        elif int(n) > 0:
+            statuses.append("stale")
+        elif _touches(files, r.get("dirty_files") or []):
+            statuses.append("dirty")
+        else:
+            statuses.append("current")
+    dated = [r for r in runs if r.get("commit") and r.get("measured_utc")]
+    oldest = min(dated, key=lambda r: r["measured_utc"]) if dated else (runs[0] if runs else {})
+    return Measured(how, (oldest.get("measured_utc") or "")[:10] or None, oldest.get("commit"),
+                    next(s for s in STATUS_ORDER if s in statuses), len(runs),
+                    sum(1 for r in runs if not r.get("commit")), files)
+
+
 def _met(ok: bool | None) -> str:
     return {True: " (met)", False: " (NOT met)"}.get(ok, "")
 
@@ -895,21 +1181,27 @@ def _link(fname: str, prefix: str) -> str:
 
 
 def headline_table(prefix: str = "benchmarks/results/") -> str:
-    """The README's table: one row per :data:`HEADLINE` entry, links under ``prefix``."""
+    """The README's table: one row per :data:`HEADLINE` entry, links under ``prefix``; the
+    ``measured`` column says when and at which commit (:func:`measured`), and whether the
+    code measured has changed since."""
     if len(HEADLINE) > MAX_HEADLINE_ROWS:
         raise ValueError(f"HEADLINE has {len(HEADLINE)} rows; the README takes at most "
                          f"{MAX_HEADLINE_ROWS}")
-    lines = ["| area | figure | measured | target / peer | source |", "|---|---|---|---|---|"]
+    lines = ["| area | figure | value | target / peer | measured | source |",
+             "|---|---|---|---|---|---|"]
+    when: dict[str, str] = {}
     for fname, fn in HEADLINE:
         d = _load(fname)
         if d is None:
-            lines.append(f"| {fname[:-5]} | not yet measured | - | - | - |")
+            lines.append(f"| {fname[:-5]} | not yet measured | - | - | - | - |")
             continue
         try:
             a, f, o, t = fn(d)
         except ERRORS as exc:
             a, f, o, t = fname[:-5], f"unreadable result file ({exc!r})", "-", "-"
-        lines.append(f"| {a} | {f} | {o} | {t} | {_link(fname, prefix)} |")
+        if fname not in when:
+            when[fname] = _cell(fname)
+        lines.append(f"| {a} | {f} | {o} | {t} | {when[fname]} | {_link(fname, prefix)} |")
     return "\n".join(lines)
 
 
@@ -917,7 +1209,7 @@ def build_table(sources: dict[str, Callable[[dict], list[Row]]] | None = None,
                 prefix: str = "benchmarks/results/") -> str:
     """The full table of ``sources`` (default: :data:`SOURCES` and :data:`STUDY_SOURCES`),
     links under ``prefix``."""
-    lines = ["| area | figure | measured | target / note | source |", "|---|---|---|---|---|"]
+    lines = ["| area | figure | value | target / note | source |", "|---|---|---|---|---|"]
     for fname, fn in (sources if sources is not None else {**SOURCES, **STUDY_SOURCES}).items():
         d = _load(fname)
         if d is None:
@@ -931,8 +1223,18 @@ def build_table(sources: dict[str, Callable[[dict], list[Row]]] | None = None,
     return "\n".join(lines)
 
 
+def measured_table(files: list[str]) -> str:
+    """When each of ``files`` was measured (:func:`measured`), one row per file."""
+    lines = ["| result file | measured |", "|---|---|"]
+    for fname in files:
+        cell = _cell(fname) if (RESULTS / fname).is_file() else "not yet measured"
+        lines.append(f"| {_link(fname, '')} | {cell} |")
+    return "\n".join(lines)
+
+
 def summary_markdown() -> str:
-    """``benchmarks/results/summary.md``: every row, the benchmarks' then the studies'."""
+    """``benchmarks/results/summary.md``: every row, the benchmarks' then the studies', then
+    when each file was measured."""
     return ("# Benchmark summary\n\n"
             "Every figure of every result file (the README shows the headline rows only). "
             "Regenerate with `python benchmarks/summarize.py`.\n\n"
@@ -940,7 +1242,14 @@ def summary_markdown() -> str:
             "## Studies (`benchmarks/studies/`)\n\n"
             "Diagnostics and experiments behind the figures above (the contact gate, the "
             "twin's realism); not user-facing figures.\n\n"
-            + build_table(STUDY_SOURCES, "") + "\n")
+            + build_table(STUDY_SOURCES, "") + "\n\n"
+            "## When each file was measured\n\n"
+            "The date and commit of the run (of the oldest run, for a file built from "
+            "several), and \"stale\" where a later commit changed the code it ran: the "
+            "neuract modules it loaded, its script or `benchmarks/common.py` (see "
+            "docs/benchmarks.md). A file written before the results recorded their "
+            "provenance shows the commit that last changed it, \"no provenance\".\n\n"
+            + measured_table([*SOURCES, *STUDY_SOURCES]) + "\n")
 
 
 def replace_block(text: str, table: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -323,7 +324,12 @@ def test_summarize_headline_is_short_and_has_no_study(bench, monkeypatch):
     table = summ.headline_table().splitlines()
     assert len(table) == 2 + len(files)
     assert not [ln for ln in table if "unreadable" in ln or "not yet measured" in ln]
-    assert all(ln.count(" | ") == 4 for ln in table[2:])
+    assert table[0] == "| area | figure | value | target / peer | measured | source |"
+    assert all(ln.count(" | ") == 5 for ln in table[2:])
+    # every row says when its figure was measured, at which commit
+    when = [ln.split(" | ")[4] for ln in table[2:]]
+    assert all(re.search(r"20\d\d-\d\d-\d\d @ [0-9a-f]{7}", w) or w.startswith("unknown")
+               for w in when), when
     # a row function that cannot read its file says so instead of failing the table
     rows = summ.HEADLINE
     monkeypatch.setattr(summ, "HEADLINE", [("dynamics.json", lambda d: d["no such key"])])
@@ -343,6 +349,12 @@ def test_summarize_full_table_keeps_every_file_and_studies_apart(bench):
         assert f"({f[:-5]}.md)" in study_part or f"| {f[:-5]} |" in study_part, f
         assert f"({f[:-5]}.md)" not in bench_part, f
     assert "benchmarks/results/" not in md  # links relative to summary.md
+    # then one row per result file saying when it was measured
+    when = md.split("## When each file was measured", 1)[1]
+    rows = [ln for ln in when.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert len(rows) == len(summ.SOURCES) + len(summ.STUDY_SOURCES)
+    for f in [*summ.SOURCES, *summ.STUDY_SOURCES]:
+        assert f"[{f[:-5]}.md]({f[:-5]}.md) |" in when or f"| {f} |" in when, f
 
 
 def test_summarize_replaces_only_the_marked_block(bench):

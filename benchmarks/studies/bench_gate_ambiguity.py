@@ -44,8 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (
+    RESULTS,  # noqa: E402
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.eval.gate import decision_f1  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -124,7 +127,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = {"machine": machine(), "seeds": [r["seed"] for r in rows], "shown_lag": SHOWN,
            "tolerances_lsb": list(TOLERANCES), "rows": rows}
-    write_json(RESULTS / "gate_ambiguity.json", out)
+    write_result(RESULTS / "gate_ambiguity.json", out)
 
     def fmt(v):
         return "—" if v is None else f"{v:.3f}"

@@ -45,10 +45,13 @@ from common import (  # noqa: E402
     gate_run_data,
     load_gate,
     machine,
+    read_results,
     score_gate,
+    seed_files,
     seeds_main,
+    write_result,
 )
-from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 
 DECIDE = GATE_DECIDE
 """the decision lag [samples] (``common.GATE_DECIDE``, where its choice is told)"""
@@ -83,7 +86,7 @@ def run_seed(seed: int) -> dict:
            "filter": {k: cal[k] for k in ("gate_tau_s", "gate_threshold", "gate_release")},
            "calibration_episodes": cal["calibration_episodes"],
            "machine": machine(), "seconds": round(time.perf_counter() - t0, 1)}
-    write_json(VARIANT.seeds_dir / f"seed_{seed}.json", res)
+    write_result(VARIANT.seeds_dir / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
     return res
 
@@ -109,8 +112,7 @@ def summary_table(rows: list[dict]) -> list[str]:
 
 
 def summarize() -> int:
-    rows = [json.loads(p.read_text()) for p in sorted(VARIANT.seeds_dir.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    rows, parts = read_results(seed_files(VARIANT.seeds_dir))
     if not rows:
         print("no seed run yet: run with --seeds first")
         return 2
@@ -118,7 +120,7 @@ def summarize() -> int:
            "gru_f1_mean": float(np.mean([r["gru"]["f1"] for r in rows])),
            "new_f1_mean": float(np.mean([r["new_gate"]["f1"] for r in rows])),
            "note": GATE_SEEDS_PROVENANCE}
-    write_json(RESULTS / "gate_decide.json", out)
+    write_result(RESULTS / "gate_decide.json", out, parts=parts)
     md = (f"# {VARIANT.title}\n\n"
           f"The fixed-lag gate that `bench_gate_lag.py` retrained on each run's estimator (one "
           f"logit per lag 0-{GATE_LAG}) decided at lag {DECIDE} ({DECIDE} samples, "

@@ -63,9 +63,12 @@ from common import (  # noqa: E402
     load_gate,
     machine,
     main_run_test_split,
+    read_results,
+    seed_files,
     seeds_main,
+    write_result,
 )
-from neuract.atomic import write_json, write_text  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
 SEEDS_DIR = RESULTS / "gate_fresh_test"
@@ -297,7 +300,7 @@ def run_seed(seed: int, variants: tuple[str, ...] = ()) -> dict | None:
                for i, name in enumerate(others)},
            "machine": machine(), "seconds": round(time.perf_counter() - t0, 1)}
     SEEDS_DIR.mkdir(parents=True, exist_ok=True)
-    write_json(SEEDS_DIR / f"seed_{seed}.json", res)
+    write_result(SEEDS_DIR / f"seed_{seed}.json", res)
     print(json.dumps(res, indent=1), flush=True)
     return res
 
@@ -358,8 +361,7 @@ def _f3(x: float | None) -> str:
 
 
 def summarize() -> int:
-    rows = [json.loads(p.read_text()) for p in sorted(SEEDS_DIR.glob("seed_*.json"),
-                                                       key=lambda p: int(p.stem[5:]))]
+    rows, parts = read_results(seed_files(SEEDS_DIR))
     if not rows:
         print("no seed scored yet: run with --seeds first")
         return 2
@@ -387,7 +389,7 @@ def summarize() -> int:
            "fresh_f1_sd": float(fresh.std(ddof=1)) if len(rows) > 1 else None,
            "split_size_sd_mean": float(np.mean([r["split_size_f1"]["sd"] for r in rows])),
            "fresh_minutes": FRESH_MINUTES, "note": GATE_SEEDS_PROVENANCE}
-    write_json(RESULTS / "gate_fresh_test.json", out)
+    write_result(RESULTS / "gate_fresh_test.json", out, parts=parts)
     kinds = sorted({r["gate_kind"] for r in rows})
     sizes = "/".join(str(n) for n in sorted({r["own_split"]["episodes"] for r in rows}))
     sds = "" if len(rows) < 2 else (

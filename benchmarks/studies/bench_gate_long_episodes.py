@@ -31,8 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.eval.gate import gate_counts  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -144,7 +148,7 @@ def main(argv: list[str]) -> int:
         out_json = Path(argv[argv.index("--out") + 1])
     else:
         out_json = RESULTS / "gate_long_episodes.json"
-    write_json(out_json, out)
+    write_result(out_json, out)
     md = ("# The contact gate on 300-s episodes (estimator mode)\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, gate: "
           f"{out['gate']}), its calibrated gate, contact = external force >= {thr:g} N. "

@@ -23,8 +23,13 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for common.py
 
-from common import RESULTS, describe_twin, twin_config  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    describe_twin,
+    twin_config,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.splits import split_by_task  # noqa: E402
 from neuract.pipeline.twin_data import generate_config, generate_twin  # noqa: E402
@@ -65,7 +70,7 @@ def main() -> int:
            "contact_label": f"contact = external force >= {thr:g} N",
            "n_test_episodes": len(test), "n_episodes": len(trajs), **res,
            "seconds": round(time.time() - t0, 1)}
-    write_json(RESULTS / "gate_observability.json", out)
+    write_result(RESULTS / "gate_observability.json", out)
     head = ["episodes", "events", "events hidden whole", "contact samples",
             "hidden samples", "gate F1 ceiling", "onset delay median", "onset delay p90",
             "deflection 0 steps", "1 step", "<= 3 steps"]

@@ -39,8 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (
+    RESULTS,  # noqa: E402
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.eval.gate import decision_f1, true_runs  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
@@ -147,7 +150,7 @@ def main(argv: list[str]) -> int:
            "rows": rows, "mean_mix": mix, "corr_f1_push_share": corr,
            "f1_mean": float(f1.mean()), "f1_sd": float(f1.std(ddof=1)),
            "same_mix_f1_mean": float(sm.mean()), "same_mix_f1_sd": float(sm.std(ddof=1))}
-    write_json(RESULTS / "gate_seed_mix.json", out)
+    write_result(RESULTS / "gate_seed_mix.json", out)
     k1, k2 = (str(k) for k in EDGE)
     table = markdown_table(
         ["seed", "contact samples", "push share", "gate F1 (own split)", "push recall",

@@ -44,8 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.eval.gate import decision_f1, true_runs  # noqa: E402
 from neuract.neuralactuator.physics import physics_channels  # noqa: E402
@@ -147,7 +151,7 @@ def main() -> int:
            "recall_by_ratio": bands, "stiction_oracles": oracles, "noisy_force_oracles": noisy,
            "missed_by_timing": timing,
            "bounds": {"held_f1": decision_f1(held, y), "filled_f1": decision_f1(filled, y)}}
-    write_json(RESULTS / "gate_stiction.json", out)
+    write_result(RESULTS / "gate_stiction.json", out)
     g = out["gate"]
     md = ("# Which contacts the gate misses: external torque against breakaway friction\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "

@@ -29,8 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, ROOT  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.estimate import estimate  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.pipeline.twin_data import contact_labelled, worn_config  # noqa: E402
@@ -116,7 +120,7 @@ def main() -> int:
             table.append([name, label, s["false_alarms"], s["missed"], s["contact_samples"],
                           s["samples"], f"{f:.2f}" if f is not None else "—"])
         out["episodes"].append(rec)
-    write_json(RESULTS / "gate_worn_motor.json", out)
+    write_result(RESULTS / "gate_worn_motor.json", out)
     cov = ", ".join(f"{j} {c}" for j, c in coverage.items())
     md = ("# What a worn motor does to the contact gate (estimator mode)\n\n"
           f"Checkpoint: the twin benchmark's estimator (`{out['checkpoint']}`, "

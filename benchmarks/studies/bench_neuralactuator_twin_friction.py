@@ -34,8 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from common import RESULTS, gate_kind, twin_estimator_run  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    gate_kind,
+    read_result,
+    twin_estimator_run,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 
 ARMS_DIR = RESULTS / "twin_friction"
@@ -85,7 +91,7 @@ def run_arm(seed: int, arm: str) -> dict:
                              est_steps=STEPS, parametric_friction=("coulomb_viscous",),
                              baseline_iters=10, reference_steps=0)  # (measured without them)
     out = {"seed": seed, "friction": arm, **figures(res)}
-    write_json(ARMS_DIR / f"seed{seed}_{arm}.json", out)
+    write_result(ARMS_DIR / f"seed{seed}_{arm}.json", out)
     print(json.dumps(out, indent=1))
     return out
 
@@ -112,8 +118,9 @@ KEYS = (("force_mae", "force MAE [N]", "{:.3f}"),
 
 def summarize() -> int:
     rows: dict[int, dict] = {}
+    provs: dict[str, dict | None] = {}
     for path in sorted(ARMS_DIR.glob("seed*_*.json")):
-        r = json.loads(path.read_text())
+        r, provs[path.stem] = read_result(path)
         rows.setdefault(int(r["seed"]), {})[r["friction"]] = r
     seeds = sorted(s for s, arms in rows.items() if set(arms) == set(ARMS))
     if not seeds:
@@ -139,10 +146,11 @@ def summarize() -> int:
         table.append([name] + cells)
     mean = {a: {k: float(np.mean([rows[sd][a][k] for sd in seeds]))
                 for k in ("force_mae", "gate_f1")} for a in ARMS}
-    write_json(RESULTS / "neuralactuator_twin_friction.json",
-               {"seeds": seeds, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
-                "runs": {str(sd): rows[sd] for sd in seeds}, "mean": mean,
-                "gate": kinds.pop()})
+    write_result(RESULTS / "neuralactuator_twin_friction.json",
+                 {"seeds": seeds, "minutes": MINUTES, "steps": STEPS, "test_fraction": 0.25,
+                  "runs": {str(sd): rows[sd] for sd in seeds}, "mean": mean,
+                  "gate": kinds.pop()},
+                 parts=[provs[f"seed{sd}_{a}"] for sd in seeds for a in ARMS])
     md = ("# Twin gear friction and the force / gate estimates (ablation)\n\n"
           f"Per data seed, the same twin data plan ({MINUTES:g} min, 25 % of each task's "
           "episodes held out) generated with the full twin and with its gearbox friction "

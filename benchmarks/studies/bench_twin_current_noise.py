@@ -27,8 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 
 import numpy as np  # noqa: E402
 
-from common import RESULTS, ROOT  # noqa: E402
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    write_result,
+)
+from neuract.atomic import write_text  # noqa: E402
 
 NAD = ROOT.parent / "shared" / "data" / "nad"
 LEVELS = (0.0, 0.3, 0.7, 1.0)
@@ -105,7 +109,7 @@ def main() -> int:
     res = {"levels_lsb": list(LEVELS), "units": UNITS, "files": rows,
            "summary": summarize(rows), "wall_s": time.perf_counter() - t0}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "twin_current_noise.json", res)
+    write_result(RESULTS / "twin_current_noise.json", res)
     text = markdown(res)
     write_text(RESULTS / "twin_current_noise.md", text)
     print(text)

@@ -37,8 +37,8 @@ from common import (  # noqa: E402
     sts3215_rollout,
     sts3215_scores,
     sts3215_split,
+    write_result,
 )
-from neuract.atomic import write_json  # noqa: E402
 from neuract.fit.checkpoint import load_weights  # noqa: E402
 
 KPS = ("4", "8", "12", "16", "24", "32")
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(name, res["models"][name]["heldout_mae_rad"], flush=True)
     out = RESULTS / "sts3215_diagnostics.json"
-    write_json(out, res)
+    write_result(out, res)
     print(f"wrote {out}")
     return 0
 
