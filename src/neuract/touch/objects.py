@@ -242,9 +242,11 @@ def add_object(spec: mujoco.MjSpec, obj: TouchObject, *, name: str | None = None
         body = root
         if part.name != "body":
             body = root.add_body(name=f"{name}_{part.name}", pos=list(part.offset))
+            spec.add_exclude(bodyname1=root.name, bodyname2=body.name)
             if part.hinge:
                 body.add_joint(name=f"{name}_{part.name}", type=mujoco.mjtJoint.mjJNT_HINGE,
-                               axis=[0, 0, 1], frictionloss=lid_friction, damping=1e-3)
+                               axis=[0, 0, 1], frictionloss=lid_friction, damping=1e-3,
+                               armature=5e-4, solref_friction=[0.004, 1.0])
         meshes = [(f"{name}_{part.name}_{i}", m, True) for i, m in enumerate(part.pieces)]
         if visual:
             meshes.append((f"{name}_{part.name}_visual", part.mesh, False))
