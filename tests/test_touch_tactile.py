@@ -83,7 +83,10 @@ def _contact_normal_sum(model, data):
 def test_sphere_footprint_is_where_the_sphere_is_and_force_matches_mujoco():
     r, mass = 0.006, 0.3
     model, data, pad = _pad_scene(_sphere(r), mass=mass, xy=(0.0023, -0.0031))
-    img = TactileReader(model, [pad]).read(data)["pad"]
+    reader = TactileReader(model, [pad])
+    img = reader.read(data)["pad"]
+    np.testing.assert_allclose(reader.taxel_points(data)["pad"],
+                               _sensing_points(pad) - [0, 0, SKIN], atol=1e-12)
     centre = data.xpos[model.body("ind").id]
     dist = np.linalg.norm(_sensing_points(pad) - centre, axis=-1)
     clear = np.abs(dist - r) > 2e-4  # away from the footprint's rim
@@ -129,8 +132,12 @@ def test_turned_pad_reads_in_its_own_frame():
     c = np.cos(np.pi / 4)
     model, data, pad = _pad_scene(_sphere(0.006), pad_quat=(c, 0, c, 0), face="-x", mass=0.2,
                                   xy=(0.001, -0.004))
-    img = TactileReader(model, [pad]).read(data)["pad"]
+    reader = TactileReader(model, [pad])
+    img = reader.read(data)["pad"]
     assert img.total_normal == pytest.approx(0.2 * G, rel=0.05)
+    pts = reader.taxel_points(data)["pad"]  # pad x runs along world y, pad y along -world x
+    assert np.allclose(pts[..., 2], HALF) and np.all(np.diff(pts[:, 0, 1]) > 0)
+    assert np.all(np.diff(pts[0, :, 0]) < 0)
     xy = pad.taxel_xy()
     cop = (img.normal[..., None] * xy).sum((0, 1)) / img.total_normal
     np.testing.assert_allclose(cop, [-0.004, -0.001], atol=0.5e-3)

@@ -108,7 +108,8 @@ def add_tactile_pad(spec: mujoco.MjSpec, geom: str, *, face: str | None = None,
 
     ``resolution`` (taxels along the pad's x and y, at least 2 each) defaults to the face's size
     over ``pitch``. The taxels sit ``skin`` above the face. Returns the pad; read it through a
-    :class:`TactileReader` on the compiled model.
+    :class:`TactileReader` on the compiled model. The spec is compiled once here to resolve the
+    geom: add pads before assets that are slow to compile (objects' distance octrees).
     """
     if (face is None) == (toward is None):
         raise ConfigError("tactile pad: give exactly one of face= (one of "
@@ -224,6 +225,13 @@ class _Bound:
         if len(set(self.order.tolist())) != n:
             raise ConfigError(f"tactile pad {pad.name!r}: taxel vertices do not match the grid")
 
+    def points(self, data: mujoco.MjData) -> np.ndarray:
+        """Taxel centres on the face, world frame, ``(nx, ny, 3)``."""
+        R = data.geom_xmat[self.gid].reshape(3, 3)
+        xy = self.pad.taxel_xy()
+        local = np.asarray(self.pad.origin) + xy @ self.R[:, :2].T
+        return data.geom_xpos[self.gid] + local @ R.T
+
     def read(self, model: mujoco.MjModel, data: mujoco.MjData) -> TactileImage:
         pad, n = self.pad, self.n
         raw = data.sensordata[self.adr:self.adr + 3 * n].reshape(3, n)
@@ -280,6 +288,10 @@ class TactileReader:
     def reset(self, seed: int) -> None:
         """Restart the additive noise stream (the gains and dead taxels stay)."""
         self._rng = np.random.default_rng([seed, 1])
+
+    def taxel_points(self, data: mujoco.MjData) -> dict[str, np.ndarray]:
+        """Every pad's taxel centres on its face in the world frame, ``(nx, ny, 3)`` (m)."""
+        return {b.pad.name: b.points(data) for b in self._bound}
 
     def read(self, data: mujoco.MjData) -> dict[str, TactileImage]:
         """Every pad's image at ``data``'s current state (after a step or ``mj_forward``)."""
