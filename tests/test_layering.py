@@ -35,6 +35,8 @@ LAYERS: list[set[str]] = [
     {"policy"},
     {"touch"},
     {"pipeline"},
+    {"verbs"},
+    {"cli_help"},
     {"demo", "cli", "__main__", "__init__"},
 ]
 """``estimate`` (classical estimators and NeuralActuator's estimator mode) sits on the network

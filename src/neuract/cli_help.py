@@ -167,7 +167,7 @@ def collect(verb: str) -> dict[str, Any]:
 
     import tyro
 
-    from neuract.cli import VERBS
+    from neuract.verbs import VERBS
 
     mod_name, cfg_name, _ = VERBS[verb]
     cls = getattr(importlib.import_module(mod_name), cfg_name)
@@ -194,7 +194,7 @@ def collect(verb: str) -> dict[str, Any]:
 
 
 def build_cache() -> dict[str, Any]:
-    from neuract.cli import VERBS
+    from neuract.verbs import VERBS
 
     return {verb: collect(verb) for verb in sorted(VERBS)}
 
