@@ -5,7 +5,9 @@
 ``FRICTIONS.names()`` the friction budgets (``--actuator.friction=NAME``; BAM's m1..m6 too).
 
 - :mod:`~neuract.actuators.base`: interface, :class:`ActuatorState`, :class:`History`.
-- :mod:`~neuract.actuators.servo`: firmware loop -> duty -> DC motor (STS3215, XM430).
+- :mod:`~neuract.actuators.servo`: firmware loop -> duty -> DC motor, one actuator type per
+  servo family of the registry (:mod:`neuract.servos`: sts3215, sts3250, xm430, xl330, mx64,
+  mx106) with that family's sourced defaults, plus the generic ``servo``.
 - :mod:`~neuract.actuators.friction`: friction budgets clipping the stopping torque.
 - :mod:`~neuract.actuators.backlash`: backlash dead zone and command delay.
 - :mod:`~neuract.actuators.error_limit`: firmware clamp of the position error.
@@ -26,17 +28,27 @@ from neuract.actuators.friction import FRICTIONS, BudgetFriction, FrictionConfig
 from neuract.actuators.goal_slew import MAX_SPEED, MIN_SPEED, GoalSlew
 from neuract.actuators.neural import ActuatorNet, NeuralConfig
 from neuract.actuators.param import Param, finite, option, refuse
-from neuract.actuators.servo import MAX_PUNCH, STS3215, XM430, ServoActuator, ServoConfig
+from neuract.actuators.servo import (
+    MAX_PUNCH,
+    SERVO_DEFAULTS,
+    STS3215,
+    XM430,
+    ServoActuator,
+    ServoConfig,
+)
 from neuract.errors import ConfigError
 from neuract.registry import Registry
+from neuract.servos import SERVOS
 
 
 @dataclass
 class ActuatorConfig:
     """One flat config for every family (``--actuator.type``, ``--actuator.friction``, ...).
 
-    Servo options (friction, backlash, delay, motor constants) apply to ``servo``, ``sts3215``
-    and ``xm430`` and to the physical base of a residual; ``neural`` configures ``mlp``,
+    Servo options (friction, backlash, delay, motor constants) apply to ``servo`` and to
+    every servo family of :data:`neuract.servos.SERVOS` (``sts3215``, ``sts3250``, ``xm430``,
+    ``xl330``, ``mx64``, ``mx106``) and to the physical base of a residual; ``neural``
+    configures ``mlp``,
     ``gru``, ``transformer`` and any residual (``residual=mlp|gru|transformer``). Motor
     constants left at None take the family's defaults.
     """
@@ -74,6 +86,14 @@ class ActuatorConfig:
 
 NEURAL_TYPES = ("mlp", "gru", "transformer")
 RESIDUALS = ("none", *NEURAL_TYPES)
+SERVO_TYPES = ("servo", *SERVOS)
+"""the physical actuator types: the generic servo, then each servo family of the registry"""
+
+
+def valid_types() -> str:
+    """The accepted ``--actuator.type`` values, grouped, for messages."""
+    return (f"servo families {', '.join(SERVOS)} (neuract.servos); servo (generic); "
+            f"neural {', '.join(NEURAL_TYPES)}")
 
 
 def _check_actuator(c: ActuatorConfig, prefix: str) -> None:
@@ -82,7 +102,7 @@ def _check_actuator(c: ActuatorConfig, prefix: str) -> None:
 
     if c.type not in ACTUATORS:  # "valid actuator types: ...", as the registry says it
         raise ConfigError(f"{option(prefix, 'type')} {c.type!r}; valid actuator types: "
-                          f"{', '.join(ACTUATORS.names())}")
+                          f"{valid_types()}")
     if c.friction != "none" and c.friction not in FRICTIONS:
         raise ConfigError(f"{option(prefix, 'friction')} {c.friction!r}; valid friction "
                           f"types: none, {', '.join(FRICTIONS.names())}")
@@ -90,7 +110,7 @@ def _check_actuator(c: ActuatorConfig, prefix: str) -> None:
         bad("residual", ", ".join(RESIDUALS))
     if c.residual != "none" and c.type in NEURAL_TYPES:
         bad("residual", f"none with {option(prefix, 'type')} {c.type} (already neural); a "
-            "residual net applies to the servo types servo, sts3215, xm430")
+            f"residual net applies to the servo types {', '.join(SERVO_TYPES)}")
     if c.disabled not in ("coast", "brake"):
         bad("disabled", "coast, brake")
     if not (finite(c.control_dt) and c.control_dt > 0):
@@ -191,8 +211,8 @@ def _servo_builder(defaults: dict) -> ActuatorBuilder:
 
 
 ACTUATORS.register("servo")(_servo_builder({}))
-ACTUATORS.register("sts3215")(_servo_builder(STS3215))
-ACTUATORS.register("xm430")(_servo_builder(XM430))
+for _name, _defaults in SERVO_DEFAULTS.items():  # every registry family, its own defaults
+    ACTUATORS.register(_name)(_servo_builder(_defaults))
 
 
 def _neural_builder(arch: str) -> ActuatorBuilder:
@@ -200,7 +220,7 @@ def _neural_builder(arch: str) -> ActuatorBuilder:
         if cfg.residual != "none":
             raise ConfigError(
                 f"actuator.type={arch!r} is already neural; residual={cfg.residual!r} applies "
-                "to servo types (servo, sts3215, xm430)"
+                f"to servo types ({', '.join(SERVO_TYPES)})"
             )
         return ActuatorNet(dataclasses.replace(cfg.neural, arch=arch))
 
@@ -234,6 +254,7 @@ __all__ = [
     "ActuatorNet",
     "NeuralConfig",
     "Param",
+    "SERVO_TYPES",
     "STS3215",
     "ServoActuator",
     "ServoConfig",

@@ -30,6 +30,7 @@ from neuract.actuators.friction import BudgetFriction, FrictionConfig
 from neuract.actuators.goal_slew import GoalSlew
 from neuract.actuators.param import Param, scalar_params, softclip
 from neuract.errors import ConfigError
+from neuract.servos import SERVOS
 
 
 @dataclass
@@ -71,13 +72,14 @@ class ServoConfig:
 MAX_PUNCH = 0.5
 """largest minimum duty [-] a servo models (the fitted punch stays below it)"""
 
-# Feetech STS3215 (12 V): K-Scale's measured error gain; kt, R of the order of K-Scale's BAM fits.
-STS3215 = dict(kp=32.0, error_gain=0.1649, max_duty=1.0, voltage=12.0, kt=3.6, R=9.8)
-# Dynamixel XM430-W350 in position mode: duty = (KP_reg / 128) * e[pulses] / 885, 4096 pulses
-# per turn -> error_gain = 4096 / (2 pi) / 128 / 885 per KP_reg per rad. kt, R from the
-# datasheet stall point (4.1 N m, 2.3 A at 12 V); current limit 3.2 A.
-XM430 = dict(kp=800.0, error_gain=4096 / (2 * 3.141592653589793) / 128 / 885, max_duty=1.0,
-             voltage=12.0, kt=1.8, R=5.2, current_limit=3.2)
+# Per-family defaults (kp, error_gain, max_duty, voltage, kt, R, current_limit), each constant
+# sourced in the servo registry (neuract.servos): e.g. the STS3215's error gain 0.1649 is
+# K-Scale's oscilloscope measurement; the XM430's is (4096 / 2 pi) / 128 / 885 per P-gain
+# unit per rad (e-Manual KPP = P / 128, PWM 885 = 100 %).
+SERVO_DEFAULTS: dict[str, dict[str, float]] = {
+    name: fam.servo_defaults() for name, fam in SERVOS.items()}
+STS3215 = SERVO_DEFAULTS["sts3215"]
+XM430 = SERVO_DEFAULTS["xm430"]
 
 
 class ServoActuator(Actuator):

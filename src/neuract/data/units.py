@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuract.errors import UnitsError
+from neuract.servos import STS_STEPS_PER_REV
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Unit:
     offset: float = 0.0
 
 
-_STEP = 2.0 * math.pi / 4096.0  # one encoder step of a 12-bit magnetic encoder (STS3215)
+_STEP = 2.0 * math.pi / STS_STEPS_PER_REV  # one step of a 12-bit magnetic encoder (STS3215)
 
 UNITS: dict[str, Unit] = {
     # time

@@ -70,8 +70,8 @@ class FitConfig:
     force_robot: bool = False
     """use a bundled --robot on data recorded on another arm (refused otherwise)"""
     arm_mass: float | None = None
-    """pendulum: arm mass [kg] of runs whose labels give none (default: the K-Scale bench arm
-    of the run's length, 100 or 150 mm)"""
+    """pendulum: arm mass [kg] of runs whose labels give none or only assume one (BAM logs
+    without it: 0) (default: the K-Scale bench arm of the run's length, 100 or 150 mm)"""
     val_fraction: float = 0.1
     """fraction of runs held out for validation / early stopping (split by run, train.seed)"""
     limit: int = 0

@@ -12,6 +12,18 @@ temperature, current [A] (if logged), pwm [duty fraction] (XL330 raw logs only),
 Not mapped: K-Scale ``torque`` (undocumented unsigned quantity 0..20, not N m) and all-zero
 ``load``. The file-level ``vin`` is metadata only (measured voltage is ``input_volts``).
 
+Labels: the file-level metadata, plus (:func:`bench_labels`)
+
+- ``family``: the servo family (:data:`neuract.servos.SERVOS`, the ``--actuator.type`` to fit
+  with) the log's ``motor`` names; an unknown motor is refused, naming the file and the
+  accepted motors. A log without ``motor`` gets no family.
+- ``arm_mass`` [kg] and ``arm_mass_source``, for every log with a known family: the log's own
+  ``arm_mass`` (BAM's Dynamixel recorder writes ``arm-mass``); else, for an STS3215 run of a
+  K-Scale bench arm length, that arm's mass (:data:`KSCALE_ARM_MASS`); else 0, BAM's own
+  convention for a log without one (its log loader sets ``arm_mass`` 0: the arm is taken as
+  massless, its mass lumped into ``mass``), with a source saying it is assumed
+  (:data:`ARM_MASS_ASSUMED`; ``neuract fit --arm-mass`` replaces an assumed value).
+
 Repairs, both counted in ``traj.meta.counts`` and reported with a :class:`DataRepairWarning`:
 
 - ``dropped_samples``: bus-read dropouts (``temp == 0`` or ``input_volts == 0``) are removed.
@@ -41,6 +53,15 @@ from neuract.data.trajectory import Trajectory, TrajectoryMeta
 from neuract.errors import SchemaError
 from neuract.io.common import check_joint_count, warn_repair
 from neuract.io.registers import dxl_pwm_to_fraction, mA_to_A, twos_complement16
+from neuract.servos import ServoFamily, accepted_motors, family_of_motor
+
+KSCALE_ARM_MASS = {0.1: 0.036, 0.15: 0.050}
+"""K-Scale runs carry no arm mass; their experiment configs list it per arm length
+(kscale_sts3215_12v/orig_docs/experiment_configs/*.yaml): length [m] -> arm mass [kg]."""
+KSCALE_ARM_MASS_SOURCE = "kscale experiment_configs (by length)"
+ARM_MASS_ASSUMED = ("assumed 0: the log gives none (BAM's convention, "
+                    "https://github.com/Rhoban/bam bam/logs.py)")
+"""``arm_mass_source`` of an arm mass the reader assumed (a fit's --arm-mass replaces it)"""
 
 SPIKE_THRESHOLD_RAD = 0.5
 """A one-sample jump larger than this [rad] (50 rad/s at 100 Hz, ~8x the fastest real motion
@@ -146,10 +167,45 @@ def _check_log(data: Any, source: str, robot: str) -> list[Any]:
     return entries
 
 
-def _pwm(load: np.ndarray, meta: Mapping[str, Any]) -> np.ndarray | None:
+def servo_family(meta: Mapping[str, Any], source: str) -> ServoFamily | None:
+    """The servo family a log's ``motor`` names; None without ``motor``; a SchemaError naming
+    the file, the motor and the accepted motors for an unknown one."""
+    if "motor" not in meta:
+        return None
+    fam = family_of_motor(meta["motor"])
+    if fam is None:
+        raise SchemaError(
+            f"{source}: motor {meta['motor']!r} is not a servo family neuract knows; accepted "
+            f"motors: {accepted_motors()}"
+        )
+    return fam
+
+
+def bench_labels(meta: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The labels the reader adds to a log's metadata: ``family``, ``arm_mass`` and
+    ``arm_mass_source`` (see module doc)."""
+    fam = servo_family(meta, source)
+    if fam is None:
+        return {}
+    out: dict[str, Any] = {"family": fam.name}
+    if meta.get("arm_mass") is not None:
+        return out
+    if meta.get("arm-mass") is not None:  # BAM's Dynamixel recorder writes the hyphenated key
+        return out | {"arm_mass": meta["arm-mass"], "arm_mass_source": "the log's 'arm-mass'"}
+    length = meta.get("length")
+    arm = None
+    if fam.name == "sts3215" and isinstance(length, int | float) and not isinstance(length, bool):
+        arm = KSCALE_ARM_MASS.get(round(float(length), 3))
+    if arm is not None:
+        return out | {"arm_mass": arm, "arm_mass_source": KSCALE_ARM_MASS_SOURCE}
+    return out | {"arm_mass": 0.0, "arm_mass_source": ARM_MASS_ASSUMED}
+
+
+def _pwm(load: np.ndarray, meta: Mapping[str, Any],
+         fam: ServoFamily | None) -> np.ndarray | None:
     """PWM duty fraction from the ``load`` field of a raw XL330 log; None for any other log."""
     raw_xl330 = (
-        str(meta.get("motor", "")).lower().startswith("xl330")
+        fam is not None and fam.name == "xl330"
         and "dt" not in meta
         and np.all(load == np.round(load))
         and load.min() >= 0
@@ -163,7 +219,7 @@ def _pwm(load: np.ndarray, meta: Mapping[str, Any]) -> np.ndarray | None:
 
 
 def _channels(
-    entries: list[Any], meta: Mapping[str, Any], source: str
+    entries: list[Any], meta: Mapping[str, Any], source: str, fam: ServoFamily | None = None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The mapped channels of the kept samples ((T,) time, (T, 1) the rest) and the entry
     index of each kept sample (the others are bus-read dropouts)."""
@@ -196,7 +252,7 @@ def _channels(
     if "current" in fields:  # K-Scale STS3215: mA, unsigned magnitude
         ch["current"] = mA_to_A(_column(entries, "current", source))
     if "load" in fields:
-        pwm = _pwm(_column(entries, "load", source), meta)
+        pwm = _pwm(_column(entries, "load", source), meta, fam)
         if pwm is not None:
             ch["pwm"] = pwm
     ch = {k: v[keep] for k, v in ch.items()}
@@ -261,7 +317,8 @@ def parse_bam_log(
     """Build a :class:`Trajectory` from a decoded BAM log (see module doc)."""
     entries = _check_log(data, source, robot)
     meta = {k: v for k, v in data.items() if k != "entries"}
-    ch, kept = _channels(entries, meta, source)
+    fam = servo_family(meta, source)
+    ch, kept = _channels(entries, meta, source, fam)
     n_drop = len(entries) - kept.size
     n_masked = _mask_spikes(ch, spike_threshold)
     counts = {"dropped_samples": n_drop, "masked_samples": n_masked}
@@ -271,7 +328,7 @@ def parse_bam_log(
             f"input_volts == 0) and masked {n_masked} sample(s) of short position "
             f"burst(s) (failed reads)"
         )
-    labels = dict(meta)
+    labels = dict(meta) | bench_labels(meta, source)
     labels.setdefault("task", meta.get("trajectory"))
     rate = meta.get("sample_rate")
     if "dt" in meta:

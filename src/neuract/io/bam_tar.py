@@ -1,5 +1,5 @@
-"""BAM logs read straight from a (possibly compressed) tarball, nothing extracted to disk;
-K-Scale runs get their arm mass added to the labels."""
+"""BAM logs read straight from a (possibly compressed) tarball, nothing extracted to disk (the
+labels, K-Scale arm masses included, are the log reader's: :mod:`neuract.io.bam_log`)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,8 @@ from typing import Any
 
 from neuract.data.trajectory import Trajectory
 from neuract.errors import SchemaError
-from neuract.io.bam_log import read_bam_log
+from neuract.io.bam_log import KSCALE_ARM_MASS, read_bam_log  # noqa: F401  (re-exported)
 from neuract.io.common import warn_repair
-
-# K-Scale runs carry no arm mass; their experiment configs list it per arm length
-# (kscale_sts3215_12v/orig_docs/experiment_configs/*.yaml): length [m] -> arm mass [kg].
-KSCALE_ARM_MASS = {0.1: 0.036, 0.15: 0.050}
-
 
 TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
 """What a truncated or corrupted (gzipped) tarball raises while it is read."""
@@ -61,11 +56,10 @@ def tar_members(tar_path: str | os.PathLike) -> list[str]:
 def _read_member(
     tf: tarfile.TarFile, m: tarfile.TarInfo, tar_path: str | os.PathLike, **kwargs: Any
 ) -> Trajectory:
-    """One member of an open log tarball as a Trajectory (K-Scale labels added)."""
+    """One member of an open log tarball as a Trajectory."""
     with tar_errors(tar_path, m.name):
         text = tf.extractfile(m).read()
-    traj = read_bam_log(io.BytesIO(text), source=f"{tar_path}::{m.name}", **kwargs)
-    return _kscale_labels(traj)
+    return read_bam_log(io.BytesIO(text), source=f"{tar_path}::{m.name}", **kwargs)
 
 
 def iter_tar_logs(
@@ -113,17 +107,6 @@ def iter_tar_logs(
             f"dropout sample(s) and masked {totals['masked_samples']} sample(s) of short "
             f"position burst(s) in {totals['runs']} run(s)"
         )
-
-
-def _kscale_labels(traj: Trajectory) -> Trajectory:
-    lab = traj.meta.labels
-    if "arm_mass" in lab or lab.get("motor") != "sts3215" or "length" not in lab:
-        return traj
-    arm = KSCALE_ARM_MASS.get(round(float(lab["length"]), 3))
-    if arm is None:
-        return traj
-    labels = dict(lab, arm_mass=arm, arm_mass_source="kscale experiment_configs (by length)")
-    return traj.replace(labels=labels)
 
 
 def iter_kscale_runs(

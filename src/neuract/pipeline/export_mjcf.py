@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from neuract.actuators import ServoActuator
+from neuract.actuators import SERVO_TYPES, ServoActuator
 from neuract.atomic import write_text
 from neuract.config import from_dict
 from neuract.errors import CheckpointError, ConfigError
@@ -33,7 +33,6 @@ from neuract.sim.mujoco_form import MujocoForm, mujoco_form
 MARKER = "Written by neuract export (format mjcf)"
 """first line of the comment an exported file opens with (``--overwrite`` replaces only such
 a file)"""
-SERVO_TYPES = ("servo", "sts3215", "xm430")
 
 
 def read_fit(ckpt: Path) -> FitConfig:

@@ -67,15 +67,22 @@ class Pendulum:
     def from_meta(cls, metas: list[Mapping[str, Any]], dtype: torch.dtype = torch.float64,
                   arm_mass: float | None = None) -> Pendulum:
         """One row per log: each meta needs ``mass`` and ``length`` (``arm_mass`` optional:
-        else ``arm_mass`` [kg] if given, else the K-Scale bench arm of that length)."""
+        else ``arm_mass`` [kg] if given, else the K-Scale bench arm of that length). A given
+        ``arm_mass`` also replaces a label the reader only assumed (its ``arm_mass_source``
+        starts with ``assumed``: BAM's 0 for a log that records none)."""
         try:
             mass = [float(m["mass"]) for m in metas]
             length = [float(m["length"]) for m in metas]
         except KeyError as exc:
             raise ConfigError(f"pendulum metadata lacks {exc}; needs mass and length") from None
-        arm = [float(m["arm_mass"]) if m.get("arm_mass") is not None
-               else float(arm_mass) if arm_mass is not None else bench_arm_mass(ell)
-               for m, ell in zip(metas, length)]
+
+        def arm_of(m: Mapping[str, Any], ell: float) -> float:
+            assumed = str(m.get("arm_mass_source", "")).startswith("assumed")
+            if m.get("arm_mass") is not None and not (assumed and arm_mass is not None):
+                return float(m["arm_mass"])
+            return float(arm_mass) if arm_mass is not None else bench_arm_mass(ell)
+
+        arm = [arm_of(m, ell) for m, ell in zip(metas, length)]
         return cls(torch.tensor(mass, dtype=dtype), torch.tensor(length, dtype=dtype),
                    torch.tensor(arm, dtype=dtype), dtype=dtype)
 
