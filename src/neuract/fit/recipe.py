@@ -8,7 +8,8 @@ benchmark given the same options compute the same model and the same held-out fi
   (:func:`neuract.data.splits.label_rule`) or by name; the rest split into training and
   validation at random by run, as before (``--val-fraction``, ``--train.seed``).
 - ``--init NAME=VALUE`` (:func:`apply_init`): initial values of fitted parameters, named as
-  the report's parameter table names them (or by the last part of that name).
+  the report's parameter table names them (or by the last part of that name); a warm start's
+  fitted values win over them.
 - ``--init-from RUN_DIR`` (:func:`warm_start`): an earlier fit's parameters as the starting
   point (the same model, or a servo that becomes the physical base of a residual network).
 - :class:`BaseConfig` (``--base.fit``, ``--base.freeze``): with ``--actuator.residual mlp|gru``,
@@ -314,19 +315,19 @@ def load_init(path: str) -> SystemModel:
         raise ConfigError(f"--init-from {path!r}: {e}") from None
 
 
-def start_model(cfg: FitConfig, n_dof: int, init_model: SystemModel | None = None,
-                initial_values: bool = True) -> SystemModel:
+def start_model(cfg: FitConfig, n_dof: int, init_model: SystemModel | None = None
+                ) -> SystemModel:
     """The model a fit starts from: built from the options (network weights from
-    ``--train.seed``), ``init_model``'s parameters copied in, then the ``--init`` values
-    (``initial_values``), then ``--base.freeze``."""
+    ``--train.seed``), the ``--init`` values set, then ``init_model``'s parameters copied in
+    (a warm start's fitted values win over ``--init``), then ``--base.freeze``."""
     from neuract.fit.identify import build_model
 
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg.actuator, cfg.joints, n_dof)
+    if cfg.init:
+        apply_init(model, cfg.init)
     if init_model is not None:
         warm_start(model, init_model)
-    if initial_values and cfg.init:
-        apply_init(model, cfg.init)
     if cfg.base.freeze:
         freeze_base(model)
     return model
@@ -347,8 +348,8 @@ def fit_model(cfg: FitConfig, batch: RunBatch,
     indices: (train, validation, test) run indices (default :func:`split_indices` of the
     options); init_model: the warm start (default: ``--init-from``'s model, or none). With
     ``--base.fit`` the servo is fitted first (checkpoints in ``base_ckpt_dir``; ``on_base``
-    gets its config, model and report) and becomes the residual's starting point (``--init``
-    then applies to that first stage). The report adds, where there are test runs,
+    gets its config, model and report) and becomes the residual's starting point. The report
+    adds, where there are test runs,
     ``test_mae_rad`` (pooled over their valid samples, :func:`score_runs`; per value of each
     label in ``score_by`` too), ``n_test_runs`` and ``test_runs``.
     """
@@ -371,7 +372,7 @@ def fit_model(cfg: FitConfig, batch: RunBatch,
         if on_base is not None:
             on_base(bcfg, base_model, report_base)
         init_model = base_model
-    model = start_model(cfg, n_dof, init_model, initial_values=not staged)
+    model = start_model(cfg, n_dof, init_model)
     tr, va, te = indices
     model, report = identify(
         batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,

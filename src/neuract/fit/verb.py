@@ -101,8 +101,8 @@ class FitConfig:
     report.json too)"""
     init_from: str = ""
     """an earlier fit's --out: its fitted parameters are the starting point (the same model,
-    or a servo that becomes the base of --actuator.residual's network); --init values apply
-    after them"""
+    or a servo that becomes the base of --actuator.residual's network); its values win over
+    --init"""
     robot: str = "pendulum"
     """'pendulum' (bench: one plant per run from its mass/length labels) or a robot name/path"""
     force_robot: bool = False
@@ -307,7 +307,7 @@ def prepare_recipe(cfg: FitConfig, batch) -> tuple[tuple[list, list, list], Any]
     staged = cfg.base.fit and cfg.actuator.residual != "none"
     first = start_model(base_stage(cfg) if staged else cfg, n, init_model)
     if staged:
-        start_model(cfg, n, first, initial_values=False)
+        start_model(cfg, n, first)
     return indices, init_model
 
 
