@@ -17,7 +17,7 @@ import torch
 
 from neuract.cli import main
 from neuract.data import Trajectory, TrajectoryMeta, write_dataset
-from neuract.data.splits import label_rule, select_by_labels
+from neuract.data.splits import select_by_labels
 from neuract.errors import ConfigError
 from neuract.fit.batch import split_runs
 from neuract.fit.recipe import (

@@ -17,7 +17,7 @@ PKG = SRC / "neuract"
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"atomic", "registry", "lbfgs", "progress"},
+    {"atomic", "registry", "lbfgs", "progress", "presets"},
     {"config"},
     {"runtime"},
     {"robot"},

@@ -3,7 +3,7 @@ start, and a residual network on a fitted servo. ``neuract fit`` and the benchma
 (``benchmarks/bench_sts3215.py``) fit through :func:`fit_model`, so a command line and a
 benchmark given the same options compute the same model and the same held-out figure.
 
-- :class:`SplitConfig` (``--split.test "kp == 16 or mass == 0.969"``,
+- :class:`~neuract.fit.options.SplitConfig` (``--split.test "kp == 16 or mass == 0.969"``,
   ``--split.test-episodes``): runs held out for testing, by a rule on their labels
   (:func:`neuract.data.splits.label_rule`) or by name; the rest split into training and
   validation at random by run, as before (``--val-fraction``, ``--train.seed``).
@@ -12,9 +12,9 @@ benchmark given the same options compute the same model and the same held-out fi
   fitted values win over them.
 - ``--init-from RUN_DIR`` (:func:`warm_start`): an earlier fit's parameters as the starting
   point (the same model, or a servo that becomes the physical base of a residual network).
-- :class:`BaseConfig` (``--base.fit``, ``--base.freeze``): with ``--actuator.residual mlp|gru``,
-  fit the servo alone first, then the residual network on the fitted servo, the servo fixed
-  or fine-tuned with it.
+- :class:`~neuract.fit.options.BaseConfig` (``--base.fit``, ``--base.freeze``): with
+  ``--actuator.residual mlp|gru``, fit the servo alone first, then the residual network on
+  the fitted servo, the servo fixed or fine-tuned with it.
 
 Held-out runs are scored by :func:`score_runs`: the mean absolute position error over every
 valid sample of the runs, pooled (as the benchmarks score them).
@@ -27,9 +27,8 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,40 +37,8 @@ from neuract.actuators.param import Param
 from neuract.data.splits import select_by_labels
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch, split_runs
+from neuract.fit.options import BaseConfig, FitConfig, SplitConfig
 from neuract.fit.trainer import PlantFactory, SystemModel
-
-if TYPE_CHECKING:
-    from neuract.fit.verb import FitConfig
-
-
-@dataclass
-class SplitConfig:
-    """Runs held out for testing (never trained or validated on), scored after the fit."""
-
-    test: str = ""
-    """a rule on the runs' labels, e.g. "kp == 16 or mass == 0.969": comparisons (==, !=, <,
-    <=, >, >=, in) of labels with numbers or quoted strings, joined by and / or / not
-    (empty: no test runs)"""
-    test_episodes: tuple[str, ...] = ()
-    """runs held out for testing by name (with --split.test: those too)"""
-
-    def any(self) -> bool:
-        return bool(self.test.strip() or self.test_episodes)
-
-
-@dataclass
-class BaseConfig:
-    """The physical base (the servo) of a residual network (--actuator.residual mlp|gru)."""
-
-    fit: bool = False
-    """fit the servo alone first (written to --out/base), then the residual network on it"""
-    freeze: bool = False
-    """keep the fitted servo's parameters fixed while the residual trains (default: trained
-    with it); needs --base.fit or --init-from"""
-    lr: float = 0.0
-    """the servo stage's --train.lr (0: --train.lr)"""
-    stage_iters: tuple[int, ...] = ()
-    """the servo stage's --train.stage-iters (none: --train.stage-iters)"""
 
 
 # ------------------------------------------------------------------------ the split ------
@@ -333,7 +300,7 @@ def start_model(cfg: FitConfig, n_dof: int, init_model: SystemModel | None = Non
     return model
 
 
-StageHook = Callable[["FitConfig", SystemModel, dict[str, Any]], None]
+StageHook = Callable[[FitConfig, SystemModel, dict[str, Any]], None]
 
 
 def fit_model(cfg: FitConfig, batch: RunBatch,
