@@ -433,3 +433,28 @@ def test_the_published_fits_apply_to_the_sts3215_bench_only(bench, shared_data, 
         "friction_params"
     assert common.kscale_fits_dir(sts, [{"motor": "sts3250"}]) is None
     assert common.kscale_fits_dir(tmp_path) is None
+
+
+def test_a_run_stopped_in_its_servo_stage_resumes_it_or_refuses_other_options(
+        bench_data, tmp_path, capsys, monkeypatch):
+    import neuract.fit.identify as ident
+
+    real = ident.identify
+
+    def stop_at_the_residual(*a, **k):
+        if a[1].residual != "none":
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    args = ["--data", str(bench_data), "--out", str(tmp_path / "o"), "--actuator.friction",
+            "m1", "--actuator.residual", "mlp", "--base.fit", "--base.stage-iters", "2",
+            "--train.horizons", "0.2", "--train.stage-iters", "1", "--train.val-every", "1"]
+    with monkeypatch.context() as m:
+        m.setattr(ident, "identify", stop_at_the_residual)
+        assert _fit(capsys, *args)[0] == 130
+    assert (tmp_path / "o" / "base" / "checkpoint" / "last.safetensors").is_file()
+    assert not (tmp_path / "o" / "checkpoint").exists()
+    rc, err = _fit(capsys, *args[:-2], "--base.lr", "0.2", *args[-2:])
+    assert rc == 1 and "--base.lr: 0.0 (checkpoint) -> 0.2 (this run)" in err, err
+    rc, err = _fit(capsys, *args)
+    assert rc == 0 and "at step 2 of 2" in err, err  # the servo stage resumed, done

@@ -312,6 +312,10 @@ def _run(cfg: FitConfig) -> dict:
             shutil.rmtree(out / "base")
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
         check_run_key(last, read_training_state(last), key, option=_option, **hints)
+    elif (base_last := out / "base" / "checkpoint" / "last.safetensors").is_file():
+        # a run stopped in its servo stage (--base.fit): that stage's checkpoint
+        check_run_key(base_last, read_training_state(base_last), {**key, "stage": "base"},
+                      option=_option, **hints)
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
