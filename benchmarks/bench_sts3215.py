@@ -24,6 +24,21 @@ Models, all on the same split in the same run:
     .venv/bin/python benchmarks/bench_sts3215.py                     # full (tens of minutes)
     .venv/bin/python benchmarks/bench_sts3215.py --quick             # minutes, *_quick.json
     .venv/bin/python benchmarks/bench_sts3215.py --models ours_m1 menagerie_mujoco
+    .venv/bin/python benchmarks/bench_sts3215.py --data runs/my_bench --split-test "kp == 8"
+
+Our models are ``neuract fit`` configurations (``neuract.presets``; each result records its
+command line): the data are read, split, fitted and scored by the functions ``neuract fit``
+runs (``neuract.fit.recipe.fit_model``), so ``neuract fit --preset sts3215-best --split.test
+"kp == 16 or mass == 0.969"`` gives the figure of ``ours_residual_gru`` (on the
+``ours_m6_delay_punch_gain_backlash_elim_slew_sub2`` base, the preset sts3215-servo).
+``--fit-options`` adds ``neuract fit`` options to every one of our fits (``--quick`` is such a
+set of options).
+
+``--data`` is the bench directory (with ``raw.tgz``), a neuract dataset or BAM logs of any
+pendulum bench in the K-Scale format. K-Scale's published fits and the Menagerie STS3215 class
+model the STS3215: on another servo's data (no STS3215 fits beside it, or runs whose ``motor``
+label is another) they are recorded as not applicable, and the results go to
+``pendulum_bench_<data name>`` unless ``--out-name`` says otherwise.
 
 Writes benchmarks/results/sts3215_pendulum.json and .md (``--out-name`` to change).
 ``--cache DIR`` stores each fitted model (safetensors) and reuses it; ``--merge A.json ...``
@@ -39,9 +54,11 @@ cmaes && V/bin/pip install --no-deps --ignore-requires-python better-actuator-mo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -52,25 +69,24 @@ import numpy as np
 import torch
 
 from common import (
-    HELD_OUT_KP,
-    HELD_OUT_MASS,
-    STS3215_CONTEXT,
-    STS3215_CTX_SCALE,
+    SCORE_BY,
     STS3215_DATA,
+    STS3215_MLP,
+    STS3215_TEST_RULE,
     STS3215_VARIANTS,
+    kscale_fits_dir,
     kscale_published,
+    sts3215_config,
     sts3215_load,
-    sts3215_model,
-    sts3215_plant,
+    sts3215_residual,
     sts3215_rollout,
     sts3215_scores,
     sts3215_split,
     write_result,
 )
-from neuract.actuators import NeuralConfig
 from neuract.atomic import write_text
 from neuract.fit.batch import RunBatch
-from neuract.fit.trainer import SystemModel, TrainConfig, fit
+from neuract.fit.recipe import BaseConfig, fit_model, start_model
 from neuract.robot.pendulum import Pendulum
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,9 +109,10 @@ def repeat_floor(b: RunBatch) -> dict:
     mean absolute size ``a``, two repetitions differ by about ``sqrt(2) a``, so the pairwise
     figure over-states the model floor by up to that factor. (The brutal goals differ a
     little between repetitions, by one-sample step timing, which this figure includes.)"""
+    keys = tuple(k for k in REPEAT_KEYS if all(k in lab for lab in b.labels))
     groups: dict[tuple, list[int]] = {}
     for i, lab in enumerate(b.labels):
-        groups.setdefault(tuple(lab[k] for k in REPEAT_KEYS), []).append(i)
+        groups.setdefault(tuple(lab[k] for k in keys), []).append(i)
     q, m = b.q.numpy()[..., 0], b.mask.numpy()[..., 0]
     acc: dict[str, dict[str, list[float]]] = {k: {} for k in ("kp", "trajectory", "mass")}
     tot, cnt = 0.0, 0.0
@@ -105,7 +122,7 @@ def repeat_floor(b: RunBatch) -> dict:
                 mm = m[idx[a]] & m[idx[c]]
                 s, n = float(np.abs(q[idx[a]] - q[idx[c]])[mm].sum()), float(mm.sum())
                 tot, cnt = tot + s, cnt + n
-                for field, val in zip(REPEAT_KEYS, key):
+                for field, val in zip(keys, key):
                     if field in acc:
                         sn = acc[field].setdefault(str(val), [0.0, 0.0])
                         sn[0], sn[1] = sn[0] + s, sn[1] + n
@@ -153,40 +170,53 @@ def menagerie_mujoco(test: RunBatch, substeps: int = 5, params: dict | None = No
 
 
 # --------------------------------------------------------------------- ours --------------
-def train_cfg(quick: bool, neural: bool = False, seed: int = 0, iters: tuple = (150, 80)
-              ) -> TrainConfig:
-    """Fit schedules: short windows first (multiple shooting), then 3 s windows; validation
-    always simulates whole 6 s validation runs open loop."""
-    if quick:
-        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(15, 5), runs_per_iter=32,
-                           substeps=1, val_every=5, patience=3, lr=0.05,
-                           label_inputs=("kp",))
-    if neural:
-        return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=iters,
-                           runs_per_iter=48, substeps=1, val_every=10, patience=4, lr=0.01,
-                           lr_net=3e-3, label_inputs=("kp",))
-    return TrainConfig(seed=seed, horizons=(1.0, 3.0), stage_iters=(70, 40),
-                       runs_per_iter=48, substeps=1, val_every=10, patience=4, lr=0.05,
-                       label_inputs=("kp",))
+QUICK_OPTIONS = ("--train.stage-iters", "15", "5", "--train.runs-per-iter", "32",
+                 "--train.val-every", "5", "--train.patience", "3", "--train.lr", "0.05",
+                 "--train.lr-net", "0.002")
+"""``--quick``: the ``neuract fit`` options that shorten every one of our fits"""
 
 
-def fit_ours(model: SystemModel, train: RunBatch, val: RunBatch, cfg: TrainConfig, name: str,
-             cache: Path | None = None) -> tuple[SystemModel, float, float]:
-    """Fit (or load a cached fit of) one model; returns (model, fit seconds, val MAE)."""
+def fit_command(cfg, data: Path) -> str:
+    """``cfg`` as the ``neuract fit`` command line that fits it (the options that differ from
+    fit's defaults; a preset named where they are exactly its options)."""
+    import dataclasses
+    import shlex
+
+    from neuract.fit.verb import FitConfig
+    from neuract.presets import names, options, preset_options
+
+    opts = options(dataclasses.replace(cfg, data="", out="runs/fit", preset=""))
+    split = ["--split.test", cfg.split.test] if cfg.split.test else []
+    rest = [o for o in opts if o not in split] if split else opts
+    for name in names("fit"):
+        if rest == preset_options("fit", name, FitConfig):
+            rest = ["--preset", name]
+    return shlex.join(["neuract", "fit", "--data", str(data), *rest, *split])
+
+
+def fit_ours(cfg, batch: RunBatch, indices, name: str, cache: Path | None = None,
+             init_model=None) -> tuple:
+    """Fit (or load a cached fit of) one model through ``neuract fit``'s code path
+    (:func:`neuract.fit.recipe.fit_model`); returns (model, fit seconds, val MAE, held-out
+    scores of the test runs in ``indices``)."""
     from neuract.fit.checkpoint import load_weights, save_weights
 
     path = cache / f"{name}.safetensors" if cache is not None else None
+    test = batch.select(indices[2])
     if path is not None and path.is_file():
+        model = start_model(cfg, batch.q.shape[-1], init_model)
         meta = load_weights(model, path)
         print(f"  [{name}] loaded cached fit {path}")
-        return model, float(meta["fit_seconds"]), float(meta["val_mae"])
+        scores = sts3215_scores(sts3215_rollout(model, test, cfg.train.substeps), test)
+        return model, float(meta["fit_seconds"]), float(meta["val_mae"]), scores
     t0 = time.perf_counter()
-    rep = fit(model, sts3215_plant, train, val, cfg,
-              log=lambda s: print(f"  [{name}] {s}", flush=True))
+    model, rep = fit_model(cfg, batch, indices, init_model, score_by=SCORE_BY,
+                           log=lambda s: print(f"  [{name}] {s}", flush=True))
     secs = time.perf_counter() - t0
     if path is not None:
-        save_weights(model, path, {"fit_seconds": secs, "val_mae": rep["best_val"]})
-    return model, secs, float(rep["best_val"])
+        save_weights(model, path, {"fit_seconds": secs, "val_mae": rep["val_mae_rad"]})
+    scores = {"heldout_mae_rad": rep["test_mae_rad"], **rep.get("test_per_label", {})}
+    return model, secs, float(rep["val_mae_rad"]), scores
 
 
 # --------------------------------------------------------------------- peers -------------
@@ -223,7 +253,12 @@ def peer_payload(b: RunBatch) -> dict:
 # --------------------------------------------------------------------- main --------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=STS3215_DATA)
+    ap.add_argument("--data", type=Path, default=STS3215_DATA,
+                    help="the bench directory (raw.tgz), a neuract dataset or BAM logs")
+    ap.add_argument("--split-test", default=STS3215_TEST_RULE,
+                    help="the test runs (neuract fit --split.test rule)")
+    ap.add_argument("--fit-options", default="",
+                    help="neuract fit options added to every one of our fits (quoted)")
     ap.add_argument("--quick", action="store_true", help="few iterations, subsampled runs")
     ap.add_argument("--limit-train", type=int, default=0, help="subsample training runs")
     ap.add_argument("--limit-test", type=int, default=0, help="subsample test runs")
@@ -237,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-name", default=None,
                     help="results file stem under benchmarks/results (default "
                          "sts3215_pendulum, or sts3215_pendulum_quick with --quick)")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results",
+                    help="where the results JSON and Markdown go")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--merge", type=Path, nargs="*", default=[],
                     help="results JSON files (same split) whose models are carried over, so "
@@ -244,15 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=None,
                     help="directory of fitted models to reuse (written after each fit)")
     args = ap.parse_args(argv)
-    if args.out_name is None:  # a quick check never overwrites the committed results
-        args.out_name = "sts3215_pendulum_quick" if args.quick else "sts3215_pendulum"
     torch.set_num_threads(args.threads)
-    if not (args.data / "raw.tgz").is_file():
-        print(f"data not found: {args.data / 'raw.tgz'}", file=sys.stderr)
+    if not args.data.exists():
+        print(f"data not found: {args.data}", file=sys.stderr)
         return 2
     want = lambda name: args.models is None or name in args.models  # noqa: E731
     b = sts3215_load(args.data)
-    tr_idx, va_idx, te_idx = sts3215_split(b)
+    fits = kscale_fits_dir(args.data, b.labels)  # None: not the STS3215 bench
+    if args.out_name is None:  # a quick check never overwrites the committed results
+        stem = ("sts3215_pendulum" if fits is not None else "pendulum_bench_"
+                + "".join(c if c.isalnum() else "_" for c in args.data.resolve().name))
+        args.out_name = stem + ("_quick" if args.quick else "")
+    fit_opts = [*(QUICK_OPTIONS if args.quick else ()), *shlex.split(args.fit_options)]
+    args.sts3215 = fits is not None and args.split_test == STS3215_TEST_RULE
+    tr_idx, va_idx, te_idx = sts3215_split(b, rule=args.split_test)
     rng = np.random.default_rng(0)
     if args.quick:
         args.limit_train = args.limit_train or 96
@@ -263,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit_test:
         te_idx = sorted(rng.choice(te_idx, min(args.limit_test, len(te_idx)), replace=False))
     train, val, test = b.select(tr_idx), b.select(va_idx), b.select(te_idx)
+    indices = (list(tr_idx), list(va_idx), list(te_idx))
     print(f"split: train {len(train)}, val {len(val)}, test {len(test)} runs")
+    not_sts = {"status": "not applicable",
+               "notes": f"a model of the STS3215; --data {str(args.data)!r} is not the STS3215 "
+                        "bench (no K-Scale STS3215 fits beside it, or runs of another motor)"}
     models: dict[str, dict] = {}
     for path in args.merge:
         prev = json.loads(Path(path).read_text())
@@ -279,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
 
     # (a) MuJoCo Menagerie
-    if want("menagerie_mujoco"):
+    if want("menagerie_mujoco") and fits is None:
+        models["menagerie_mujoco"] = dict(not_sts)
+    elif want("menagerie_mujoco"):
         t0 = time.perf_counter()
         q = menagerie_mujoco(test)
         record("menagerie_mujoco", q, 0.0, simulate_seconds=time.perf_counter() - t0,
@@ -288,8 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     for which in ("m1", "m6"):
         for volt, tag in ((15.0, "15V"), (None, "measured_V")):
             name = f"kscale_{which}_published_ours_sim_{tag}"
-            if want(name):
-                record(name, kscale_published(test, which, volt), 0.0,
+            if want(name) and fits is None:
+                models[name] = dict(not_sts)
+            elif want(name):
+                record(name, kscale_published(test, which, volt, fits=fits), 0.0,
                        notes="K-Scale orig_docs fit, simulated by neuract's re-implementation "
                              "of BAM's model (error gain 0.1649, duty clip 1)")
     # (b) BAM itself, in the peers venv
@@ -300,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         payload = {f"train_{k}": v for k, v in peer_payload(b.select(bam_tr)).items()}
         payload |= {f"test_{k}": v for k, v in peer_payload(test).items()}
         res = run_peer("peers_sts3215_bam.py", payload,
-                       [str(args.data / "orig_docs" / "friction_params"),
-                        str(args.bam_seconds)], timeout=int(4 * args.bam_seconds + 600))
+                       [str(fits or ""), str(args.bam_seconds)],
+                       timeout=int(4 * args.bam_seconds + 600))
         if res is None:
             models["bam"] = {"status": "not available",
                              "notes": f"peers venv python not found at {PEERS_PY}"}
@@ -334,49 +384,50 @@ def main(argv: list[str] | None = None) -> int:
                    notes=f"mujoco.sysid (Gauss-Newton, FD Jacobian) on {info['n_runs']} "
                          "training runs without lift_and_drop, from the Menagerie values; "
                          "test simulated in MuJoCo C")
-    # (d) ours, parametric
-    fitted: dict[str, tuple[SystemModel, float, int]] = {}
-    variants = STS3215_VARIANTS
+    # (d) ours, parametric: neuract fit configurations (the bench's common values + each
+    # variant's), fitted through neuract fit's code path
+    fitted: dict[str, tuple] = {}
     cache = args.cache
-    for name, kw in variants.items():
+
+    def record_ours(name, cfg, model, secs, vmae, scores, **extra):
+        models[name] = {**scores, "fit_seconds": secs, "val_mae_rad": vmae,
+                        "neuract_fit": fit_command(cfg, args.data), **extra}
+        print(f"{name:32s} held-out MAE {scores['heldout_mae_rad']:.4f} rad  (fit {secs:.0f} "
+              "s)", flush=True)
+
+    for name, values in STS3215_VARIANTS.items():
         if not want(name):
             continue
-        cfg = train_cfg(args.quick)
-        kw = dict(kw)
-        cfg.substeps = kw.pop("substeps", cfg.substeps)  # physics steps per 10 ms
-        model, secs, vmae = fit_ours(sts3215_model(**kw), train, val, cfg, name, cache)
-        fitted[name] = (model, vmae, cfg.substeps)
-        record(name, sts3215_rollout(model, test, cfg.substeps), secs, val_mae_rad=vmae,
-               parameters=model.physical_parameters(), config=kw, substeps=cfg.substeps)
+        cfg = sts3215_config(values, args.data, fit_opts)
+        model, secs, vmae, scores = fit_ours(cfg, b, indices, name, cache)
+        fitted[name] = (model, vmae, cfg)
+        record_ours(name, cfg, model, secs, vmae, scores,
+                    parameters=model.physical_parameters(), config=values,
+                    substeps=cfg.train.substeps)
     # (e) ours, neural
     if want("ours_mlp"):
-        torch.manual_seed(0)
-        ncfg = NeuralConfig(context=STS3215_CONTEXT, context_scale=STS3215_CTX_SCALE, hidden=32,
-                            tau_max=5.0)
-        model = sts3215_model(arch="mlp", neural=ncfg)
-        cfg = train_cfg(args.quick, neural=True, iters=(100, 50))
-        model, secs, vmae = fit_ours(model, train, val, cfg, "ours_mlp", cache)
-        record("ours_mlp", sts3215_rollout(model, test, cfg.substeps), secs, val_mae_rad=vmae,
-               n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
-    # the residual sits on the parametric model with the best VALIDATION error
+        cfg = sts3215_config(STS3215_MLP, args.data, fit_opts)
+        model, secs, vmae, scores = fit_ours(cfg, b, indices, "ours_mlp", cache)
+        record_ours("ours_mlp", cfg, model, secs, vmae, scores,
+                    n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad))
+    # the residual sits on the parametric model with the best VALIDATION error: neuract fit
+    # --actuator.residual ARCH started from that fit (--init-from), which is what --base.fit
+    # does in one command (recorded as such)
     base_name = min(fitted, key=lambda n: fitted[n][1]) if fitted else None
     for arch in ("mlp", "gru"):
         name = f"ours_residual_{arch}"
         if not want(name) or base_name is None:
             continue
-        torch.manual_seed(0)
-        kw = {k: v for k, v in variants[base_name].items() if k != "substeps"}
-        ncfg = NeuralConfig(context=STS3215_CONTEXT, context_scale=STS3215_CTX_SCALE, hidden=32,
-                            residual_scale=0.5)
-        model = sts3215_model(residual=arch, neural=ncfg, **kw)
-        model.warm_start_from(fitted[base_name][0])  # the fitted model becomes the base
-        cfg = train_cfg(args.quick, neural=True)
-        cfg.substeps = fitted[base_name][2]
-        model, secs, vmae = fit_ours(model, train, val, cfg, f"{name}__on__{base_name}", cache)
-        record(name, sts3215_rollout(model, test, cfg.substeps), secs, base=base_name,
-               val_mae_rad=vmae,
-               n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
-               parameters=model.physical_parameters())
+        base_model, _, base_cfg = fitted[base_name]
+        cfg = sts3215_config({**STS3215_VARIANTS[base_name], **sts3215_residual(arch)},
+                             args.data, fit_opts)
+        model, secs, vmae, scores = fit_ours(cfg, b, indices, f"{name}__on__{base_name}",
+                                             cache, init_model=base_model)
+        one_command = dataclasses.replace(cfg, base=BaseConfig(
+            fit=True, lr=base_cfg.train.lr, stage_iters=base_cfg.train.stage_iters))
+        record_ours(name, one_command, model, secs, vmae, scores, base=base_name,
+                    n_parameters=sum(p.numel() for p in model.parameters() if p.requires_grad),
+                    parameters=model.physical_parameters())
     write_results(args, models, len(train), len(val), len(test), repeat_floor(test))
     return 0
 
@@ -440,11 +491,12 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
             models[name]["notes"] = note
     res = {
         "benchmark": "sts3215_pendulum",
-        "dataset": "kscale_sts3215_12v/raw.tgz (real Feetech STS3215, 12 V, pendulum bench)",
-        "split": {"held_out_kp": HELD_OUT_KP, "held_out_mass_kg": HELD_OUT_MASS,
-                  "test_rule": "kp == 16 or mass == 0.969", "n_train": n_train,
-                  "n_val": n_val, "n_test": n_test, "val": "random 10 % of the 600 others, "
-                  "by run, seed 0", "quick": bool(args.quick)},
+        "dataset": ("kscale_sts3215_12v/raw.tgz (real Feetech STS3215, 12 V, pendulum bench)"
+                    if args.data.resolve() == STS3215_DATA.resolve() else str(args.data)),
+        "split": {"test_rule": args.split_test, "n_train": n_train,
+                  "n_val": n_val, "n_test": n_test, "val": f"random 10 % of the "
+                  f"{n_train + n_val} others, by run, seed 0", "quick": bool(args.quick),
+                  **({"fit_options": args.fit_options} if args.fit_options else {})},
         "protocol": "open loop from the measured initial q, qd over the full 6 s, driven by "
                     "goal, torque_enable and per-run median supply voltage; MAE over valid "
                     "samples [rad]",
@@ -456,10 +508,12 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
                     "cpu_threads": args.threads, "platform": platform.platform()},
         "models": models,
     }
-    out = ROOT / "benchmarks" / "results" / f"{args.out_name}.json"
+    out = Path(args.out_dir) / f"{args.out_name}.json"
     write_result(out, json.loads(json.dumps(res, default=float)))
-    lines = ["# STS3215 pendulum benchmark (real data, held-out kp and mass)", "",
-             f"Split: test = kp == {HELD_OUT_KP} or mass == {HELD_OUT_MASS} kg "
+    sts = getattr(args, "sts3215", True)  # the STS3215 bench on its own protocol
+    lines = ["# STS3215 pendulum benchmark (real data, held-out kp and mass)" if sts else
+             f"# Pendulum bench benchmark on {args.data} (the STS3215 protocol's models)", "",
+             f"Split: test = {args.split_test} "
              f"({n_test} runs); train {n_train}, validation {n_val} runs. Open-loop "
              "simulation over the full 6 s from the measured initial state. Generated by "
              "`benchmarks/bench_sts3215.py`" + (" --quick (NOT the full protocol)"
@@ -472,18 +526,20 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
         if "heldout_mae_rad" not in m:
             lines.append(f"| {name} | {m.get('status')} | | {m.get('notes', '')} | | | | |")
             continue
-        pt = m["per_trajectory"]
+        pt = m.get("per_trajectory", {})
         lines.append(f"| {name} | {m['heldout_mae_rad']:.4f} | {m['fit_seconds']:.0f} | "
                      + " | ".join(f"{pt.get(k, float('nan')):.4f}" for k in
                                   ["brutal", "lift_and_drop", "sin_sin", "sin_time_square",
                                    "up_and_down"]) + " |")
-    lines += ["", "Reference points (issue 4, a quick independent prototype on this protocol): "
+    lines += [] if not sts else [
+              "", "Reference points (issue 4, a quick independent prototype on this protocol): "
               "Menagerie defaults 0.112, K-Scale M1 0.043 at 15 V / 0.061 at 12 V, M1-style fit "
               "0.037, + latency 0.029, + small residual net 0.021; target <= 0.015 rad. "
               "K-Scale's own 0.031-0.032 were measured in-sample on trimmed 3.5 s runs, a "
               "different protocol."]
     kps = sorted({k for m in models.values() for k in m.get("per_kp", {})}, key=float)
-    lines += ["", "Per firmware kp (16 is held out; the others are the held-out mass 0.969 kg):",
+    lines += ["", "Per firmware kp (16 is held out; the others are the held-out mass 0.969 kg):"
+              if sts else "Per firmware kp:",
               "", "| model | " + " | ".join(f"kp {k}" for k in kps) + " |",
               "|---|" + "---|" * len(kps)]
     for name, m in ranked:
@@ -507,7 +563,8 @@ def write_results(args, models: dict, n_train: int, n_val: int, n_test: int,
         for e, a, c in eff:
             x, y = models[a]["heldout_mae_rad"], models[c]["heldout_mae_rad"]
             lines.append(f"| {e} | {a}: {x:.4f} | {c}: {y:.4f} | {100 * (y - x) / x:+.0f} % |")
-    lines += ["", "Findings (see the effects table; time-series numbers from "
+    lines += [] if not sts else [
+              "", "Findings (see the effects table; time-series numbers from "
               "`benchmarks/studies/diagnose_sts3215.py`, results/sts3215_diagnostics.json): the "
               "largest single effect is the firmware's speed limit on its internal goal "
               "(fitted 4.9 rad/s, about 3200 encoder steps/s): the servo moves an internal "

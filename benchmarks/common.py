@@ -885,148 +885,183 @@ GATE_VARIANTS = {v.name: v for v in (GATE_LAG_VARIANT, GATE_CONV_VARIANT, GATE_D
 
 
 # ------------------------------------------- the STS3215 pendulum protocol (bench_sts3215) --
+# Our models are ``neuract fit`` configurations (neuract.presets): the data, the split, the fit
+# and the score go through the functions the command line uses (neuract.fit.recipe).
 STS3215_DATA = ROOT.parent / "shared" / "data" / "kscale_sts3215_12v"
-"""the K-Scale STS3215 pendulum bench data (``raw.tgz``, ``orig_docs/``)"""
+"""the K-Scale STS3215 pendulum bench data (``raw.tgz``, ``orig_docs/``): the default --data"""
 HELD_OUT_KP, HELD_OUT_MASS = 16, 0.969
 """the firmware kp and the mass the protocol holds out (every run with either is a test run)"""
+STS3215_TEST_RULE = f"kp == {HELD_OUT_KP} or mass == {HELD_OUT_MASS}"
+"""the protocol's test runs as ``neuract fit --split.test`` writes them"""
 STS3215_CONTEXT, STS3215_CTX_SCALE = ("kp", "voltage", "torque_enable"), (32.0, 12.0, 1.0)
 """the neural actuator's context channels on the pendulum and their scales"""
+SCORE_BY = ("trajectory", "kp", "mass")
+"""the labels a held-out score is also broken down by"""
 
 
 def sts3215_plant(labels):
     """The pendulum of each run's labels (mass, arm length)."""
-    from neuract.robot.pendulum import Pendulum
+    from neuract.fit.identify import plant_factory
 
-    return Pendulum.from_meta(labels)
+    return plant_factory("pendulum")(labels)
+
+
+def data_source(data: Path) -> Path:
+    """What to read of ``data``: a bench directory's ``raw.tgz`` (the K-Scale layout), else
+    ``data`` itself (a neuract dataset, a directory of BAM logs, a .tgz of them)."""
+    data = Path(data)
+    return data / "raw.tgz" if (data / "raw.tgz").is_file() else data
 
 
 def sts3215_load(data_dir: Path):
-    """Every run of the bench data as one ``RunBatch`` (100 Hz, per-run median voltage)."""
-    from neuract.fit.batch import batch_from_trajectories
-    from neuract.io.bam_tar import iter_kscale_runs
+    """Every run of the bench data as one ``RunBatch`` (100 Hz, per-run median voltage), read
+    as ``neuract fit --data`` reads it."""
+    from neuract.fit.identify import load_batch
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one repair summary is printed below instead
-        trajs = list(iter_kscale_runs(data_dir / "raw.tgz"))
+        trajs, batch = load_batch(data_source(data_dir))
     dropped = sum(t.meta.counts.get("dropped_samples", 0) for t in trajs)
     masked = sum(t.meta.counts.get("masked_samples", 0) for t in trajs)
     print(f"loaded {len(trajs)} runs; reader dropped {dropped} dropout samples, masked "
           f"{masked} read glitches")
-    # measured supply: per-run median (robust to the odd glitched voltage read)
-    return batch_from_trajectories(trajs, dt=0.01, voltage="median")
+    return batch
 
 
-def sts3215_split(b, seed: int = 0) -> tuple[list[int], list[int], list[int]]:
-    """(train, validation, test) run indices of the protocol: test = every run with kp
-    :data:`HELD_OUT_KP` or mass :data:`HELD_OUT_MASS`; the rest split at random (``seed``,
-    10 % validation)."""
-    from neuract.fit.batch import split_runs
+def sts3215_split(b, seed: int = 0, rule: str = STS3215_TEST_RULE
+                  ) -> tuple[list[int], list[int], list[int]]:
+    """(train, validation, test) run indices of the protocol: test = every run ``rule``
+    holds (``neuract fit --split.test``; default kp :data:`HELD_OUT_KP` or mass
+    :data:`HELD_OUT_MASS`); the rest split at random (``seed``, 10 % validation)."""
+    from neuract.fit.recipe import SplitConfig, split_indices
 
-    test = [i for i, lab in enumerate(b.labels)
-            if int(lab["kp"]) == HELD_OUT_KP or abs(float(lab["mass"]) - HELD_OUT_MASS) < 1e-6]
-    rest = [i for i in range(len(b)) if i not in set(test)]
-    tr, va = split_runs(len(rest), 0.1, seed)
-    return [rest[i] for i in tr], [rest[i] for i in va], test
+    return split_indices(b, SplitConfig(test=rule), 0.1, seed)
 
 
 def sts3215_scores(q_sim: np.ndarray, b) -> dict:
-    """Held-out MAE over all valid samples, per trajectory type and per kp."""
-    err = np.abs(q_sim - b.q.numpy()[..., 0]) * b.mask.numpy()[..., 0]
-    cnt = b.mask.numpy()[..., 0].sum(1)
-    run_sum = err.sum(1)
-    groups = lambda key: sorted({str(lab[key]) for lab in b.labels})  # noqa: E731
+    """Held-out MAE over all valid samples, per trajectory type, per kp and per mass
+    (:func:`neuract.fit.recipe.score_runs`, as ``neuract fit`` scores its test runs)."""
+    from neuract.fit.recipe import score_runs
 
-    def mae(sel):
-        sel = np.asarray(sel)
-        return float(run_sum[sel].sum() / cnt[sel].sum())
-
-    out = {"heldout_mae_rad": mae(np.ones(len(b), bool)),
-           "per_trajectory": {g: mae([str(lab["trajectory"]) == g for lab in b.labels])
-                              for g in groups("trajectory")},
-           "per_kp": {g: mae([str(lab["kp"]) == g for lab in b.labels]) for g in groups("kp")},
-           "per_mass": {g: mae([str(lab["mass"]) == g for lab in b.labels])
-                        for g in groups("mass")}}
-    return out
+    s = score_runs(q_sim, b, SCORE_BY)
+    return {"heldout_mae_rad": s.pop("mae_rad"), **s}
 
 
 def sts3215_rollout(model, b, substeps: int) -> np.ndarray:
     """(runs, samples) simulated positions of ``model`` on every run of ``b``, open loop from
     each run's measured initial state (chunks of 256 runs)."""
-    with torch.no_grad():
-        chunks = [model.rollout(sts3215_plant(b.select(range(s, min(s + 256, len(b)))).labels),
-                                b.select(range(s, min(s + 256, len(b)))), substeps)
-                  for s in range(0, len(b), 256)]
-    return torch.cat(chunks)[..., 0].numpy()
+    from neuract.fit.recipe import simulate_runs
+
+    return simulate_runs(model, sts3215_plant, b, substeps)[..., 0].numpy()
 
 
-def sts3215_model(friction: str = "m1", delay: float = 0.0, backlash: float = 0.0,
-                  residual: str = "none", smooth: bool = False, punch: float = 0.0,
-                  fit_error_gain: bool = False, neural=None, arch: str | None = None,
-                  error_limit: float = 0.0, goal_slew: float = 0.0):
-    """One of the benchmark's STS3215 models (a ``SystemModel``, float64), friction started
-    from the order of magnitude of published fits."""
-    from neuract.actuators import ActuatorConfig, NeuralConfig, build_actuator
-    from neuract.fit.trainer import SystemModel
-    from neuract.sim.simulate import JointParams, JointParamsConfig
-
-    cfg = ActuatorConfig(type=arch or "sts3215", friction=friction, delay=delay,
-                         backlash=backlash, residual=residual, smooth=smooth, kt=3.6, R=9.8,
-                         punch=punch, fit_error_gain=fit_error_gain, error_limit=error_limit,
-                         goal_slew=goal_slew,
-                         neural=neural or NeuralConfig(context=STS3215_CONTEXT,
-                                                       context_scale=STS3215_CTX_SCALE))
-    act = build_actuator(cfg)
-    joints = JointParams(1, JointParamsConfig(armature=0.028, offset=0.0, fit_offset=True))
-    model = SystemModel(act, joints).double()
-    fr = getattr(act, "friction", None)
-    if fr is not None:  # start from the order of magnitude of published fits
-        fr.friction_base.set(0.05)
-        fr.friction_viscous.set(0.06)
-    return model
-
-
-STS3215_VARIANTS = {  # our parametric models: sts3215_model kwargs (+ substeps)
-    "ours_m1": dict(friction="m1"),
-    "ours_m6": dict(friction="m6"),
-    "ours_m1_delay": dict(friction="m1", delay=0.03),
-    "ours_m6_delay": dict(friction="m6", delay=0.03),
-    "ours_m1_delay_punch": dict(friction="m1", delay=0.03, punch=0.02),
-    "ours_m6_delay_punch": dict(friction="m6", delay=0.03, punch=0.02),
-    "ours_m6_delay_punch_backlash": dict(friction="m6", delay=0.03, punch=0.02,
-                                         backlash=0.01),
-    "ours_m6_delay_punch_gain": dict(friction="m6", delay=0.03, punch=0.02,
-                                     fit_error_gain=True),
-    "ours_m6_delay_punch_gain_sub2": dict(friction="m6", delay=0.03, punch=0.02,
-                                          fit_error_gain=True, substeps=2),
-    "ours_m6_delay_punch_gain_backlash_sub2": dict(friction="m6", delay=0.03, punch=0.02,
-                                                   fit_error_gain=True, backlash=0.01,
-                                                   substeps=2),
+STS3215_VARIANTS = {  # our parametric models: neuract fit values over the bench's common ones
+    "ours_m1": {"actuator.friction": "m1"},
+    "ours_m6": {"actuator.friction": "m6"},
+    "ours_m1_delay": {"actuator.friction": "m1", "actuator.delay": 0.03},
+    "ours_m6_delay": {"actuator.friction": "m6", "actuator.delay": 0.03},
+    "ours_m1_delay_punch": {"actuator.friction": "m1", "actuator.delay": 0.03,
+                            "actuator.punch": 0.02},
+    "ours_m6_delay_punch": {"actuator.friction": "m6", "actuator.delay": 0.03,
+                            "actuator.punch": 0.02},
+    "ours_m6_delay_punch_backlash": {"actuator.friction": "m6", "actuator.delay": 0.03,
+                                     "actuator.punch": 0.02, "actuator.backlash": 0.01},
+    "ours_m6_delay_punch_gain": {"actuator.friction": "m6", "actuator.delay": 0.03,
+                                 "actuator.punch": 0.02, "actuator.fit_error_gain": True},
+    "ours_m6_delay_punch_gain_sub2": {"actuator.friction": "m6", "actuator.delay": 0.03,
+                                      "actuator.punch": 0.02, "actuator.fit_error_gain": True,
+                                      "train.substeps": 2},
+    "ours_m6_delay_punch_gain_backlash_sub2": {
+        "actuator.friction": "m6", "actuator.delay": 0.03, "actuator.punch": 0.02,
+        "actuator.fit_error_gain": True, "actuator.backlash": 0.01, "train.substeps": 2},
     # firmware clamp of the position error: initial 0.6 rad read off the training runs
     # (implied duty flattens there at kp 4-12), fitted from it
-    "ours_m6_delay_punch_gain_backlash_elim_sub2": dict(
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        error_limit=0.6, substeps=2),
+    "ours_m6_delay_punch_gain_backlash_elim_sub2": {
+        "actuator.friction": "m6", "actuator.delay": 0.03, "actuator.punch": 0.02,
+        "actuator.fit_error_gain": True, "actuator.backlash": 0.01,
+        "actuator.error_limit": 0.6, "train.substeps": 2},
     # + firmware speed limit of the internal goal: initial 5 rad/s chosen on the
-    # VALIDATION runs with the model above (no refit; 3 to 20 rad/s tried), then fitted
-    "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": dict(
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        error_limit=0.6, goal_slew=5.0, substeps=2),
-    "ours_m6_delay_punch_gain_backlash_slew_sub2": dict(  # ablation: no error clamp
-        friction="m6", delay=0.03, punch=0.02, fit_error_gain=True, backlash=0.01,
-        goal_slew=5.0, substeps=2),
+    # VALIDATION runs with the model above (no refit; 3 to 20 rad/s tried), then fitted;
+    # the preset sts3215-servo
+    "ours_m6_delay_punch_gain_backlash_elim_slew_sub2": {
+        "actuator.friction": "m6", "actuator.delay": 0.03, "actuator.punch": 0.02,
+        "actuator.fit_error_gain": True, "actuator.backlash": 0.01,
+        "actuator.error_limit": 0.6, "actuator.goal_slew": 5.0, "train.substeps": 2},
+    "ours_m6_delay_punch_gain_backlash_slew_sub2": {  # ablation: no error clamp
+        "actuator.friction": "m6", "actuator.delay": 0.03, "actuator.punch": 0.02,
+        "actuator.fit_error_gain": True, "actuator.backlash": 0.01,
+        "actuator.goal_slew": 5.0, "train.substeps": 2},
 }
-"""the parametric STS3215 models by name: :func:`sts3215_model` keyword arguments, plus
-``substeps`` of the rollout"""
+"""the parametric STS3215 models by name: ``neuract fit`` config values (dotted fields) over
+:data:`neuract.presets.STS3215_BENCH`"""
+
+STS3215_MLP = {"actuator.type": "mlp", "actuator.friction": "m1", "actuator.neural.hidden": 32,
+               "actuator.neural.tau_max": 5.0, "init": (), "train.stage_iters": (100, 50),
+               "train.lr": 0.01, "train.lr_net": 3e-3}
+"""our neural actuator alone (no physical motor model), over the bench's common values"""
 
 
-def kscale_published(test, which: str, volt: float | None, substeps: int = 1
+def sts3215_residual(arch: str) -> dict:
+    """A residual network's values, over its physical base's (``neuract fit
+    --actuator.residual ARCH`` started from the fitted base)."""
+    from neuract.presets import RESIDUAL_TRAIN
+
+    return {"actuator.residual": arch, "actuator.neural.hidden": 32,
+            "actuator.neural.residual_scale": 0.5, **RESIDUAL_TRAIN}
+
+
+def sts3215_config(values: dict, data: Path | str = "", options: Iterable[str] = ()):
+    """The ``neuract fit`` config (a ``FitConfig``) of one benchmark model: the bench's common
+    values, then ``values``, then the command-line ``options`` (e.g. a quick schedule),
+    parsed as ``neuract fit`` parses them."""
+    from neuract.fit.verb import FitConfig
+    from neuract.presets import STS3215_BENCH, apply
+
+    cfg = apply(FitConfig(data=str(data)), {**STS3215_BENCH, **values, "split.test":
+                                            STS3215_TEST_RULE})
+    options = list(options)
+    if options:
+        import tyro
+
+        cfg = tyro.cli(FitConfig, args=options, default=cfg)
+    return cfg
+
+
+def sts3215_model(name: str | dict, options: Iterable[str] = ()):
+    """(model, substeps): the benchmark model ``name`` (a key of :data:`STS3215_VARIANTS`, or
+    its values) as ``neuract fit`` starts it (a ``SystemModel``, float64, before fitting)."""
+    from neuract.fit.recipe import start_model
+
+    values = STS3215_VARIANTS[name] if isinstance(name, str) else name
+    cfg = sts3215_config(values, options=options)
+    return start_model(cfg, 1), cfg.train.substeps
+
+
+def kscale_fits_dir(data: Path, labels: Iterable[dict] = ()) -> Path | None:
+    """K-Scale's published STS3215 fits (``orig_docs/friction_params``) beside ``data`` where
+    they model the servo the runs were logged on (their ``motor`` labels, where given), else
+    None: another bench's data are not scored with the STS3215's fits."""
+    data = Path(data)
+    d = (data if data.is_dir() else data.parent) / "orig_docs" / "friction_params"
+    try:
+        actuator = str(json.loads((d / "m1.json").read_text()).get("actuator", ""))
+    except (OSError, ValueError, AttributeError):
+        return None
+    motors = {str(lab["motor"]).lower() for lab in labels if "motor" in lab}
+    if not actuator.startswith("sts3215") or any(not actuator.startswith(m) for m in motors):
+        return None
+    return d
+
+
+def kscale_published(test, which: str, volt: float | None, substeps: int = 1,
+                     fits: Path = STS3215_DATA / "orig_docs" / "friction_params"
                      ) -> np.ndarray:
-    """K-Scale's BAM fit (orig_docs/friction_params) in our re-implementation of BAM's model
+    """K-Scale's BAM fit (``fits/WHICH.json``) in our re-implementation of BAM's model
     (read by :func:`neuract.io.bam_params.load_bam_params`)."""
     from neuract.fit.trainer import SystemModel
     from neuract.io.bam_params import load_bam_params
 
-    fit = load_bam_params(STS3215_DATA / "orig_docs" / "friction_params" / f"{which}.json")
+    fit = load_bam_params(Path(fits) / f"{which}.json")
     model = SystemModel(*fit.build(dtype=torch.float64))
     b = test if volt is None else dataclasses.replace(test, voltage=torch.full_like(
         test.voltage, volt))

@@ -5,7 +5,8 @@ SECONDS``. Fits BAM's M1 and M6 with BAM's own simulator and its CMA-ES sampler 
 ``bam.fit`` does) on the training runs, each for a wall-time budget, then simulates the test
 runs with ``simulate_control=True`` (the firmware loop sees the simulated position, never the
 measured one). Also simulates K-Scale's published fits (PARAMS_DIR/m1.json, m6.json) with
-BAM's simulator, at their 15 V convention and at the measured voltage.
+BAM's simulator, at their 15 V convention and at the measured voltage (PARAMS_DIR "": none,
+the data are another bench's).
 
 The STS3215 at 12 V is modelled as BAM's VoltageControlledActuator with the measured error
 gain 0.1649 and duty clip 1 (K-Scale's ``sts3215v12`` actuator is not in the PyPI release).
@@ -99,7 +100,7 @@ def main() -> int:
         }
         print(f"BAM {name}: {len(study.trials)} trials, train MAE {study.best_value:.4f}",
               flush=True)
-    for name in ("m1", "m6"):
+    for name in ("m1", "m6") if params_dir else ():  # "": not the STS3215 bench
         values = json.load(open(f"{params_dir}/{name}.json"))
         for vin, tag in ((15.0, "15V"), (None, "measured_V")):
             key = f"kscale_{name}_published_bam_sim_{tag}"

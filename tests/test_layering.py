@@ -17,7 +17,7 @@ PKG = SRC / "neuract"
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"atomic", "registry", "lbfgs", "progress", "servos"},
+    {"atomic", "registry", "lbfgs", "progress", "servos", "presets"},
     {"config"},
     {"runtime"},
     {"robot"},

@@ -169,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     en = test.enable.numpy()[..., 0]
     res: dict = {"split": "as bench_sts3215 (test: kp 16 or mass 0.969)", "models": {}}
     for name in args.models:
-        kw = dict(STS3215_VARIANTS[name])
-        substeps = kw.pop("substeps", 1)
-        model = sts3215_model(**kw)
+        model, substeps = sts3215_model(STS3215_VARIANTS[name])
         load_weights(model, args.cache / f"{name}.safetensors")
         qs = sts3215_rollout(model, test, substeps)
         params = model.physical_parameters()

@@ -194,7 +194,15 @@ def _main(argv: list[str] | None) -> int:
     mod_name, cfg_name, _ = VERBS[verb]
     module = importlib.import_module(mod_name)
     cfg_cls = getattr(module, cfg_name)
-    cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}")
+    from neuract.presets import default_for
+
+    try:  # --preset NAME: the verb's options start from the preset's values
+        default = default_for(verb, cfg_cls, rest)
+    except NeuractError as exc:
+        print(f"neuract {verb}: error: {exc}", file=sys.stderr)
+        return 2
+    cfg = tyro.cli(cfg_cls, args=rest, prog=f"neuract {verb}",
+                   **({} if default is None else {"default": default}))
     previous = _on_sigterm()
     stdout_before = _stdout_file()
     try:

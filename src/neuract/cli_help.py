@@ -54,7 +54,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "neuract export --format mjcf --checkpoint runs/fit_so101 "
                "--out runs/export/so101_fitted.xml"),
     "fit": ("neuract fit --data runs/kscale --actuator.type sts3215 --actuator.friction stribeck "
-            "--out runs/fit_sts",),
+            "--out runs/fit_sts",
+            "neuract fit --preset sts3215-best --data runs/kscale --split.test "
+            "'kp == 16 or mass == 0.969' --out runs/fit_best"),
     "identify": ("neuract identify --data runs/twin_so101 --robot so101 --model consistent "
                  "--out runs/so101_id",),
     "ingest": ("neuract ingest ../shared/data/nad --format nad --include 'so101/*' "
@@ -82,8 +84,9 @@ COMMON: dict[str, tuple[str, ...] | None] = {
     "evaluate": ("source", "out", "data", "nad", "robot", "checkpoints", "twin.minutes",
                  "twin.seed", "experiment.sim-steps", "experiment.est-steps", "experiment.seed"),
     "export": ("checkpoint", "out", "format", "quantize", "batch-sizes", "overwrite", "quiet"),
-    "fit": ("data", "out", "robot", "actuator.type", "actuator.friction", "actuator.residual",
-            "train.seed", "overwrite"),
+    "fit": ("data", "out", "preset", "robot", "actuator.type", "actuator.friction",
+            "actuator.residual", "split.test", "init", "init-from", "base.fit", "train.seed",
+            "overwrite"),
     "identify": ("data", "out", "model", "robot", "epochs", "seed", "overwrite"),
     "ingest": ("source", "format", "out", "out-format", "robot", "mapping", "include",
                "skip-bad", "overwrite", "quiet"),

@@ -54,11 +54,13 @@ def from_dict(cls: type[C], data: dict[str, Any]) -> C:
 
 
 RERUN_IGNORED = ("out", "quiet", "overwrite", "threads", "experiment.checkpoint_every",
-                 "train.checkpoint_every", "data.workers", "twin.workers", "force_robot")
+                 "train.checkpoint_every", "data.workers", "twin.workers", "force_robot",
+                 "preset")
 """config fields (dotted paths) that do not change a run's results: where it is written,
 progress display, whether an earlier output may be replaced, CPU threads and processes, how
 often a training state is saved, whether a robot model of another arm than the data's was
-asked for (the model itself is an option of its own)"""
+asked for (the model itself is an option of its own), the name of the preset the options
+started from (its values are options of their own)"""
 
 
 RUN_KINDS = {

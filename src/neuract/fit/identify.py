@@ -64,6 +64,15 @@ def load_runs(path: str | os.PathLike, limit: int = 0) -> list[Any]:
     return runs
 
 
+def load_batch(path: str | os.PathLike, limit: int = 0, duration: float = 0.0
+               ) -> tuple[list[Any], RunBatch]:
+    """(runs, batch) of :func:`load_runs`: the runs on their common grid (step: 1 / the first
+    run's rate; per-run median supply voltage), at most ``duration`` s of each (0: whole
+    runs). What ``neuract fit --data`` reads, and the benchmarks."""
+    runs = load_runs(path, limit)
+    return runs, batch_from_trajectories(runs, duration=duration or None)
+
+
 def plant_factory(robot: str = "pendulum", dtype: torch.dtype = torch.float64,
                   arm_mass: float | None = None) -> PlantFactory:
     """A function labels -> plant for the rollout (see module docstring). arm_mass: the
@@ -120,7 +129,8 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
              ckpt_dir: str | Path | None = None, log=None,
              model: SystemModel | None = None, run_key: dict[str, Any] | None = None,
              resume_hint: str | None = None, restart_hint: str | None = None,
-             arm_mass: float | None = None, progress=None
+             arm_mass: float | None = None, progress=None,
+             indices: tuple[Sequence[int], Sequence[int]] | None = None
              ) -> tuple[SystemModel, dict[str, Any]]:
     """Fit an actuator + joint parameters to recorded runs; returns (model, report).
 
@@ -129,7 +139,9 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
     that refuses a checkpoint of another run (see :func:`~neuract.fit.trainer.fit`).
     arm_mass: a pendulum's arm mass [kg] where the runs' labels give none (see
     :func:`plant_factory`). progress: ``progress(iteration, total, info)`` after each training
-    iteration (see :func:`~neuract.fit.trainer.fit`).
+    iteration (see :func:`~neuract.fit.trainer.fit`). indices: the (training, validation)
+    run indices (default: a random split by run of all runs, ``val_fraction``, ``train.seed``;
+    :func:`neuract.fit.recipe.fit_model` passes them with the test runs left out).
     """
     train = train or TrainConfig()
     actuator = actuator or ActuatorConfig()
@@ -145,7 +157,11 @@ def identify(runs: Sequence[Any] | RunBatch, actuator: ActuatorConfig | None = N
                               **({} if arm_mass is None else {"arm_mass": arm_mass}))
         if given:  # a caller's model: its configs may not describe it, its tensors do
             run_key["model"] = _structure(model)
-    tr, va, tr_idx, va_idx = split_batch(batch, val_fraction, train.seed)
+    if indices is None:
+        tr, va, tr_idx, va_idx = split_batch(batch, val_fraction, train.seed)
+    else:
+        tr_idx, va_idx = list(indices[0]), list(indices[1])
+        tr, va = batch.select(tr_idx), (batch.select(va_idx) if va_idx else None)
     pf = plant_factory(robot, arm_mass=arm_mass)
     report = fit(model, pf, tr, va, train, ckpt_dir=ckpt_dir, log=log, run_key=run_key,
                  resume_hint=resume_hint, restart_hint=restart_hint, progress=progress)

@@ -20,8 +20,8 @@ from neuract.config import load_resolved
 from neuract.errors import CheckpointError, ConfigError
 from neuract.fit.checkpoint import load_weights
 from neuract.fit.identify import build_model
+from neuract.fit.options import FitConfig
 from neuract.fit.trainer import SystemModel
-from neuract.fit.verb import FitConfig
 
 
 @dataclass

@@ -209,7 +209,8 @@ def evaluate(model: SystemModel, plant_fn: PlantFactory, batch: RunBatch, cfg: T
 def _param_groups(model: SystemModel, cfg: TrainConfig) -> list[dict[str, Any]]:
     phys, net = [], []
     for name, p in model.named_parameters():
-        (phys if name.endswith(".raw") else net).append(p)
+        if p.requires_grad:  # a fixed part (neuract fit --base.freeze) is left out
+            (phys if name.endswith(".raw") else net).append(p)
     groups = []
     if phys:
         groups.append({"params": phys, "lr": cfg.lr})

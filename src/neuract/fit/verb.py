@@ -2,6 +2,16 @@
 
     neuract fit --data ../shared/data/kscale_sts3215_12v/raw.tgz --actuator.type sts3215 \\
         --actuator.friction m1 --actuator.delay 0.03 --out runs/sts3215_m1
+    neuract fit --preset sts3215-best --data ../shared/data/kscale_sts3215_12v/raw.tgz \\
+        --split.test "kp == 16 or mass == 0.969" --out runs/sts3215_best
+
+``--preset NAME`` starts from a named bundle of option values (:mod:`neuract.presets`; the
+options given beside it override its values). ``--split.test`` holds out runs by a rule on
+their labels (or ``--split.test-episodes`` by name), scored after the fit (``test_mae_rad``);
+``--init NAME=VALUE`` sets initial values of fitted parameters; ``--init-from RUN_DIR`` starts
+from an earlier fit's parameters; ``--base.fit`` with ``--actuator.residual mlp|gru`` fits
+the servo alone first (``--out/base``, itself a fit output) and then the residual network on
+the fitted servo (``--base.freeze``: the servo kept fixed). See :mod:`neuract.fit.recipe`.
 
 Writes into ``--out``: ``model.safetensors`` (best-validation weights), ``config.json`` (the
 resolved config: rerun with it), ``report.json`` + ``report.md`` (fitted parameters, train and
@@ -25,11 +35,13 @@ Options, data, robot and joints are all checked before anything is written; a fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
+import shutil
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -39,50 +51,28 @@ from neuract.actuators import ActuatorConfig, NeuralConfig
 from neuract.atomic import check_parent, is_output, undone_on_error, write_json, write_text
 from neuract.config import check_rerun, save_resolved
 from neuract.errors import ConfigError, NeuractError
-from neuract.fit.batch import batch_from_trajectories
 from neuract.fit.checkpoint import check_run_key, read_training_state, save_weights
 from neuract.fit.identify import (
     build_model,
     fit_run_key,
-    identify,
-    load_runs,
+    load_batch,
     plant_factory,
+)
+from neuract.fit.options import BaseConfig, FitConfig, SplitConfig
+from neuract.fit.recipe import (
+    base_stage,
+    check_recipe,
+    fit_model,
+    load_init,
+    parse_init,
+    split_indices,
+    start_model,
+    weights_digest,
 )
 from neuract.fit.trainer import TrainConfig
 from neuract.progress import reporter
 from neuract.robot.match import check_arm
 from neuract.sim.simulate import JointParamsConfig
-
-
-@dataclass
-class FitConfig:
-    """Fit an actuator model to recorded runs by differentiable simulation (positions only)."""
-
-    data: str
-    """dataset directory, directory of BAM *.json logs, or a .tgz of them"""
-    out: str = "runs/fit"
-    """output directory (checkpoint, resolved config, report)"""
-    actuator: ActuatorConfig = field(default_factory=ActuatorConfig)
-    joints: JointParamsConfig = field(default_factory=JointParamsConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    robot: str = "pendulum"
-    """'pendulum' (bench: one plant per run from its mass/length labels) or a robot name/path"""
-    force_robot: bool = False
-    """use a bundled --robot on data recorded on another arm (refused otherwise)"""
-    arm_mass: float | None = None
-    """pendulum: arm mass [kg] of runs whose labels give none or only assume one (BAM logs
-    without it: 0) (default: the K-Scale bench arm of the run's length, 100 or 150 mm)"""
-    val_fraction: float = 0.1
-    """fraction of runs held out for validation / early stopping (split by run, train.seed)"""
-    limit: int = 0
-    """use at most this many runs (0 = all)"""
-    duration: float = 0.0
-    """simulate at most this many seconds of each run (0 = whole runs)"""
-    threads: int = 1
-    """torch CPU threads"""
-    overwrite: bool = False
-    """start afresh even if --out holds a checkpoint"""
-
 
 OUTPUTS = ("model.safetensors", "report.json", "report.md")
 """what a completed fit writes into --out beside config.json and checkpoint/"""
@@ -98,6 +88,14 @@ def _markdown(report: dict) -> str:
     if report.get("val_mae_rad") is not None:
         lines.append(f"- validation open-loop MAE: {report['val_mae_rad']:.5f} rad "
                      f"({report['n_val_runs']} runs)")
+    if report.get("test_mae_rad") is not None:
+        lines.append(f"- held-out test MAE: {report['test_mae_rad']:.5f} rad "
+                     f"({report['n_test_runs']} runs, all valid samples pooled)")
+    if report.get("base"):
+        b = report["base"]
+        val = "n/a" if b.get("val_mae_rad") is None else f"{b['val_mae_rad']:.5f} rad"
+        lines.append(f"- servo stage (--out/base): validation MAE {val}"
+                     + ("; kept fixed under the residual" if report.get("base_frozen") else ""))
     lines += [f"- fit time: {report.get('fit_seconds', 0.0):.1f} s, iterations: "
               f"{report['iteration']}, best at {report['best_iteration']}", "",
               "| parameter | value |", "|---|---|"]
@@ -110,7 +108,8 @@ def _cli_names(message: str) -> str:
     """``message`` with the fields of fit's option groups (``train.lr_net``,
     ``actuator.neural.hidden``) written as fit's options (``--train.lr-net``)."""
     for group, cls in (("actuator.neural", NeuralConfig), ("actuator", ActuatorConfig),
-                       ("joints", JointParamsConfig), ("train", TrainConfig)):
+                       ("joints", JointParamsConfig), ("train", TrainConfig),
+                       ("split", SplitConfig), ("base", BaseConfig)):
         names = "|".join(sorted((f.name for f in fields(cls)), key=len, reverse=True))
         message = re.sub(rf"(?<![\w.-]){re.escape(group)}\.({names})\b",
                          lambda m, g=group: f"--{g}.{m.group(1).replace('_', '-')}", message)
@@ -149,11 +148,14 @@ def check_options(cfg: FitConfig) -> None:
     cfg.train.validate("--train.")
     cfg.actuator.validate("--actuator.")
     cfg.joints.validate("--joints.")
+    check_recipe(cfg)
 
 
 def _inputs(cfg: FitConfig) -> list[tuple[str, str]]:
-    """(option, path) of what fit reads from disk: the data and a robot file."""
+    """(option, path) of what fit reads from disk: the data, a robot file, --init-from."""
     out = [("--data", cfg.data)]
+    if cfg.init_from:
+        out.append(("--init-from", cfg.init_from))
     if cfg.robot != "pendulum" and Path(cfg.robot).is_file():
         out.append(("--robot", cfg.robot))
     return out
@@ -204,8 +206,7 @@ def prepare(cfg: FitConfig) -> tuple[list, Any]:
     """(runs, batch): the data read, and checked against the model and the plant by a
     two-step rollout (joint counts, pendulum labels, run labels, network inputs), so that
     nothing fit would fail on later is found after --out was written."""
-    runs = load_runs(cfg.data, cfg.limit)
-    batch = batch_from_trajectories(runs, duration=cfg.duration or None)
+    runs, batch = load_batch(cfg.data, cfg.limit, cfg.duration)
     if batch.q.shape[1] < 2:
         raise ConfigError(f"--duration {cfg.duration!r} keeps {batch.q.shape[1]} step of "
                           f"{batch.dt:g} s per run; accepted: 0 (whole runs) or at least "
@@ -240,6 +241,44 @@ def prepare(cfg: FitConfig) -> tuple[list, Any]:
     return runs, batch
 
 
+def prepare_recipe(cfg: FitConfig, batch) -> tuple[tuple[list, list, list], Any]:
+    """((train, validation, test) run indices, the --init-from model or None): the split
+    by --split.test, the --init values and the warm start checked on a model built as the
+    fit will build it (unknown labels or parameter names, a model that does not match), so
+    that nothing fit would refuse later is found after --out was written."""
+    indices = split_indices(batch, cfg.split, cfg.val_fraction, cfg.train.seed)
+    if not indices[0]:
+        raise ConfigError(f"--split.test leaves {len(batch) - len(indices[2])} run(s) to train "
+                          "and validate on, none for training; accepted: a rule that holds out "
+                          "fewer runs, or a smaller --val-fraction")
+    init_model = load_init(cfg.init_from) if cfg.init_from else None
+    n = batch.q.shape[-1]
+    if init_model is not None and init_model.joints.armature.raw.shape[0] != n:
+        raise ConfigError(f"--init-from {cfg.init_from!r}: a model of "
+                          f"{init_model.joints.armature.raw.shape[0]} joints, the data has {n}")
+    staged = cfg.base.fit and cfg.actuator.residual != "none"
+    first = start_model(base_stage(cfg) if staged else cfg, n, init_model)
+    if staged:
+        start_model(cfg, n, first)
+    return indices, init_model
+
+
+def _key(cfg: FitConfig, batch, init_model) -> dict:
+    """The run key (:func:`fit_run_key`) with the recipe's options where given: a key of a fit
+    without them is the key an earlier version wrote."""
+    extra: dict[str, Any] = {} if cfg.arm_mass is None else {"arm_mass": cfg.arm_mass}
+    if cfg.split.any():
+        extra["split"] = {"test": cfg.split.test, "test_episodes": list(cfg.split.test_episodes)}
+    if cfg.init:
+        extra["init"] = [[k, v] for k, v in parse_init(cfg.init)]
+    if init_model is not None:
+        extra["init_from"] = weights_digest(init_model)
+    if cfg.base != BaseConfig():
+        extra["base"] = dataclasses.asdict(cfg.base)
+    return fit_run_key(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
+                       limit=cfg.limit, duration=cfg.duration, **extra)
+
+
 def run(cfg: FitConfig) -> dict:
     try:
         return _run(cfg)
@@ -258,9 +297,8 @@ def _run(cfg: FitConfig) -> dict:
     out = Path(cfg.out)
     ckpt = out / "checkpoint"
     runs, batch = prepare(cfg)
-    extra = {} if cfg.arm_mass is None else {"arm_mass": cfg.arm_mass}
-    key = fit_run_key(batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
-                      limit=cfg.limit, duration=cfg.duration, **extra)
+    indices, init_model = prepare_recipe(cfg, batch)
+    key = _key(cfg, batch, init_model)
     hints = {"resume_hint": f"rerun with the original options and data (options kept in "
                             f"{str(out / 'config.json')!r})",
              "restart_hint": f"pass --overwrite (discards its checkpoint) or choose another "
@@ -270,37 +308,75 @@ def _run(cfg: FitConfig) -> dict:
         old = [out / name for name in OUTPUTS if (out / name).exists()]
         for f in [*ckpt.glob("*.safetensors"), *old]:
             f.unlink()
+        if (out / "base").is_dir():  # the servo stage of an earlier --base.fit
+            shutil.rmtree(out / "base")
     elif last.is_file():  # refuse another run's checkpoint before config.json is rewritten
         check_run_key(last, read_training_state(last), key, option=_option, **hints)
+    elif (base_last := out / "base" / "checkpoint" / "last.safetensors").is_file():
+        # a run stopped in its servo stage (--base.fit): that stage's checkpoint
+        check_run_key(base_last, read_training_state(base_last), {**key, "stage": "base"},
+                      option=_option, **hints)
     elif any((out / name).exists() for name in OUTPUTS):  # a finished run, its state gone
         check_rerun(cfg, out, restart=f"Pass --overwrite (discards that run) or choose another "
                                       f"--out than {str(out)!r}")
     # a failed first run leaves nothing behind, unless it saved a training state: a failure
     # after training began (a full disk) keeps it, to resume from when rerun; an interrupt
     # keeps the checkpoint too
-    with undone_on_error(out, keep=lambda o: any((o / "checkpoint").glob("*.safetensors"))):
+    kept = lambda o: any(o.glob("checkpoint/*.safetensors")) or any(  # noqa: E731
+        o.glob("base/checkpoint/*.safetensors"))
+    with undone_on_error(out, keep=kept):
         out.mkdir(parents=True, exist_ok=True)
-        return _fit(cfg, out, ckpt, batch, key, hints)
+        return _fit(cfg, out, ckpt, batch, key, hints, indices, init_model)
 
 
-def _fit(cfg: FitConfig, out: Path, ckpt: Path, batch, key: dict, hints: dict) -> dict:
-    save_resolved(cfg, out)
-    print(f"neuract fit: {len(batch)} runs, {batch.q.shape[1]} steps of {batch.dt:.4f} s, "
-          f"actuator {cfg.actuator.type} (friction {cfg.actuator.friction})")
-    with reporter() as progress:  # iterations, loss, elapsed, ETA; evaluations; a resume
-        model, report = identify(
-            batch, cfg.actuator, cfg.joints, cfg.train, cfg.robot, cfg.val_fraction,
-            ckpt_dir=ckpt, log=progress.note, run_key=key, arm_mass=cfg.arm_mass,
-            progress=lambda it, n, info: progress("fit", it, n, loss=info.get("train_loss")),
-            **hints)
+def _write_outputs(cfg: FitConfig, out: Path, model, report: dict) -> dict:
+    """model.safetensors, report.json and report.md of a fit (or of its servo stage)."""
     save_weights(model, out / "model.safetensors",
                  {"actuator": cfg.actuator.type, "val_mae_rad": report.get("val_mae_rad")})
     report = {k: v for k, v in report.items() if k != "history"} | {
         "learning_curve": report.get("history", [])}
     write_json(out / "report.json", json.loads(json.dumps(report, default=float)))
     write_text(out / "report.md", _markdown(report))
+    return report
+
+
+def _fit(cfg: FitConfig, out: Path, ckpt: Path, batch, key: dict, hints: dict, indices,
+         init_model) -> dict:
+    save_resolved(cfg, out)
+    tr, va, te = indices
+    split = f" ({len(tr)} train, {len(va)} validation, {len(te)} test)" if te else ""
+    print(f"neuract fit: {len(batch)} runs{split}, {batch.q.shape[1]} steps of "
+          f"{batch.dt:.4f} s, actuator {cfg.actuator.type} (friction {cfg.actuator.friction}"
+          + (f", {cfg.actuator.residual} residual" if cfg.actuator.residual != "none" else "")
+          + ")" + (f", preset {cfg.preset}" if cfg.preset else ""))
+
+    def on_base(bcfg: FitConfig, model, report: dict) -> None:
+        base = out / "base"
+        save_resolved(dataclasses.replace(bcfg, out=str(base)), base)
+        rep = _write_outputs(bcfg, base, model, report)
+        val = rep["val_mae_rad"]
+        print("neuract fit: servo stage done, validation MAE "
+              + ("n/a" if val is None else f"{val:.5f} rad") + f" -> {base}")
+
+    with reporter() as progress:  # iterations, loss, elapsed, ETA; evaluations; a resume
+        stage = ["fit"]
+
+        def base_first(bcfg, model, report):
+            on_base(bcfg, model, report)
+            stage[0] = "fit residual"
+
+        if cfg.base.fit:
+            stage[0] = "fit servo"
+        model, report = fit_model(
+            cfg, batch, indices, init_model, ckpt_dir=ckpt, base_ckpt_dir=out / "base" /
+            "checkpoint", run_key=key, on_base=base_first, log=progress.note,
+            progress=lambda it, n, info: progress(stage[0], it, n, loss=info.get("train_loss")),
+            **hints)
+    report = _write_outputs(cfg, out, model, report)
     val = report["val_mae_rad"]
     val_s = "n/a" if val is None else f"{val:.5f} rad"
+    test = report.get("test_mae_rad")
+    test_s = "" if test is None else f", held-out test MAE {test:.5f} rad"
     print(f"neuract fit: train MAE {report['train_mae_rad']:.5f} rad, validation MAE {val_s}"
-          f" -> {out}")
+          f"{test_s} -> {out}")
     return report
