@@ -96,9 +96,12 @@ def unstuff(body: bytes) -> bytes:
 
 
 def _check_id(servo_id: int, broadcast_ok: bool = True) -> None:
-    top = BROADCAST_ID if broadcast_ok else MAX_ID
-    if isinstance(servo_id, bool) or not isinstance(servo_id, int) or not 0 <= servo_id <= top:
-        raise ConfigError(f"Dynamixel id = {servo_id!r}; expected an integer in 0..{top}")
+    ok = isinstance(servo_id, int) and not isinstance(servo_id, bool) and (
+        0 <= servo_id <= MAX_ID or (broadcast_ok and servo_id == BROADCAST_ID))
+    if not ok:
+        more = f" or {BROADCAST_ID} (broadcast)" if broadcast_ok else ""
+        raise ConfigError(f"Dynamixel id = {servo_id!r}; expected an integer in 0..{MAX_ID}"
+                          f"{more}")
 
 
 def _packet(servo_id: int, body: bytes) -> bytes:

@@ -31,9 +31,12 @@ error bits (overload, overheat, input voltage) raised at a time, and a slow bus.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import math
 import os
 import select
+import struct
+import termios
 import threading
 import time
 import tty
@@ -234,6 +237,7 @@ class BusEmulator:
         self._t0: float | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._busy = False
         self._master = self._slave = -1
         self.port: str | None = None
         self._read_cache: tuple[int, dict] | None = None
@@ -329,12 +333,14 @@ class BusEmulator:
         return s
 
     def advance(self, seconds: float) -> None:
-        """Advance the virtual clock by ``seconds`` (and the physics with it)."""
+        """Advance the virtual clock by ``seconds`` (and the physics with it), once the
+        packets already sent are handled (:meth:`wait_idle`)."""
         if self.clock != "virtual":
             raise ConfigError("BusEmulator.advance: the clock is 'wall'; advance() is for "
                               "clock='virtual'")
         if not (math.isfinite(seconds) and seconds >= 0):
             raise ConfigError(f"BusEmulator.advance seconds = {seconds!r}; expected >= 0")
+        self.wait_idle()
         with self._lock:
             self._tv += seconds
             self._advance_to(self._tv)
@@ -664,6 +670,28 @@ class BusEmulator:
                     pass
         self._master = self._slave = -1
 
+    def wait_idle(self, timeout_s: float = 1.0, settle_s: float = 0.003) -> bool:
+        """Wait until every byte the host has written is handled and every status packet is
+        out, and nothing new has come for ``settle_s`` (a pty hands bytes over a moment after
+        the write); for a host that sent a packet without a reply (a sync write) before it
+        looks at the emulator's state. False if still busy after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        idle_since = None
+        while time.monotonic() < deadline:
+            if self._master < 0:
+                return True
+            pending = struct.unpack("i", fcntl.ioctl(self._master, termios.FIONREAD,
+                                                     b"\0\0\0\0"))[0]
+            now = time.monotonic()
+            if pending == 0 and not self._busy and not self._parser.buf:
+                idle_since = now if idle_since is None else idle_since
+                if now - idle_since >= settle_s:
+                    return True
+            else:
+                idle_since = None
+            time.sleep(5e-4)
+        return False
+
     def __enter__(self) -> BusEmulator:
         return self.start()
 
@@ -679,20 +707,27 @@ class BusEmulator:
                 return
             now = time.monotonic()
             if ready:
+                self._busy = True
                 try:
-                    data = os.read(self._master, 4096)
-                except BlockingIOError:
-                    data = b""
-                except OSError:  # no reader on the other side yet
-                    time.sleep(0.005)
-                    data = b""
+                    try:
+                        data = os.read(self._master, 4096)
+                    except BlockingIOError:
+                        data = b""
+                    except OSError:  # no reader on the other side yet
+                        time.sleep(0.005)
+                        data = b""
+                    if data:
+                        if self._parser.buf and now - last_rx > STALE_PARTIAL_S:
+                            self._parser.reset()
+                        last_rx = now
+                        for pkt in self._parser.feed(data):
+                            self._on_packet(pkt, now)
+                finally:
+                    self._busy = False
                 if data:
-                    if self._parser.buf and now - last_rx > STALE_PARTIAL_S:
-                        self._parser.reset()
-                    last_rx = now
-                    for pkt in self._parser.feed(data):
-                        self._on_packet(pkt, now)
                     continue
+            if self._parser.buf and now - last_rx > STALE_PARTIAL_S:
+                self._parser.reset()
             if self.clock == "wall":
                 with self._lock:
                     self._advance_to(time.monotonic() - self._t0)
