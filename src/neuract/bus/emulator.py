@@ -522,10 +522,8 @@ class BusEmulator:
                 err = self._write(s, address, p[wide:])
                 if sid == bcast:
                     outcome[s.id] = "silent"
-                elif self.protocol == "dxl2" or err == 0:
+                else:  # an SCS servo acknowledges a write it does not apply
                     replies.append((s, self._status(s, err if self.protocol == "dxl2" else 0)))
-                else:
-                    replies.append((s, self._status(s)))  # SCS: acknowledged, not applied
         elif inst == self._codec.SYNC_READ and sid == bcast and len(p) > 2 * wide:
             address, length = self._u(p, 0), self._u(p, 1)
             ids = tuple(p[2 * wide:])
