@@ -263,6 +263,10 @@ def test_bad_configuration_is_refused():
         BusEmulator(faults=FaultSpec(errors=(ServoFault(9, 0.0, "overload"),)))
     with pytest.raises(ConfigError, match="FaultSpec.vanish"):
         BusEmulator(faults=FaultSpec(vanish={42: 1.0}))
+    with pytest.raises(ConfigError, match="6 finite joint angles"):
+        BusEmulator(q0=[0.0, 1.0])
+    with pytest.raises(ConfigError, match="30 minutes"):
+        BusEmulator(duration_s=3600.0)
 
 
 # ---------------------------------------------------------------- faults

@@ -73,6 +73,8 @@ SHUTDOWN_KINDS = ("overload", "overheat")
 Shutdown 52 both include overheating and overload, not input voltage)"""
 BITS_PER_BYTE = 10
 """start bit, 8 data bits, stop bit"""
+MAX_STEPS = 9e5
+"""longest session in physics steps (the twin preallocates its record: ~0.5 kB a step)"""
 STALE_PARTIAL_S = 0.05
 """a partial packet older than this is dropped (a servo's receive timeout)"""
 
@@ -209,10 +211,11 @@ class BusEmulator:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
                     math.isfinite(v) and v >= lo):
                 raise ConfigError(f"BusEmulator {name} = {v!r}; expected a finite number >= {lo}")
-        if duration_s * physics_hz > 3.6e6:
+        if duration_s * physics_hz > MAX_STEPS:
             raise ConfigError(f"BusEmulator duration_s = {duration_s} at physics_hz = "
-                              f"{physics_hz}: {duration_s * physics_hz:.3g} physics steps are "
-                              "held in memory; expected at most 3.6e6 (two hours at 500 Hz)")
+                              f"{physics_hz}: {duration_s * physics_hz:.3g} physics steps, "
+                              "each about 0.5 kB of ground truth held in memory; expected "
+                              f"at most {MAX_STEPS:.0f} (30 minutes at 500 Hz)")
         for name, v in (("unit", unit), ("seed", seed)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ConfigError(f"BusEmulator {name} = {v!r}; expected an integer >= 0")
@@ -257,10 +260,11 @@ class BusEmulator:
         tm = build_model(robot, physics_hz)
         n = tm.n
         lo, hi = tm.ranges[:, 0], tm.ranges[:, 1]
-        q_start = np.clip(HOME[robot] if q0 is None else np.asarray(q0, float), lo, hi)
+        q_start = HOME[robot] if q0 is None else np.asarray(q0, float)
         if q_start.shape != (n,) or not np.all(np.isfinite(q_start)):
             raise ConfigError(f"BusEmulator q0 = {q0!r}; expected {n} finite joint angles [rad] "
                               f"({', '.join(tm.joint_names)})")
+        q_start = np.clip(q_start, lo, hi)
         plan = EpisodePlan("bus", "host", np.array([0.0, duration_s + 1.0]),
                            np.stack([q_start, q_start]), payload_kg=payload_kg,
                            attach_t=0.0 if payload_kg > 0 else np.inf)
