@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"neuralactuator"},
     {"estimate"},
     {"twin", "control"},
+    {"bus"},
     {"envs"},
     {"policy"},
     {"touch"},
@@ -41,8 +42,9 @@ LAYERS: list[set[str]] = [
 ]
 """``estimate`` (classical estimators and NeuralActuator's estimator mode) sits on the network
 (``neuralactuator``); ``runtime`` (an exported estimator run without torch: numpy, ONNX
-Runtime, MuJoCo) sits low so that both build on it; ``__init__`` (the package's lazy
-top-level names) sits on top."""
+Runtime, MuJoCo) sits low so that both build on it; ``bus`` (the emulated servo bus) sits on
+the twin whose servos it serves; ``__init__`` (the package's lazy top-level names) sits on
+top."""
 
 
 def _module_name(path: Path) -> str:
