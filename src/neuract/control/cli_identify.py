@@ -359,8 +359,8 @@ def run(cfg: IdentifyConfig) -> dict:
                                                           if k == "nominal model" else {})}
                              for k, v in refs.items()},
               "warnings": warnings_,
-              "expected_seconds": round(est["seconds"], 2), "expected_basis": est["basis"],
-              "fit_seconds": round(fit_seconds, 2),
+              "expected_seconds": round(est["seconds"], 4), "expected_basis": est["basis"],
+              "fit_seconds": round(fit_seconds, 4),
               **{k: v for k, v in info.items() if k not in ("params", "robot")},
               "drift": _drift(preds, train, test)}
     with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:

@@ -5,8 +5,8 @@
 
 Grammar (keywords ``and``, ``or``, ``not`` and parentheses as usual, ``and`` before ``or``)::
 
-    KEY==VALUE[,VALUE...]    the label equals one of the values (``=`` works too) (a string value may hold the
-                             wildcards * and ?, e.g. name==unit000/*)
+    KEY==VALUE[,VALUE...]    the label equals one of the values (``=`` works too; a text
+                             value may hold the wildcards * and ?, e.g. name==unit000/*)
     KEY!=VALUE[,VALUE...]    the label is none of them
     KEY<N  KEY<=N  KEY>N  KEY>=N    numeric comparison
 

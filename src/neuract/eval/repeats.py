@@ -1,8 +1,8 @@
 """The repetition noise floor: how much repeated runs of the same experiment differ.
 
 Two episodes are repeats when they carry the same labels (every label they share, less the
-ones that name an episode rather than describe it: :data:`IDENTITY_LABELS`, labels unique to
-each episode, hidden twin truth) and, where the goals are given, the same goal trajectory (mean
+ones that name an episode rather than describe it, :data:`IDENTITY_LABELS`, and hidden twin
+truth) and, where the goals are given, the same goal trajectory (mean
 absolute difference of the goals on their common valid samples at most ``goal_tol``). The floor
 is the mean absolute difference of the repeats' measured positions over their common valid
 samples, pooled over every pair of repeats: a deterministic model, driven only by the
@@ -26,7 +26,7 @@ from neuract.eval.protocol import HIDDEN_LABELS
 
 IDENTITY_LABELS: frozenset[str] = frozenset({
     "episode", "index", "name", "split", "repetition", "rep", "run", "file", "source", "date",
-    "time", "timestamp", "seed_episode"})
+    "time", "timestamp"})
 """labels that name an episode (or where it was filed) rather than describe the experiment:
 left out when repeats are matched"""
 
@@ -40,18 +40,12 @@ def _key(v: Any) -> str:
 
 def repeat_keys(labels: Sequence[Mapping[str, Any]]) -> list[str]:
     """The labels that decide repeats: those every episode carries, less
-    :data:`IDENTITY_LABELS`, hidden twin truth and labels whose value differs between every
-    two episodes (a time stamp, an id)."""
+    :data:`IDENTITY_LABELS` and hidden twin truth. (A label that names each episode apart,
+    such as a time stamp, leaves no repeats: no floor rather than a wrong one.)"""
     if not labels:
         return []
     common = set(labels[0]).intersection(*labels[1:])
-    keys = []
-    for k in sorted(common - IDENTITY_LABELS - HIDDEN_LABELS):
-        vals = [_key(lab[k]) for lab in labels]
-        if len(labels) > 1 and len(set(vals)) == len(vals):
-            continue
-        keys.append(k)
-    return keys
+    return sorted(common - IDENTITY_LABELS - HIDDEN_LABELS)
 
 
 def _mean_abs(a: np.ndarray, b: np.ndarray, m: np.ndarray) -> tuple[float, float]:

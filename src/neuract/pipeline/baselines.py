@@ -49,7 +49,6 @@ from neuract.neuralactuator.data import smooth_velocity
 from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
 from neuract.sim.simulate import JointParamsConfig
 
-
 # ----------------------------------------------------------------------- MuJoCo servo
 SERVO_PARAMS = ("kp", "kv", "forcerange", "damping", "armature", "frictionloss")
 """what a MuJoCo position servo's parameters are, per joint: the actuator's gain kp [N m/rad],

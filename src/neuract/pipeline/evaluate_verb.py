@@ -72,10 +72,9 @@ class EvaluateConfig:
     twin: TwinDataConfig = field(default_factory=TwinDataConfig)
     """twin: data to generate"""
     checkpoints: Path | None = None
-    """directory with neuralactuator_simulator/ and/or neuralactuator_estimator/ checkpoints
-    to evaluate instead of training those modes (e.g. runs/demo/checkpoints), or one
-    checkpoint directory (e.g. from neuract adapt), used for its own mode; baseline_*/
-    checkpoints found there (an earlier evaluate's) are used instead of fitting them"""
+    """a run's checkpoints (e.g. runs/demo/checkpoints): its neuralactuator_<mode>/ used
+    instead of training, its baseline_*/ instead of fitting; or one checkpoint (e.g. from
+    neuract adapt), for its own mode"""
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     twin_pretrain: TwinPretrainConfig = field(default_factory=TwinPretrainConfig)
     """nad: also an estimator pretrained on the robot's twin, then fine-tuned on the train

@@ -66,8 +66,8 @@ class ScoreConfig:
     """score only the episodes this selects, e.g. "kp==16 or mass==0.969", "split==test",
     "trajectory==sin_sin,brutal and not name==*_01" (empty: all)"""
     robot: str = ""
-    """arm model (bundled name or MJCF/URDF path) for a NeuralActuator (default: the
-    episodes') or a fit of an arm (default: the arm it was fitted on)"""
+    """arm model (bundled name or MJCF/URDF path); empty: the arm a fit was made on, the
+    episodes' arm for a NeuralActuator"""
     force_robot: bool = False
     """use a bundled --robot (or a model of another arm) on these episodes anyway"""
     substeps: int = 0
