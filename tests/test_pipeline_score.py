@@ -60,6 +60,11 @@ def test_noise_floor_of_constructed_repeats_is_the_hand_computed_one():
     assert f["all"] == pytest.approx(s / n, rel=1e-12)
     assert f["kp"] == {"16": pytest.approx(s / n, rel=1e-12)}
     assert f["groups"][0]["episodes"] == [0, 2, 4]
+    # a pair is counted under a label's value only where both repeats carry it: episode 0 is
+    # 'train', 2 and 4 'test'
+    m24 = mask[2] & mask[4]
+    by_split = repeat_floor(q, mask, labels, per=("split",), goals=goals)["split"]
+    assert by_split == {"test": pytest.approx(np.abs(q[2] - q[4])[m24].sum() / m24.sum())}
     # the goals ignored: episode 1 joins the repeats
     assert repeat_groups(labels, goals, mask, goal_tol=None) == [[0, 1, 2, 4]]
     # no repeats at all: no floor
@@ -144,6 +149,7 @@ def twin(tmp_path_factory):
     rep = e0.replace(channels={"q": e0["q"] + 4e-4}, name=e0.meta.name + "_repeat",
                      labels={**e0.meta.labels, "episode": 99, "index": 99})
     reps = write_dataset([*eps, rep], root / "tw_rep")
+    write_dataset(eps[:2], root / "tw2")  # 2 episodes, for the slower simulators
     return root, ds, ev, reps
 
 
@@ -236,13 +242,13 @@ def test_saved_mujoco_servo_scores_as_the_experiments_servo(twin):
 
 
 def test_simulate_accepts_the_baseline_checkpoints(twin):
-    root, ds, ev, _ = twin
+    root, _, ev, _ = twin
     for name in ("baseline_mujoco_default_servo", "baseline_mlp_actuator_net"):
         out = root / f"sim_{name}"
         assert main(["simulate", "--checkpoint", str(ev / "checkpoints" / name), "--data",
-                     str(ds), "--out", str(out), "--quiet"]) == 0
+                     str(root / "tw2"), "--out", str(out), "--quiet"]) == 0
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["mode"] == "simulator" and len(summary["episodes"]) == 8
+        assert summary["mode"] == "simulator" and len(summary["episodes"]) == 2
         assert all(np.isfinite(e["mean_mae_deg"]) for e in summary["episodes"])
 
 
@@ -270,7 +276,8 @@ def test_score_equals_simulate_for_a_neuralactuator(twin):
     from neuract.neuralactuator import save_checkpoint
     from neuract.pipeline.setups import so101_setup
 
-    root, ds, _, _ = twin
+    root, _, _, _ = twin
+    ds = root / "tw2"
     ck = save_checkpoint(tiny_model(tiny_episodes(0.2), so101_setup().robot, "simulator",
                                     steps=2, horizon=3), root / "na_sim")
     assert main(["score", "--model", str(ck), "--data", str(ds), "--out", str(root / "s_na"),

@@ -89,8 +89,6 @@ def _check_options(cfg: IdentifyConfig) -> None:
                           f"{MIN_SG_WINDOW} [samples] (even values are rounded up to odd)")
     if cfg.epochs < 1:
         raise ConfigError(f"--epochs {cfg.epochs}; accepted: an integer >= 1")
-    if cfg.model in ("least_squares", "consistent", "hybrid") and not cfg.robot:
-        raise ConfigError(f"--model {cfg.model!r} needs --robot (bundled name or file)")
     if cfg.max_samples < MIN_SPLIT:
         raise ConfigError(f"--max-samples {cfg.max_samples}; accepted: an integer >= "
                           f"{MIN_SPLIT}")
@@ -336,6 +334,8 @@ def run(cfg: IdentifyConfig) -> dict:
         check_arm(cfg.robot, load_robot(cfg.robot).joint_names, names or dofs.pop(),
                   f"--data {str(cfg.data)!r}", logged, cfg.force_robot)
     train, test = _split(eps, cfg.test_fraction)
+    if cfg.model in ("least_squares", "consistent", "hybrid") and not cfg.robot:
+        raise ConfigError(f"--model {cfg.model!r} needs --robot (bundled name or file)")
     nominal = _nominal_robot(cfg, train[0].shape[-1])
     est = expected_seconds(cfg.model, train, cfg.epochs, cfg.max_samples,
                            nominal if cfg.model in ("least_squares", "consistent", "hybrid")

@@ -91,7 +91,8 @@ def repeat_floor(q: np.ndarray, mask: np.ndarray, labels: Sequence[Mapping[str, 
 
     q, mask: (B, T, n) positions and valid samples on one grid (a (B, T) pair is one joint);
     labels: one dict per episode; keys, goals, goal_tol: see :func:`repeat_groups`; per:
-    labels to break the floor down by (each pair counts under its shared value).
+    labels to break the floor down by (a pair counts under the value both carry; a pair that
+    differs in it, or lacks it, under none).
 
     Returns ``all`` (None without repeats), ``pairs``, ``samples`` (compared samples x
     joints), ``keys`` (the labels matched), ``groups`` (episode indices of each group with
@@ -117,9 +118,10 @@ def repeat_floor(q: np.ndarray, mask: np.ndarray, labels: Sequence[Mapping[str, 
                 s, n = _mean_abs(q[idx[a]], q[idx[c]], mask[idx[a]] & mask[idx[c]])
                 gs, gn, pairs = gs + s, gn + n, pairs + 1
                 tot, cnt = tot + s, cnt + n
-                for k in per:
-                    if k in labels[idx[a]]:
-                        sn = acc[k].setdefault(str(labels[idx[a]][k]), [0.0, 0.0])
+                for k in per:  # under the value both repeats carry
+                    la, lc = labels[idx[a]], labels[idx[c]]
+                    if k in la and k in lc and _key(la[k]) == _key(lc[k]):
+                        sn = acc[k].setdefault(str(la[k]), [0.0, 0.0])
                         sn[0], sn[1] = sn[0] + s, sn[1] + n
         out_groups.append({"episodes": list(idx), "floor_rad": gs / gn if gn else None})
     out: dict[str, Any] = {"all": tot / cnt if cnt else None, "pairs": pairs,

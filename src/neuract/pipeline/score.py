@@ -149,7 +149,8 @@ def load_scorable(path: str | Path, option: str = "--model") -> Scorable:
     if is_fit_output(p):
         fm = load_fit(p)
         a = fm.config.actuator
-        what = f"actuator {a.type}" + (f", friction {a.friction}" if a.friction else "")
+        net = a.type in ("mlp", "gru", "transformer")
+        what = f"actuator {a.type}" + (f", friction {a.friction}" if not net else "")
         if getattr(a, "residual", "none") not in ("none", "", None):
             what += f", residual {a.residual}"
         return Scorable("fit", p, f"neuract fit model ({what})", fm.robot, fm.n_dof, fm, option)
@@ -249,8 +250,10 @@ def check_model_data(m: Scorable, trajs: Sequence[Any], data: str, robot: str = 
             and arm_of(own) != arm_of(logged)):
         raise _mismatch(m, trajs, data, f"give a model of {logged}, or add --force-robot to "
                         "score it anyway")
-    if m.kind == "mujoco_servo" and not gripper:
-        check_joints(own, m.obj.joint_names, names, f"--data {data!r}", f"{m.option}'s robot")
+    if not gripper:  # the same joints in the same order (other names: a warning)
+        joints = (m.obj.joint_names if m.kind == "mujoco_servo"
+                  else plant_factory(own)([]).joint_names)
+        check_joints(own, joints, names, f"--data {data!r}", f"{m.option}'s robot")
 
 
 def label_inputs(fm: FittedModel, trajs: Sequence[Any], data: str,

@@ -194,20 +194,25 @@ def _report(res: dict[str, Any], rolls: list[Rollout], joint_names) -> Report:
     floor_txt = ("no repeated episodes: no noise floor" if fl["all_rad"] is None else
                  f"{fl['pairs']} pairs of repeats in {len(fl['groups'])} groups")
     rep.add("Overall", Table("Open-loop position error", ["episodes", "samples", "MAE [rad]",
-                                                          "MAE [deg]", "noise floor [rad]",
+                                                          "MAE [deg]", "noise floor [deg]",
                                                           "MAE / noise floor"],
                              [[ov["episodes"], ov["samples"], ov["mae_rad"], ov["mae_deg"],
-                               ov["noise_floor_rad"], ov["mae_over_noise_floor"]]],
+                               _deg(ov["noise_floor_rad"]), ov["mae_over_noise_floor"]]],
                              note=f"Noise floor: mean |difference| of repeated episodes' "
                                   f"positions ({floor_txt})."))
     rep.add("Overall", Table("Per joint [deg]", list(ov["joint_mae_deg"]),
                              [list(ov["joint_mae_deg"].values())]))
+    single = [k for k, vals in res["per_label"].items() if len(vals) == 1]
     for k, vals in res["per_label"].items():
-        rep.add("Per label", Table(f"by {k}", [k, "episodes", "samples", "MAE [rad]",
-                                               "MAE [deg]", "noise floor [rad]"],
-                                   [[v, d["episodes"], d["samples"], d["mae_rad"],
-                                     d["mae_deg"], d["noise_floor_rad"]]
-                                    for v, d in vals.items()]))
+        if k in single:
+            continue
+        rep.add("Per label", Table(f"by {k}", [k, "episodes", "samples", "MAE [deg]",
+                                               "noise floor [deg]"],
+                                   [[v, d["episodes"], d["samples"], d["mae_deg"],
+                                     _deg(d["noise_floor_rad"])] for v, d in vals.items()]))
+    if single:
+        rep.add("Per label", "One value in every episode (scores.json has them): "
+                + ", ".join(f"{k}={next(iter(res['per_label'][k]))}" for k in single) + ".")
     rep.add("Per episode", Table("", ["episode", "samples", "MAE [rad]", "MAE [deg]"],
                                  [[e["episode"], e["samples"], e["mae_rad"], e["mae_deg"]]
                                   for e in res["episodes"]]))
