@@ -85,6 +85,7 @@ from common import (
     write_result,
 )
 from neuract.atomic import write_text
+from neuract.eval.repeats import repeat_floor as library_repeat_floor
 from neuract.fit.batch import RunBatch
 from neuract.fit.recipe import BaseConfig, fit_model, start_model
 from neuract.robot.pendulum import Pendulum
@@ -103,31 +104,13 @@ REPEAT_KEYS = ("mass", "length", "kp", "trajectory")
 
 def repeat_floor(b: RunBatch) -> dict:
     """Mean absolute difference [rad] between repetitions of the same configuration (mass,
-    length, kp, trajectory), over valid samples, pooled and per kp / trajectory / mass.
-
-    A deterministic model cannot beat this by much: with independent run-to-run noise of
-    mean absolute size ``a``, two repetitions differ by about ``sqrt(2) a``, so the pairwise
-    figure over-states the model floor by up to that factor. (The brutal goals differ a
-    little between repetitions, by one-sample step timing, which this figure includes.)"""
-    keys = tuple(k for k in REPEAT_KEYS if all(k in lab for lab in b.labels))
-    groups: dict[tuple, list[int]] = {}
-    for i, lab in enumerate(b.labels):
-        groups.setdefault(tuple(lab[k] for k in keys), []).append(i)
-    q, m = b.q.numpy()[..., 0], b.mask.numpy()[..., 0]
-    acc: dict[str, dict[str, list[float]]] = {k: {} for k in ("kp", "trajectory", "mass")}
-    tot, cnt = 0.0, 0.0
-    for key, idx in groups.items():
-        for a in range(len(idx)):
-            for c in range(a + 1, len(idx)):
-                mm = m[idx[a]] & m[idx[c]]
-                s, n = float(np.abs(q[idx[a]] - q[idx[c]])[mm].sum()), float(mm.sum())
-                tot, cnt = tot + s, cnt + n
-                for field, val in zip(keys, key):
-                    if field in acc:
-                        sn = acc[field].setdefault(str(val), [0.0, 0.0])
-                        sn[0], sn[1] = sn[0] + s, sn[1] + n
-    per = {f: {g: s / max(n, 1.0) for g, (s, n) in sorted(d.items())} for f, d in acc.items()}
-    return {"all": tot / max(cnt, 1.0), **per}
+    length, kp, trajectory), over valid samples, pooled and per kp / trajectory / mass:
+    :func:`neuract.eval.repeats.repeat_floor` on the labels alone (the brutal goals differ a
+    little between repetitions, by one-sample step timing, which this figure includes)."""
+    floor = library_repeat_floor(b.q.numpy(), b.mask.numpy(), b.labels, keys=REPEAT_KEYS,
+                                 per=("kp", "trajectory", "mass"), goal_tol=None)
+    return {"all": floor["all"] or 0.0, "kp": floor["kp"], "trajectory": floor["trajectory"],
+            "mass": floor["mass"]}
 
 
 # ------------------------------------------------------------------ (a) MuJoCo menagerie --

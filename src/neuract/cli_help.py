@@ -67,6 +67,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "--out runs/policy_lift",
                "neuract policy --action evaluate --policy runs/policy_lift/policy --units 8 9 "
                "--out runs/policy_lift_eval"),
+    "score": ("neuract score --model runs/fit_sts --data ../shared/data/kscale_sts3215_12v/raw.tgz "
+              "--episodes 'kp==16 or mass==0.969' --out runs/score_sts",
+              "neuract score --model runs/my_eval/checkpoints/baseline_mlp_actuator_net "
+              "--data runs/twin_so101 --out runs/score_mlp"),
     "selfcheck": ("neuract selfcheck --robot so101",),
     "simulate": ("neuract simulate --checkpoint runs/demo/checkpoints/neuralactuator_simulator "
                  "--data runs/twin_so101 --out runs/sim",),
@@ -92,6 +96,7 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                "skip-bad", "overwrite", "quiet"),
     "policy": ("action", "kind", "robot", "task", "out", "policy", "estimator", "actuator",
                "units", "episodes", "steps", "seed", "overwrite", "quiet"),
+    "score": ("model", "data", "out", "episodes", "robot", "overwrite", "quiet"),
     "selfcheck": None,
     "simulate": None,
     "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "overwrite"),

@@ -8,14 +8,20 @@ accelerations are differentiated from ``qd`` with a Savitzky-Golay filter. The l
 ``test_fraction`` of every episode is held out.
 
 Output (``out/``): ``config.json`` (resolved config), ``report.json`` + ``report.md``
-(per-joint nMSE on train and held-out data; a drift check of the held-out residuals against
-the training residuals, see ``neuract.control.drift``), and the model: ``params.json`` for
-rigid-body fits, ``model.safetensors`` + ``model.json`` for learned ones.
+(per-joint nMSE on train and held-out data beside two references that need no fit, the
+training mean and the nominal model (the description's rigid-body dynamics), with a warning
+where the fit does worse than the mean; the expected and the actual fit time; a drift check of
+the held-out residuals against the training residuals, see ``neuract.control.drift``), and the
+model: ``params.json`` for rigid-body fits, ``model.safetensors`` + ``model.json`` for learned
+ones. Before fitting, identify prints the fit's expected run time
+(:mod:`neuract.control.identify_cost`).
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +29,7 @@ import numpy as np
 import torch
 
 from neuract.atomic import check_dest
+from neuract.control.identify_cost import duration, expected_seconds, references
 from neuract.errors import ConfigError, SchemaError
 
 MODEL_TYPES = ("least_squares", "consistent", "lagrangian", "mlp", "hybrid")
@@ -327,14 +334,33 @@ def run(cfg: IdentifyConfig) -> dict:
         check_arm(cfg.robot, load_robot(cfg.robot).joint_names, names or dofs.pop(),
                   f"--data {str(cfg.data)!r}", logged, cfg.force_robot)
     train, test = _split(eps, cfg.test_fraction)
+    if cfg.model in ("least_squares", "consistent", "hybrid") and not cfg.robot:
+        raise ConfigError(f"--model {cfg.model!r} needs --robot (bundled name or file)")
+    nominal = _nominal_robot(cfg, train[0].shape[-1])
+    est = expected_seconds(cfg.model, train, cfg.epochs, cfg.max_samples,
+                           nominal if cfg.model in ("least_squares", "consistent", "hybrid")
+                           else None)
+    print(f"identify: {cfg.model} on {len(train[0])} training samples: expected run time "
+          f"{'at most' if est['upper_bound'] else 'about'} {duration(est['seconds'])} "
+          f"(an estimate from timing it on a few samples here: {est['basis']})", flush=True)
+    t0 = time.perf_counter()
     model, info = _fit(cfg, train)
+    fit_seconds = time.perf_counter() - t0
     with torch.no_grad():
         preds = {name: model.inverse(*part[:3]) for name, part in (("train", train),
                                                                    ("test", test))}
     scores = {name: nmse(preds[name], part[3]).tolist()
               for name, part in (("train", train), ("test", test))}
+    refs = references(train, {"train": train, "test": test}, nominal)
+    warnings_ = _worse_than_mean(cfg.model, scores, refs)
     report = {"model": cfg.model, "n_train": len(train[0]), "n_test": len(test[0]),
               "nmse_per_joint": scores,
+              "references": {k: {"nmse_per_joint": v, **({"robot": nominal_name(cfg, nominal)}
+                                                          if k == "nominal model" else {})}
+                             for k, v in refs.items()},
+              "warnings": warnings_,
+              "expected_seconds": round(est["seconds"], 4), "expected_basis": est["basis"],
+              "fit_seconds": round(fit_seconds, 4),
               **{k: v for k, v in info.items() if k not in ("params", "robot")},
               "drift": _drift(preds, train, test)}
     with atomic_dir(cfg.out, overwrite=cfg.overwrite, **DEST) as out:
@@ -353,11 +379,17 @@ def run(cfg: IdentifyConfig) -> dict:
                                             **({"params": info["params"]} if "params" in info
                                                else {})})
         md = [f"# neuract identify: {cfg.model}", "", f"data: `{cfg.data}`; "
-              f"{report['n_train']} train / {report['n_test']} held-out samples", "",
-              "| split | " + " | ".join(f"j{i + 1}" for i in range(len(scores['test'])))
-              + " |", "|---|" + "---|" * len(scores["test"])]
-        md += [f"| {k} nMSE | " + " | ".join(f"{x:.4f}" for x in v) + " |"
-               for k, v in scores.items()]
+              f"{report['n_train']} train / {report['n_test']} held-out samples; fit in "
+              f"{duration(fit_seconds)} (expected {duration(est['seconds'])})", "",
+              "| model, split | " + " | ".join(f"j{i + 1}" for i in range(len(scores['test'])))
+              + " | mean |", "|---|" + "---|" * (len(scores["test"]) + 1)]
+        md += [_md_row(f"{cfg.model}, {k}", v) for k, v in scores.items()]
+        md += [_md_row(f"{name}, test", v["test"]) for name, v in refs.items()]
+        md += ["", "nMSE: mean squared torque error over the torque's variance, per joint "
+               "(the training mean scores about 1; the nominal model is the description's "
+               "rigid-body dynamics without friction"
+               + ("" if nominal is not None else ": n/a, no --robot given") + ")."]
+        md += ["", *[f"**Warning:** {w}" for w in warnings_]] if warnings_ else []
         d = report["drift"]
         if d["checked"]:
             md += ["", "Drift of held-out residuals vs training residuals (KS test + shift, 4 "
@@ -366,7 +398,54 @@ def run(cfg: IdentifyConfig) -> dict:
         write_text(out / "report.md", "\n".join(md) + "\n")
     print(f"identify: {cfg.model}: held-out nMSE per joint "
           + ", ".join(f"{x:.4f}" for x in scores["test"]) + f" -> {cfg.out}")
+    for name, v in refs.items():
+        print(f"identify: {name}: held-out nMSE per joint "
+              + (", ".join(f"{x:.4f}" for x in v["test"]) if v["test"] is not None
+                 else "n/a (no --robot)"))
+    print(f"identify: fit took {duration(fit_seconds)} (expected {duration(est['seconds'])})")
+    for w in warnings_:
+        print(f"identify: warning: {w}", file=sys.stderr)
     return report
+
+
+def _md_row(name: str, v) -> str:
+    if v is None:
+        return f"| {name} | n/a (no --robot) |"
+    return (f"| {name} | " + " | ".join(f"{x:.4f}" for x in v)
+            + f" | {sum(v) / len(v):.4f} |")
+
+
+def _nominal_robot(cfg: IdentifyConfig, n: int):
+    """The arm model of the nominal reference: --robot, else the bundled robot the dataset
+    names (when its joints are the data's); None where none is known."""
+    from neuract.errors import NeuractError
+    from neuract.robot import load_robot
+    from neuract.robot.bundled import BUNDLED_ROBOTS
+
+    name = cfg.robot or (_joint_names(cfg)[1] or "")
+    if not name or (not cfg.robot and name not in BUNDLED_ROBOTS):
+        return None
+    try:
+        robot = load_robot(name)
+    except NeuractError:
+        return None
+    return robot if robot.n_dof == n else None
+
+
+def nominal_name(cfg: IdentifyConfig, robot) -> str | None:
+    return None if robot is None else (cfg.robot or _joint_names(cfg)[1])
+
+
+def _worse_than_mean(kind: str, scores: dict, refs: dict) -> list[str]:
+    """A warning where the fitted model predicts the held-out torques worse (mean nMSE over
+    the joints) than the training mean does."""
+    mine = sum(scores["test"]) / len(scores["test"])
+    mean = sum(refs["training mean"]["test"]) / len(refs["training mean"]["test"])
+    if mine > mean:
+        return [f"{kind} predicts the held-out torques worse than the training mean does "
+                f"(mean nMSE {mine:.3f} against {mean:.3f}): the fit does not generalise; try "
+                "another model, more varied data or a larger --test-fraction"]
+    return []
 
 
 __all__ = ["IdentifyConfig", "run"]

@@ -27,7 +27,7 @@ Force baselines (momentum observer, model-based residual through J^T) are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import mujoco
@@ -49,16 +49,14 @@ from neuract.neuralactuator.data import smooth_velocity
 from neuract.neuralactuator.features import IDENT_CHANNELS, trajectory_channels
 from neuract.sim.simulate import JointParamsConfig
 
-
 # ----------------------------------------------------------------------- MuJoCo servo
-def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
-                           physics_dt: float = 0.002) -> Simulator:
-    """MuJoCo's default position servo: q_goal -> ctrl of each joint's position actuator.
+SERVO_PARAMS = ("kp", "kv", "forcerange", "damping", "armature", "frictionloss")
+"""what a MuJoCo position servo's parameters are, per joint: the actuator's gain kp [N m/rad],
+velocity gain kv [N m s/rad] and force range [N m] (None: unlimited), the joint's damping
+[N m s/rad], armature [kg m^2] and frictionloss [N m]"""
 
-    xml_path: an MJCF with one ``position`` actuator per trajectory joint (same names);
-    physics_dt: largest physics step [s] (each telemetry step is split into equal steps).
-    """
-    model = mujoco.MjModel.from_xml_path(str(xml_path))
+
+def _servo_indices(model, joint_names: Sequence[str], xml_path: str) -> tuple:
     names = [model.joint(i).name for i in range(model.njnt)]
     act_joint = [model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu)]
     missing = [j for j in joint_names if j not in names or j not in act_joint]
@@ -68,6 +66,58 @@ def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
     qadr = np.array([model.jnt_qposadr[model.joint(j).id] for j in joint_names])
     vadr = np.array([model.jnt_dofadr[model.joint(j).id] for j in joint_names])
     aidx = np.array([act_joint.index(j) for j in joint_names])
+    return qadr, vadr, aidx
+
+
+def mujoco_servo_params(xml_path: str, joint_names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Joint -> :data:`SERVO_PARAMS` of the MJCF's position servo of each joint."""
+    model = mujoco.MjModel.from_xml_path(str(xml_path))
+    _, vadr, aidx = _servo_indices(model, joint_names, xml_path)
+    out = {}
+    for j, v, a in zip(joint_names, vadr, aidx):
+        limited = bool(model.actuator_forcelimited[a])
+        out[j] = {"kp": float(model.actuator_gainprm[a, 0]),
+                  "kv": float(-model.actuator_biasprm[a, 2]),
+                  "forcerange": ([float(x) for x in model.actuator_forcerange[a]] if limited
+                                 else None),
+                  "damping": float(model.dof_damping[v]),
+                  "armature": float(model.dof_armature[v]),
+                  "frictionloss": float(model.dof_frictionloss[v])}
+    return out
+
+
+def _set_servo_params(model, joint_names: Sequence[str], vadr, aidx,
+                      params: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write :data:`SERVO_PARAMS` (joint -> values, as :func:`mujoco_servo_params` reads
+    them) into ``model``."""
+    for j, v, a in zip(joint_names, vadr, aidx):
+        p = params[j]
+        model.actuator_gainprm[a, 0] = p["kp"]
+        model.actuator_biasprm[a, 1] = -p["kp"]
+        model.actuator_biasprm[a, 2] = -p["kv"]
+        if p["forcerange"] is None:
+            model.actuator_forcelimited[a] = 0
+        else:
+            model.actuator_forcelimited[a] = 1
+            model.actuator_forcerange[a] = p["forcerange"]
+        model.dof_damping[v] = p["damping"]
+        model.dof_armature[v] = p["armature"]
+        model.dof_frictionloss[v] = p["frictionloss"]
+
+
+def mujoco_servo_simulator(xml_path: str, joint_names: Sequence[str],
+                           physics_dt: float = 0.002,
+                           params: Mapping[str, Mapping[str, Any]] | None = None) -> Simulator:
+    """MuJoCo's default position servo: q_goal -> ctrl of each joint's position actuator.
+
+    xml_path: an MJCF with one ``position`` actuator per trajectory joint (same names);
+    physics_dt: largest physics step [s] (each telemetry step is split into equal steps);
+    params: joint -> :data:`SERVO_PARAMS` to use instead of the MJCF's (a saved baseline's).
+    """
+    model = mujoco.MjModel.from_xml_path(str(xml_path))
+    qadr, vadr, aidx = _servo_indices(model, joint_names, xml_path)
+    if params is not None:
+        _set_servo_params(model, joint_names, vadr, aidx, params)
     data = mujoco.MjData(model)
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     nstate = mujoco.mj_stateSize(model, spec)
@@ -304,6 +354,7 @@ def check_same_joints(trajs: Sequence[Any], robot) -> None:
 
 
 __all__ = [
+    "SERVO_PARAMS",
     "check_same_joints",
     "condition_baseline",
     "ident_condition_baseline",
@@ -312,6 +363,7 @@ __all__ = [
     "fit_linear_kt",
     "inverse_dynamics_torque",
     "linear_kt_estimator",
+    "mujoco_servo_params",
     "mujoco_servo_simulator",
     "signed_current",
     "system_simulator",

@@ -38,7 +38,9 @@ def load_model(ckpt: Path):
 def load_pretrained(path: Path | None) -> dict[str, Any]:
     """{mode: model} from ``--checkpoints``: a directory holding ``neuralactuator_simulator/``
     and/or ``neuralactuator_estimator/``, or one checkpoint directory itself (e.g. what
-    ``neuract adapt`` writes), filed under its own mode."""
+    ``neuract adapt`` writes), filed under its own mode. A directory of saved baselines
+    (``baseline_*/``, read by :func:`~neuract.pipeline.baseline_checkpoints.load_baselines`)
+    or one baseline checkpoint gives no NeuralActuator: {}."""
     if path is None:
         return {}
     path = Path(path)
@@ -53,8 +55,11 @@ def load_pretrained(path: Path | None) -> dict[str, Any]:
         if p.is_dir():
             out[mode] = load_model(p)
     if not out:
-        raise ConfigError(f"--checkpoints {str(path)!r}: no neuralactuator_simulator/ or "
-                          "neuralactuator_estimator/ checkpoint inside")
+        if (path.name.startswith("baseline_") and (path / "config.json").is_file()) or any(
+                path.glob("baseline_*/config.json")):
+            return {}
+        raise ConfigError(f"--checkpoints {str(path)!r}: no neuralactuator_simulator/, "
+                          "neuralactuator_estimator/ or baseline_*/ checkpoint inside")
     return out
 
 

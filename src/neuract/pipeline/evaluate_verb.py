@@ -8,7 +8,10 @@ protocol, write a report.
         --checkpoints runs/demo/checkpoints                        # score trained models
 
 It writes ``report.md`` / ``report.html`` (tables, rollout plot, force traces, confusion
-matrix), ``results.json`` and the resolved config into the run directory.
+matrix), ``results.json`` and the resolved config into the run directory, and every
+simulator-mode baseline as a checkpoint under ``checkpoints/baseline_<name>/``
+(:mod:`neuract.pipeline.baseline_checkpoints`): ``neuract score``, ``neuract simulate`` and a
+later ``evaluate --checkpoints`` read them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from neuract.errors import ConfigError
 from neuract.eval import write_report
 from neuract.neuralactuator.features import channels_for
 from neuract.pipeline import nad_experiment
+from neuract.pipeline.baseline_checkpoints import load_baselines
 from neuract.pipeline.checkpoints import load_pretrained
 from neuract.pipeline.experiment import run_experiment
 from neuract.pipeline.experiment_config import (
@@ -68,9 +72,9 @@ class EvaluateConfig:
     twin: TwinDataConfig = field(default_factory=TwinDataConfig)
     """twin: data to generate"""
     checkpoints: Path | None = None
-    """directory with neuralactuator_simulator/ and/or neuralactuator_estimator/ checkpoints
-    to evaluate instead of training those modes (e.g. runs/demo/checkpoints), or one
-    checkpoint directory (e.g. from neuract adapt), used for its own mode"""
+    """a run's checkpoints (e.g. runs/demo/checkpoints): its neuralactuator_<mode>/ used
+    instead of training, its baseline_*/ instead of fitting; or one checkpoint (e.g. from
+    neuract adapt), for its own mode"""
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     twin_pretrain: TwinPretrainConfig = field(default_factory=TwinPretrainConfig)
     """nad: also an estimator pretrained on the robot's twin, then fine-tuned on the train
@@ -125,7 +129,7 @@ def run_evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
 def _run(cfg: EvaluateConfig, pre: dict[str, Any], out: Path) -> dict[str, Any]:
     with reporter(cfg.quiet) as progress:  # stages; a resumed training says so
         if cfg.source == "twin":
-            if pre:
+            if cfg.checkpoints is not None:
                 raise ConfigError("--checkpoints applies to --source dataset or nad; a twin run "
                                   "generates fresh data and trains on it")
             tcfg = TwinExperimentConfig(cfg.out, cfg.twin, cfg.experiment)
@@ -133,11 +137,12 @@ def _run(cfg: EvaluateConfig, pre: dict[str, Any], out: Path) -> dict[str, Any]:
             return run_twin_experiment(tcfg, progress)
         train, test, setup, title, extra = _episodes(cfg, pre)
         check_split(train, test)
+        given = load_baselines(cfg.checkpoints, arm=setup.name)
         # only now that the data and the robot are known good
         out.mkdir(parents=True, exist_ok=True)
         save_resolved(cfg, out)
         res = run_experiment(setup, train, test, cfg.experiment, out_dir=out,
-                             progress=progress, pretrained=pre)
+                             progress=progress, pretrained=pre, baselines=given)
         res.update(extra)
         if cfg.twin_pretrain.minutes:  # validated above: source nad
             res["twin_pretrained"] = nad_experiment.twin_pretrained(

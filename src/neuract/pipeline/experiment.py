@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from neuract.neuralactuator import simulator
-from neuract.pipeline.baseline_fits import fit_baselines
+from neuract.pipeline.baseline_checkpoints import save_baselines
+from neuract.pipeline.baseline_fits import baseline_train_config, fit_baselines
 from neuract.pipeline.experiment_config import (
     ExperimentConfig,
     check_experiment,
@@ -51,12 +52,16 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
                    cfg: ExperimentConfig, out_dir: str | Path | None = None,
                    progress: ProgressFn | None = None,
                    pretrained: dict[str, Any] | None = None,
-                   gate_extra: GateExtraFn | None = None) -> dict[str, Any]:
+                   gate_extra: GateExtraFn | None = None,
+                   baselines: dict[str, Any] | None = None) -> dict[str, Any]:
     """Fit everything on ``train``, score on ``test``; returns the results dict (JSON-able
     apart from ``_figures``, raw arrays for the report, and ``_neuralactuator``, the models).
     Checkpoints go to ``out_dir``.
     pretrained: mode -> NeuralActuator to evaluate instead of training that mode.
-    gate_extra: extra rows for the estimator's recurrent gate (``cfg.gate_rnn``), if any."""
+    gate_extra: extra rows for the estimator's recurrent gate (``cfg.gate_rnn``), if any.
+    baselines: name -> saved baseline (:func:`~neuract.pipeline.baseline_checkpoints.
+    load_baselines`) used instead of fitting that baseline. With ``out_dir``, every
+    simulator-mode baseline is saved under ``out_dir/checkpoints/baseline_<name>/``."""
     progress = progress or no_progress
     torch.manual_seed(cfg.seed)
     train, test = list(train), list(test)
@@ -73,7 +78,7 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
     check_experiment(cfg, tuple(pretrained or ()))
     # ---- pose-only fitted baselines: before NeuralActuator when it builds on the servo
     need_servo = needs_servo(cfg, tuple(pretrained or ()))
-    fits = (fit_baselines(setup, train, cfg, timed, progress, res) if need_servo
+    fits = (fit_baselines(setup, train, cfg, timed, progress, res, baselines) if need_servo
             else ({}, {}, None))
     # ---- NeuralActuator, both modes, pose-only
     na = train_neuralactuators(setup, train, cfg, out_dir, progress, timed, res, pretrained,
@@ -83,9 +88,14 @@ def run_experiment(setup: RobotSetup, train: Sequence[Any], test: Sequence[Any],
         sims["NeuralActuator"] = simulator(na["simulator"], setup.robot, cfg.substeps)
     # ---- simulator baselines, rollouts (simulator mode)
     if not need_servo:
-        fits = fit_baselines(setup, train, cfg, timed, progress, res)
-    fitted, _, best_par = fits
-    sims.update(baseline_simulators(setup, fitted, cfg, train, res))
+        fits = fit_baselines(setup, train, cfg, timed, progress, res, baselines)
+    fitted, configs, best_par = fits
+    sims.update(baseline_simulators(setup, fitted, cfg, train, res, baselines))
+    if out_dir is not None:  # each baseline as a checkpoint that simulate and score read
+        res["baseline_checkpoints"] = save_baselines(
+            out_dir, setup, fitted, configs, baseline_train_config(cfg),
+            f"the training episodes of the run in {str(out_dir)!r} (results.json lists them)",
+            baselines)
     full_q, fig_traj = score_rollouts(sims, test, cfg, timed, progress, res)
     # ---- estimator mode: NeuralActuator and the baselines
     ests = estimators(setup, na, fitted, best_par, train, test, cfg, timed, progress, res)

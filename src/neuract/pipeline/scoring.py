@@ -20,14 +20,21 @@ from neuract.pipeline.setups import RobotSetup
 
 
 def baseline_simulators(setup: RobotSetup, fitted: dict[str, Any], cfg: ExperimentConfig,
-                        train: Sequence[Any], res: dict[str, Any]) -> dict[str, Any]:
+                        train: Sequence[Any], res: dict[str, Any],
+                        given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The simulator-mode baselines: MuJoCo's default position servo (where the setup has
-    one, recorded in ``res["models"]``) and every fitted model."""
+    one, recorded in ``res["models"]``; a saved one among ``given`` instead, with its
+    parameters) and every fitted model."""
     sims: dict[str, Any] = {}
-    if setup.mujoco_xml:
-        sims["MuJoCo default servo"] = bl.mujoco_servo_simulator(setup.mujoco_xml,
-                                                                 train[0].meta.joint_names)
-        res["models"]["MuJoCo default servo"] = {"mode": "simulator", "params": 0, "flops": None}
+    name = "MuJoCo default servo"
+    saved = (given or {}).get(name)
+    if saved is not None and hasattr(saved, "simulator"):
+        sims[name] = saved.simulator()
+        res["models"][name] = {"mode": "simulator", "params": 0, "flops": None,
+                               "train": "pretrained checkpoint", "checkpoint": str(saved.path)}
+    elif setup.mujoco_xml:
+        sims[name] = bl.mujoco_servo_simulator(setup.mujoco_xml, train[0].meta.joint_names)
+        res["models"][name] = {"mode": "simulator", "params": 0, "flops": None}
     for k, m in fitted.items():
         sims[k] = bl.system_simulator(m, setup.robot64, cfg.substeps)
     return sims

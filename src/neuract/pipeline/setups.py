@@ -88,9 +88,11 @@ def setup_for(robot: str) -> RobotSetup:
         return so101_setup()
     if robot == "omx":
         return omx_setup()
+    hint = ("; to fit and score a model of pendulum runs: neuract fit --data DATA --out FIT, "
+            "then neuract score --model FIT --data DATA" if robot == "pendulum" else "")
     raise ConfigError(f"the data's robot is {robot!r}: evaluate and demo fit and score arm "
                       "models, so they need arm data (twin or NAD data of the SO-101 or the "
-                      "OpenManipulator-X); accepted: ['so101', 'omx']")
+                      f"OpenManipulator-X); accepted: ['so101', 'omx']{hint}")
 
 
 __all__ = ["OMX_ARM", "XM430_KP", "XM430_TAU_MAX", "RobotSetup", "omx_arm_xml", "omx_setup",

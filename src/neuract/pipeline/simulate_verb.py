@@ -4,10 +4,13 @@
         --data ../shared/data/nad/so101/go_up_and_stay_still/500g/test/001.csv --out runs/sim
     neuract simulate --checkpoint runs/fit_so101 --data runs/nad_so101 --out runs/sim_fit
 
-``--checkpoint`` is a simulator-mode NeuralActuator checkpoint or a ``neuract fit`` output
+``--checkpoint`` is a simulator-mode NeuralActuator checkpoint, a ``neuract fit`` output
 directory (a parametric servo or actuator net and its joint parameters, simulated on the robot
 it was fitted on by :func:`neuract.sim.simulate.simulate` in float64, from each episode's
-first measured sample).
+first measured sample; a fit on the bench pendulum runs each episode on the pendulum its
+``mass`` and ``length`` labels describe, with the labels it reads, e.g. ``kp``) or a baseline
+checkpoint ``neuract evaluate`` saved (``checkpoints/baseline_<name>/``: a fitted baseline is
+a fit output; the MuJoCo servo runs in MuJoCo with its saved parameters).
 
 Simulator mode throughout: each episode starts from its measured state (and the measured
 ``history``-sample past the model reads); afterwards only the commands (and the supply
@@ -36,7 +39,15 @@ from neuract.errors import ConfigError
 from neuract.eval.protocol import simulate_full
 from neuract.fit.saved import is_fit_output
 from neuract.neuralactuator import simulator
+from neuract.pipeline.baseline_checkpoints import is_mujoco_servo
 from neuract.pipeline.progress import no_progress, reporter
+from neuract.pipeline.score import (
+    arm_joints,
+    check_model_data,
+    load_scorable,
+    read_episodes,
+    rollouts,
+)
 from neuract.pipeline.streaming import (
     SIMULATE_DEST,
     check_out,
@@ -53,10 +64,11 @@ class SimulateConfig:
 
     checkpoint: Path
     """simulator-mode NeuralActuator checkpoint directory (model.safetensors + config.json),
-    or a neuract fit output directory"""
+    a neuract fit output directory, or a baseline checkpoint neuract evaluate saved
+    (checkpoints/baseline_<name>)"""
     data: Path
     """episodes whose commands are replayed: a neuract dataset directory, or a NAD CSV file /
-    folder"""
+    folder (a pendulum fit: BAM logs too)"""
     out: Path = Path("runs/simulate")
     """output directory: one parquet file per episode + summary.json"""
     robot: str = ""
@@ -78,6 +90,8 @@ def run_simulate(cfg: SimulateConfig) -> dict[str, Any]:
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data, cfg.robot), mode="simulator")
     if is_fit_output(cfg.checkpoint):
         return _simulate_fit(cfg, out_dir)
+    if is_mujoco_servo(cfg.checkpoint):
+        return _simulate_mujoco(cfg, out_dir)
     model, trajs = checkpoint_and_episodes(cfg.checkpoint, cfg.data, "simulator",
                                            "open-loop simulations")
     h = model.cfg.history
@@ -102,10 +116,8 @@ def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
 
     fm = load_fit(cfg.checkpoint)
     robot = cfg.robot or fm.robot
-    if robot == "pendulum":
-        raise ConfigError(f"--checkpoint {str(cfg.checkpoint)!r} was fitted on the bench "
-                          "pendulum (one plant per run from its labels); neuract simulate "
-                          "replays arm episodes: give --robot, or a fit on an arm")
+    if fm.robot == "pendulum":
+        return _simulate_pendulum_fit(cfg, out_dir, fm)
     trajs = read_telemetry(cfg.data)
     require_channels(trajs, FIT_CHANNELS, cfg.data,
                      f"the fitted model --checkpoint {str(cfg.checkpoint)!r}")
@@ -126,6 +138,56 @@ def _simulate_fit(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
                                       progress=steps)
             for v in (False, True)}
     return _write(cfg, out_dir, sims, trajs, 1, summary, steps)
+
+
+def _simulate_pendulum_fit(cfg: SimulateConfig, out_dir: Path, fm) -> dict[str, Any]:
+    """A fit on the bench pendulum: each episode on the pendulum of its labels (mass,
+    length, arm_mass), with the labels the model reads (e.g. the firmware kp), on the
+    episodes' uniform grid, as ``neuract fit`` validates and ``neuract score`` scores it
+    (the parquet files hold the grid's times)."""
+    model = load_scorable(cfg.checkpoint, option="--checkpoint")
+    trajs = read_episodes(cfg.data)
+    summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
+                               "model": "fit", "actuator": fm.config.actuator.type,
+                               "robot": "pendulum", "grid": "uniform", "episodes": []}
+    with reporter(cfg.quiet) as progress, \
+            atomic_dir(out_dir, overwrite=cfg.overwrite, **SIMULATE_DEST) as tmp_dir:
+        stage = f"simulate {len(trajs)} episode(s), batched"
+        rolls = rollouts(model, trajs, str(cfg.data), cfg.robot, cfg.force_robot,
+                         cfg.substeps, lambda k, n: progress(stage, k, n))
+        for r in rolls:
+            cols: dict[str, Any] = {"t": r.t}
+            names = list(trajs[0].meta.joint_names)
+            for j, name in enumerate(names):
+                cols[f"q_sim.{name}"] = r.q_sim[:, j]
+                cols[f"q.{name}"] = r.q[:, j]
+            path = tmp_dir / f"{r.name.replace('/', '__') or 'episode'}.parquet"
+            pq.write_table(pa.table(cols), path)
+            err = np.where(r.scored, np.abs(r.q_sim - r.q), 0.0).sum(0) / np.maximum(
+                r.scored.sum(0), 1)
+            err = np.degrees(err)
+            summary["episodes"].append({
+                "episode": r.name, "file": path.name, "samples": int(len(r.t)),
+                "first_simulated_sample": 1,
+                "joint_mae_deg": dict(zip(names, err.round(4).tolist())),
+                "mean_mae_deg": float(err.mean())})
+        write_json(tmp_dir / "summary.json", summary)
+    _table(cfg, out_dir, summary)
+    return summary
+
+
+def _simulate_mujoco(cfg: SimulateConfig, out_dir: Path) -> dict[str, Any]:
+    """A saved MuJoCo servo baseline, in MuJoCo with its parameters."""
+    model = load_scorable(cfg.checkpoint, option="--checkpoint")
+    trajs = read_telemetry(cfg.data)
+    require_channels(trajs, FIT_CHANNELS, cfg.data,
+                     f"the MuJoCo servo --checkpoint {str(cfg.checkpoint)!r}")
+    check_model_data(model, trajs, str(cfg.data), cfg.robot, cfg.force_robot)
+    trajs = arm_joints(model, trajs)
+    summary: dict[str, Any] = {"mode": "simulator", "checkpoint": str(cfg.checkpoint),
+                               "model": "mujoco_servo", "robot": model.robot, "episodes": []}
+    steps = _Steps(trajs, 1)
+    return _write(cfg, out_dir, model.obj.simulator(), trajs, 1, summary, steps)
 
 
 class _Steps:
@@ -153,14 +215,20 @@ def _write(cfg: SimulateConfig, out_dir: Path, sim, trajs, h: int,
         steps(0, 0)  # the start: a first line before the first episode's long rollout
         _simulate_all(sim, trajs, h, tmp_dir, summary, steps)
         write_json(tmp_dir / "summary.json", summary)
+    _table(cfg, out_dir, summary)
+    return summary
+
+
+def _table(cfg: SimulateConfig, out_dir: Path, summary: dict[str, Any]) -> None:
     if not cfg.quiet:
-        t = Table(title=f"NeuralActuator open-loop simulation (simulator mode) -> {out_dir}")
+        what = {"fit": "neuract fit model", "mujoco_servo": "MuJoCo servo"}.get(
+            summary.get("model", ""), "NeuralActuator (simulator mode)")
+        t = Table(title=f"{what}: open-loop simulation -> {out_dir}")
         for c in ("episode", "samples", "joint MAE (deg), mean of all joints"):
             t.add_column(c)
         for e in summary["episodes"]:
             t.add_row(e["episode"], str(e["samples"]), f"{e['mean_mae_deg']:.3f}")
         Console().print(t)
-    return summary
 
 
 def _simulate_all(sim, trajs, h: int, out_dir: Path, summary: dict[str, Any],
