@@ -30,6 +30,7 @@ from neuract.robot.dynamics_backward import (
     solve_symmetric,
 )
 from neuract.robot.kinematics import link_poses, motion_subspace
+from neuract.robot.native import accelerations as native_accelerations
 from neuract.robot.rigid_body import (
     _crba_vec,
     _ext_forces,
@@ -141,8 +142,14 @@ def forward_dynamics(robot, q: Tensor, qd: Tensor, tau: Tensor,
     """Joint accelerations qdd (..., n_dof) [rad/s^2] from applied torques tau (..., n_dof).
 
     Solves M qdd = tau - b + J^T f_ext with :func:`solve_symmetric`; passive torques are not
-    added (pass ``tau + passive_torques(robot, qd)`` for those).
+    added (pass ``tau + passive_torques(robot, qd)`` for those). Without ``f_ext``, on the CPU
+    and when no parameter of the robot requires a gradient, the compiled kernel of
+    :mod:`neuract.robot.native` computes it (same values; the torch path is the reference).
     """
+    if f_ext is None:
+        qdd = native_accelerations(robot, q, qd, tau, passive=False)
+        if qdd is not None:
+            return qdd
     M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
     return solve_symmetric(M, tau - b)
 
