@@ -31,6 +31,7 @@ from neuract.robot.dynamics_backward import (
 )
 from neuract.robot.kinematics import link_poses, motion_subspace
 from neuract.robot.native import accelerations as native_accelerations
+from neuract.robot.native import mass_matrix_and_bias as native_mass_bias
 from neuract.robot.rigid_body import (
     _crba_vec,
     _ext_forces,
@@ -77,6 +78,9 @@ def rnea(robot, q: Tensor, qd: Tensor, qdd: Tensor, f_ext: Tensor | None = None)
 
 def bias_forces(robot, q: Tensor, qd: Tensor) -> Tensor:
     """Coriolis, centrifugal and gravity torques b(q, qd) (..., n_dof) (MuJoCo qfrc_bias)."""
+    Mb = native_mass_bias(robot, q, qd)
+    if Mb is not None:
+        return Mb[1]
     return rnea(robot, q, qd, torch.zeros_like(qd))
 
 
@@ -87,6 +91,9 @@ def gravity_torques(robot, q: Tensor) -> Tensor:
 
 def mass_matrix(robot, q: Tensor) -> Tensor:
     """Joint-space inertia matrix M(q) (..., n_dof, n_dof) including armature (CRBA)."""
+    Mb = native_mass_bias(robot, q, torch.zeros((), dtype=q.dtype).expand(q.shape))
+    if Mb is not None:
+        return Mb[0]
     R, p = link_poses(robot, q)
     return _crba_vec(robot, _world_params(robot, R, p), motion_subspace(robot, R, p))
 
@@ -122,6 +129,9 @@ def accelerations_fast(robot, q: Tensor, qd: Tensor, tau: Tensor, passive: bool 
 def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = None):
     """M(q) (..., n, n) and b(q, qd) - J^T f_ext (..., n), sharing one kinematics pass."""
     if f_ext is None:
+        Mb = native_mass_bias(robot, q, qd)
+        if Mb is not None:
+            return Mb
         S, W = _subspaces_and_params(robot, q)
         return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, None)
     R, p = link_poses(robot, q)

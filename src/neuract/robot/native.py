@@ -45,7 +45,7 @@ from neuract.robot.kinematics import link_poses, motion_subspace
 from neuract.robot.rigid_body import _crba_vec, _rnea_vec, _world_params
 
 __all__ = ["SOURCE", "available", "set_enabled", "enabled", "disabled", "cache_dir",
-           "accelerations", "build_error", "PARAM_FIELDS"]
+           "accelerations", "mass_matrix_and_bias", "build_error", "PARAM_FIELDS"]
 
 SOURCE = Path(__file__).with_name("csrc") / "rigid_body.cpp"
 LIBRARY = "neuract_rigid_body.so"
@@ -136,6 +136,15 @@ def _load():
         bwd = getattr(lib, f"nr_backward_{suffix}")
         bwd.argtypes = [i32, p, p, p, i64, p, p, p, p, p, p, p, i32, d, d]
         bwd.restype = i32
+        mb = getattr(lib, f"nr_mass_bias_{suffix}")
+        mb.argtypes = [i32, p, p, p, i64, p, p, p, p]
+        mb.restype = i32
+        mbb = getattr(lib, f"nr_mass_bias_backward_{suffix}")
+        mbb.argtypes = [i32, p, p, p, i64, p, p, p, p, p, p]
+        mbb.restype = i32
+    if lib.nr_abi_version() != 2:
+        _state["error"] = f"{SOURCE.name}: unexpected library version"
+        return None
     _state["lib"] = lib
     return lib
 
@@ -260,7 +269,95 @@ class _NativeAccelerations(torch.autograd.Function):
         return (*out, None, None, None, None)
 
 
+def _reference_mass_bias(robot, q, qd):
+    R, p = link_poses(robot, q)
+    S, W = motion_subspace(robot, R, p), _world_params(robot, R, p)
+    return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, None)
+
+
+def _mass_bias(q, qd, packed, shape):
+    qc, qdc = _dense(q, shape), _dense(qd, shape)
+    n = shape[-1]
+    M = torch.empty((*shape, n), dtype=q.dtype)
+    b = torch.empty(shape, dtype=q.dtype)
+    lib = _state["lib"]
+    fn = lib.nr_mass_bias_f64 if q.dtype == torch.float64 else lib.nr_mass_bias_f32
+    parent, hinge, consts = packed
+    fn(n, parent.data_ptr(), hinge.data_ptr(), consts.data_ptr(), b.numel() // n,
+       qc.data_ptr(), qdc.data_ptr(), M.data_ptr(), b.data_ptr())
+    return M, b
+
+
+class _NativeMassBias(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, qd, robot, packed, shape):
+        M, b = _mass_bias(q, qd, packed, shape)
+        ctx.robot, ctx.packed = robot, packed
+        ctx.shapes = (q.shape, qd.shape)
+        ctx.save_for_backward(q, qd)
+        return M, b
+
+    @staticmethod
+    def backward(ctx, gM, gb):
+        q, qd = ctx.saved_tensors
+        need = ctx.needs_input_grad[:2]
+        if torch.is_grad_enabled():  # create_graph: differentiate the torch path instead
+            wanted = [x for x, nd in zip((q, qd), need) if nd]
+            with torch.enable_grad():
+                M, b = _reference_mass_bias(ctx.robot, q, qd)
+                outs = [(o, g) for o, g in ((M, gM), (b, gb)) if g is not None]
+                got = iter(torch.autograd.grad([o for o, _ in outs], wanted,
+                                               [g for _, g in outs], create_graph=True,
+                                               allow_unused=True))
+            return (*(next(got) if nd else None for nd in need), None, None, None)
+        shape = torch.broadcast_shapes(*ctx.shapes)
+        qc, qdc = _dense(q, shape), _dense(qd, shape)
+        gMc = None if gM is None else gM.contiguous()
+        gbc = None if gb is None else gb.contiguous()
+        gq, gqd = torch.empty(shape, dtype=q.dtype), torch.empty(shape, dtype=q.dtype)
+        n = shape[-1]
+        lib = _state["lib"]
+        fn = (lib.nr_mass_bias_backward_f64 if q.dtype == torch.float64
+              else lib.nr_mass_bias_backward_f32)
+        parent, hinge, consts = ctx.packed
+        fn(n, parent.data_ptr(), hinge.data_ptr(), consts.data_ptr(), gq.numel() // n,
+           qc.data_ptr(), qdc.data_ptr(), None if gMc is None else gMc.data_ptr(),
+           None if gbc is None else gbc.data_ptr(), gq.data_ptr(), gqd.data_ptr())
+        out = [(x if x.shape == s else x.sum_to_size(s)) if nd else None
+               for x, s, nd in zip((gq, gqd), ctx.shapes, need)]
+        return (*out, None, None, None)
+
+
 _FLOAT = (torch.float32, torch.float64)
+
+
+def _applies(robot, *xs: Tensor):
+    """The robot's packed constants when the kernel can take these tensors, else None."""
+    if not _state["enabled"]:
+        return None
+    dt = xs[0].dtype
+    if dt not in _FLOAT or robot.pi_link.dtype != dt or robot.pi_link.device.type != "cpu":
+        return None
+    for x in xs:
+        if x.dtype != dt or x.device.type != "cpu":
+            return None
+    if _state["lib"] is None and (_state["tried"] or _load() is None):
+        return None
+    if any(getattr(robot, f).requires_grad for f in PARAM_FIELDS):
+        return None
+    return _robot_consts(robot)
+
+
+def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor) -> tuple[Tensor, Tensor] | None:
+    """M(q) (..., n, n) (armature included) and b(q, qd) (..., n) by the kernel,
+    differentiable in q and qd; ``None`` where the kernel does not apply (module doc)."""
+    packed = _applies(robot, q, qd)
+    if packed is None:
+        return None
+    shape = q.shape if q.shape == qd.shape else torch.broadcast_shapes(q.shape, qd.shape)
+    if torch.is_grad_enabled() and (q.requires_grad or qd.requires_grad):
+        return _NativeMassBias.apply(q, qd, robot, packed, shape)
+    return _mass_bias(q, qd, packed, shape)
 
 
 def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, passive: bool = True,
@@ -268,20 +365,9 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, passive: bool = Tru
     """qdd (..., n_dof) = (M + dt_i D)^-1 (tau - b(q, qd) [+ passive torques]) by the kernel,
     differentiable in q, qd and tau; ``None`` when the kernel is off or unavailable or does
     not apply (see the module doc): then use the torch path."""
-    if not _state["enabled"]:
-        return None
-    dt = q.dtype
-    if (dt not in _FLOAT or qd.dtype != dt or tau.dtype != dt or robot.pi_link.dtype != dt
-            or q.device.type != "cpu" or qd.device.type != "cpu" or tau.device.type != "cpu"
-            or robot.pi_link.device.type != "cpu"):
-        return None
-    if _state["lib"] is None and (_state["tried"] or _load() is None):
-        return None
     if isinstance(implicit_dt, Tensor) or isinstance(friction_eps, Tensor):
         return None  # a per-row time step: the torch path
-    if any(getattr(robot, f).requires_grad for f in PARAM_FIELDS):
-        return None
-    packed = _robot_consts(robot)
+    packed = _applies(robot, q, qd, tau)
     if packed is None:
         return None
     opts = (int(bool(passive)), float(friction_eps), float(implicit_dt))

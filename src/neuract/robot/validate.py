@@ -165,12 +165,15 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
     qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))
     wt = torch.as_tensor(wrench)
     tau_inv = r.inverse_dynamics(qt, qdt, qddt)
-    with native.disabled():  # the torch path, the kernel's reference
+    with native.disabled():  # the torch path, the compiled kernel's reference
         fd_torch = r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"])).numpy()
+        M_torch, b_torch = r.mass_matrix(qt).numpy(), r.bias_forces(qt, qdt).numpy()
     pos, rot = r.forward_kinematics(qt)
     out = {
         "mass_matrix": _rel(r.mass_matrix(qt).numpy(), ref["M"]),
         "bias_forces": _rel(r.bias_forces(qt, qdt).numpy(), ref["bias"]),
+        "mass_matrix_torch": _rel(M_torch, ref["M"]),
+        "bias_forces_torch": _rel(b_torch, ref["bias"]),
         "inverse_dynamics": _rel(tau_inv.numpy(), ref["inv"]),
         "forward_dynamics_ext": _rel(
             r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"]), wt).numpy(), ref["fwd"]),

@@ -98,12 +98,13 @@ struct Work {
   std::vector<V3> p;
   std::vector<S6> S, V, A, P, f, F, Fb, Ab, Vb, Sb, wr;
   std::vector<Inertia> W, Ic;
-  std::vector<V3> hb;
-  std::vector<M3> Ib;
+  std::vector<V3> hb, hc;
+  std::vector<M3> Ib, Icb;
   std::vector<double> L, tmp, qdb, tauv;
   explicit Work(int n_)
       : n(n_), R(n_), p(n_), S(n_), V(n_), A(n_), P(n_), f(n_), F(n_), Fb(n_), Ab(n_), Vb(n_),
-        Sb(n_), wr(n_), W(n_), Ic(n_), hb(n_), Ib(n_), L(n_ * n_), tmp(n_), qdb(n_), tauv(n_) {}
+        Sb(n_), wr(n_), W(n_), Ic(n_), hb(n_), hc(n_), Ib(n_), Icb(n_), L(n_ * n_), tmp(n_),
+        qdb(n_), tauv(n_) {}
 };
 
 // link poses, joint screws S and world inertias W at q
@@ -180,8 +181,8 @@ void rnea(const Consts& c, Work& w, const double* qd, const double* qdd, double*
   }
 }
 
-// Mh = M + diag(armature + dt_i damping), Cholesky factor into w.L (lower); false if not SPD
-bool mass_matrix_cholesky(const Consts& c, Work& w, double implicit_dt) {
+// composite inertias: Ic_i = sum of W_l over the subtree of i
+void composite(const Consts& c, Work& w) {
   const int n = c.n;
   for (int i = 0; i < n; ++i) w.Ic[i] = w.W[i];
   for (int i = n - 1; i >= 0; --i) {
@@ -193,14 +194,21 @@ bool mass_matrix_cholesky(const Consts& c, Work& w, double implicit_dt) {
     d.h += s.h;
     for (int k = 0; k < 9; ++k) d.I.a[k] += s.I.a[k];
   }
-  double* M = w.L.data();
+}
+
+// lower triangle of M + diag(armature + dt_i damping) (CRBA) into M (row-major, rest 0)
+void mass_lower(const Consts& c, const Work& w, double implicit_dt, double* M) {
+  const int n = c.n;
   for (int k = 0; k < n * n; ++k) M[k] = 0.0;
   for (int i = 0; i < n; ++i) {
     const S6 Fi = imul(w.Ic[i], w.S[i]);
     M[i * n + i] = dot(Fi, w.S[i]) + c.arm[i] + implicit_dt * c.damp[i];
     for (int j = c.parent[i]; j >= 0; j = c.parent[j]) M[i * n + j] = dot(Fi, w.S[j]);
   }
-  // in-place Cholesky of the lower triangle (row-major): M = L L^T
+}
+
+// in-place Cholesky of the lower triangle (row-major): M = L L^T; false if not SPD
+bool cholesky(int n, double* M) {
   for (int j = 0; j < n; ++j) {
     double d = M[j * n + j];
     for (int k = 0; k < j; ++k) d -= M[j * n + k] * M[j * n + k];
@@ -214,6 +222,13 @@ bool mass_matrix_cholesky(const Consts& c, Work& w, double implicit_dt) {
     }
   }
   return true;
+}
+
+// Mh = M + diag(armature + dt_i damping), Cholesky factor into w.L (lower); false if not SPD
+bool mass_matrix_cholesky(const Consts& c, Work& w, double implicit_dt) {
+  composite(c, w);
+  mass_lower(c, w, implicit_dt, w.L.data());
+  return cholesky(c.n, w.L.data());
 }
 
 void chol_solve(const Work& w, double* x) {  // x <- (L L^T)^-1 x
@@ -235,17 +250,26 @@ inline double passive(const Consts& c, int i, double qd, double eps) {
   return -c.damp[i] * qd - c.fric[i] * std::tanh(qd / eps);
 }
 
-// VJP of tau = RNEA(q, qd, qdd) with weight y: adds y^T dtau/dq to gq and y^T dtau/dqd to gqd.
-// rnea() must have run at (q, qd, qdd) on w.
+void clear_bars(Work& w) {
+  for (int i = 0; i < w.n; ++i) {
+    w.Sb[i] = S6{{0, 0, 0}, {0, 0, 0}};
+    w.hb[i] = V3{0, 0, 0};
+    for (int k = 0; k < 9; ++k) w.Ib[i].a[k] = 0.0;
+  }
+}
+
+// VJP of tau = RNEA(q, qd, qdd) with weight y: adds y^T dtau/dqd to gqd and the gradients of
+// y^T tau with respect to the screws S and world inertias (h, I) to w.Sb, w.hb, w.Ib (turned
+// into a q gradient by screw_vjp). rnea() must have run at (q, qd, qdd) on w.
 void rnea_vjp(const Consts& c, Work& w, const double* qd, const double* qdd, const double* y,
-              double* gq, double* gqd) {
+              double* gqd) {
   const int n = c.n;
   for (int i = 0; i < n; ++i) {
     const int par = c.parent[i];
     // tau_i = S_i . F_i, F_i = f_i + sum of children's F: F_bar_i = y_i S_i + F_bar_parent
     w.Fb[i] = y[i] * w.S[i];
     if (par >= 0) w.Fb[i] += w.Fb[par];
-    w.Sb[i] = y[i] * w.F[i];
+    w.Sb[i] += y[i] * w.F[i];
     const S6 yb = w.Fb[i];
     const S6 Vi = w.V[i], Ai = w.A[i], Pi = w.P[i];
     const Inertia& in = w.W[i];
@@ -264,8 +288,8 @@ void rnea_vjp(const Consts& c, Work& w, const double* qd, const double* qdd, con
     for (int r = 0; r < 3; ++r)
       for (int k = 0; k < 3; ++k) Ib.a[3 * r + k] += pn[r] * vw[k];
     w.Vb[i] = Vb;
-    w.hb[i] = hb;
-    w.Ib[i] = Ib;
+    w.hb[i] += hb;
+    for (int k = 0; k < 9; ++k) w.Ib[i].a[k] += Ib.a[k];
   }
   // A_i = A_parent + S_i qdd_i + V_i x (S_i qd_i): A_bar accumulates over the subtree
   for (int i = n - 1; i >= 0; --i) {
@@ -290,7 +314,46 @@ void rnea_vjp(const Consts& c, Work& w, const double* qd, const double* qdd, con
     w.Sb[i] += qd[i] * w.Vb[i];
     gqd[i] += dot(w.S[i], w.Vb[i]);
   }
-  // (S, h, I) -> q: each link's wrench under the unit screws, summed over subtrees
+}
+
+// gradient of sum_ij G_ij M_ij (M = CRBA mass matrix, both triangles) with respect to the
+// screws and world inertias, added to w.Sb, w.hb, w.Ib; composite() must have run on w.
+// M_ij = S_j . Ic_i S_i for j an ancestor-or-self of i: with Y_i = sum_j c_ij S_j
+// (c_ii = G_ii, c_ij = G_ij + G_ji), the sum is sum_i <Y_i, Ic_i S_i>.
+void crba_vjp(const Consts& c, Work& w, const double* G) {
+  const int n = c.n;
+  for (int i = 0; i < n; ++i) {
+    const S6 Si = w.S[i];
+    const double cii = G[i * n + i];
+    S6 Y = cii * Si;
+    for (int j = c.parent[i]; j >= 0; j = c.parent[j]) Y += (G[i * n + j] + G[j * n + i]) * w.S[j];
+    const S6 Fi = imul(w.Ic[i], Si);
+    w.Sb[i] += imul(w.Ic[i], Y);
+    w.Sb[i] += cii * Fi;
+    for (int j = c.parent[i]; j >= 0; j = c.parent[j])
+      w.Sb[j] += (G[i * n + j] + G[j * n + i]) * Fi;
+    // d <Y, Ic X> / d Ic for X = S_i: I_O gets Y_w X_w^T, h gets X_v x Y_w - X_w x Y_v
+    w.hc[i] = cross(Si.l, Y.a) - cross(Si.a, Y.l);
+    const double yw[3] = {Y.a.x, Y.a.y, Y.a.z}, xw[3] = {Si.a.x, Si.a.y, Si.a.z};
+    for (int r = 0; r < 3; ++r)
+      for (int k = 0; k < 3; ++k) w.Icb[i].a[3 * r + k] = yw[r] * xw[k];
+  }
+  // Ic_i sums the links of its subtree: link l collects its ancestors-or-self's gradients
+  for (int l = 0; l < n; ++l) {
+    const int par = c.parent[l];
+    if (par >= 0) {
+      w.hc[l] += w.hc[par];
+      for (int k = 0; k < 9; ++k) w.Icb[l].a[k] += w.Icb[par].a[k];
+    }
+    w.hb[l] += w.hc[l];
+    for (int k = 0; k < 9; ++k) w.Ib[l].a[k] += w.Icb[l].a[k];
+  }
+}
+
+// (S, h, I) gradients in w -> q gradient (added to gq): each link's wrench under the unit
+// screws, summed over subtrees
+void screw_vjp(const Consts& c, Work& w, double* gq) {
+  const int n = c.n;
   for (int i = 0; i < n; ++i) {
     const S6 s = w.S[i], gs = w.Sb[i];
     const Inertia& in = w.W[i];
@@ -380,7 +443,9 @@ int backward_impl(int n, const int32_t* parent, const int32_t* hinge, const doub
       gqv[i] = 0.0;
       gqdv[i] = 0.0;
     }
-    rnea_vjp(c, w, qdv.data(), qddv.data(), y.data(), gqv.data(), gqdv.data());
+    clear_bars(w);
+    rnea_vjp(c, w, qdv.data(), qddv.data(), y.data(), gqdv.data());
+    screw_vjp(c, w, gqv.data());
     for (int i = 0; i < n; ++i) {
       const double u = w.tmp[i];
       double gd = gqdv[i];
@@ -396,11 +461,75 @@ int backward_impl(int n, const int32_t* parent, const int32_t* hinge, const doub
   return bad;
 }
 
+// M(q) (armature included, both triangles) and b(q, qd) = RNEA(q, qd, 0)
+template <typename T>
+int mass_bias_impl(int n, const int32_t* parent, const int32_t* hinge, const double* consts,
+                   int64_t B, const T* q, const T* qd, T* M, T* b) {
+  const Consts c(n, parent, hinge, consts);
+  Work w(n);
+  std::vector<double> qv(n), qdv(n), bv(n);
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t o = s * n;
+    for (int i = 0; i < n; ++i) {
+      qv[i] = q[o + i];
+      qdv[i] = qd[o + i];
+    }
+    kinematics(c, w, qv.data());
+    rnea(c, w, qdv.data(), nullptr, bv.data());
+    composite(c, w);
+    mass_lower(c, w, 0.0, w.L.data());
+    T* Ms = M + s * n * n;
+    for (int i = 0; i < n; ++i) {
+      b[o + i] = static_cast<T>(bv[i]);
+      for (int j = 0; j <= i; ++j) {
+        Ms[i * n + j] = Ms[j * n + i] = static_cast<T>(w.L[i * n + j]);
+      }
+    }
+  }
+  return 0;
+}
+
+// gradients of sum(gM * M) + sum(gb * b) with respect to q and qd (gM or gb may be null)
+template <typename T>
+int mass_bias_backward_impl(int n, const int32_t* parent, const int32_t* hinge,
+                            const double* consts, int64_t B, const T* q, const T* qd,
+                            const T* gM, const T* gb, T* gq, T* gqd) {
+  const Consts c(n, parent, hinge, consts);
+  Work w(n);
+  std::vector<double> qv(n), qdv(n), bv(n), y(n), G(n * n), gqv(n), gqdv(n);
+  for (int64_t s = 0; s < B; ++s) {
+    const int64_t o = s * n;
+    for (int i = 0; i < n; ++i) {
+      qv[i] = q[o + i];
+      qdv[i] = qd[o + i];
+      gqv[i] = gqdv[i] = 0.0;
+    }
+    kinematics(c, w, qv.data());
+    clear_bars(w);
+    if (gb) {
+      for (int i = 0; i < n; ++i) y[i] = gb[o + i];
+      rnea(c, w, qdv.data(), nullptr, bv.data());
+      rnea_vjp(c, w, qdv.data(), nullptr, y.data(), gqdv.data());
+    }
+    if (gM) {
+      for (int k = 0; k < n * n; ++k) G[k] = gM[s * n * n + k];
+      composite(c, w);
+      crba_vjp(c, w, G.data());
+    }
+    screw_vjp(c, w, gqv.data());
+    for (int i = 0; i < n; ++i) {
+      gq[o + i] = static_cast<T>(gqv[i]);
+      gqd[o + i] = static_cast<T>(gqdv[i]);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
 
-int nr_abi_version() { return 1; }
+int nr_abi_version() { return 2; }
 
 int nr_forward_f64(int n, const int32_t* parent, const int32_t* hinge, const double* consts,
                    int64_t B, const double* q, const double* qd, const double* tau, double* qdd,
@@ -430,6 +559,28 @@ int nr_backward_f32(int n, const int32_t* parent, const int32_t* hinge, const do
                     double implicit_dt) {
   return backward_impl<float>(n, parent, hinge, consts, B, q, qd, qdd, g, gq, gqd, gtau,
                               passive_on, eps, implicit_dt);
+}
+
+int nr_mass_bias_f64(int n, const int32_t* parent, const int32_t* hinge, const double* consts,
+                     int64_t B, const double* q, const double* qd, double* M, double* b) {
+  return mass_bias_impl<double>(n, parent, hinge, consts, B, q, qd, M, b);
+}
+
+int nr_mass_bias_f32(int n, const int32_t* parent, const int32_t* hinge, const double* consts,
+                     int64_t B, const float* q, const float* qd, float* M, float* b) {
+  return mass_bias_impl<float>(n, parent, hinge, consts, B, q, qd, M, b);
+}
+
+int nr_mass_bias_backward_f64(int n, const int32_t* parent, const int32_t* hinge,
+                              const double* consts, int64_t B, const double* q, const double* qd,
+                              const double* gM, const double* gb, double* gq, double* gqd) {
+  return mass_bias_backward_impl<double>(n, parent, hinge, consts, B, q, qd, gM, gb, gq, gqd);
+}
+
+int nr_mass_bias_backward_f32(int n, const int32_t* parent, const int32_t* hinge,
+                              const double* consts, int64_t B, const float* q, const float* qd,
+                              const float* gM, const float* gb, float* gq, float* gqd) {
+  return mass_bias_backward_impl<float>(n, parent, hinge, consts, B, q, qd, gM, gb, gq, gqd);
 }
 
 }  // extern "C"
