@@ -247,3 +247,16 @@ def test_simulate_with_the_kernel_equals_the_torch_path(tmp_path):
     torch.testing.assert_close(q_native, q_torch, rtol=1e-10, atol=1e-12)
     for a, b in zip(g_native, g_torch):
         torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace
+def test_graph_capture_and_inference_mode(tmp_path):
+    robot = load_case("bundled:so101", tmp_path)
+    q, qd, tau = _states(robot, seed=12)
+    want = native._reference(robot, q, qd, tau, True, 1e-2, 0.0)
+    traced = torch.jit.trace(lambda q, qd, tau: accelerations(robot, q, qd, tau), (q, qd, tau))
+    torch.testing.assert_close(traced(q, qd, tau), want, rtol=1e-12, atol=1e-12)
+    with torch.inference_mode():
+        r = load_case("bundled:so101", tmp_path)
+        torch.testing.assert_close(native.accelerations(r, q, qd, tau), want, rtol=1e-12,
+                                   atol=1e-12)

@@ -1,26 +1,30 @@
-"""Native forward dynamics: one compiled kernel per batch instead of hundreds of torch ops.
+"""Native rigid-body dynamics: one compiled kernel call per batch instead of hundreds of
+torch operations.
 
 The torch implementation (:mod:`neuract.robot.dynamics`) spends most of its time in the
 dispatch of small tensor operations: a step of a 6-DoF arm is a few hundred of them, forward
 and backward, whatever the batch. ``csrc/rigid_body.cpp`` computes the same quantities
 sample by sample in plain C++ (double arithmetic for float32 and float64 tensors):
 
-* forward: kinematics, world inertias, RNEA bias forces, CRBA mass matrix (armature and
-  MuJoCo's implicit damping on its diagonal), Cholesky solve;
-* backward (vector-Jacobian product): ``u = M^-1 g`` gives the torque gradient, and one
-  reverse pass through the RNEA at the computed accelerations gives the gradients of q and qd
-  (implicit-function theorem, as in :mod:`neuract.robot.adjoint`), passive torques included.
+* :func:`accelerations`: kinematics, world inertias, RNEA bias forces, CRBA mass matrix
+  (armature and MuJoCo's implicit damping on its diagonal), passive torques, Cholesky solve;
+  its backward is a vector-Jacobian product: ``u = M^-1 g`` is the torque gradient, and one
+  reverse pass through the RNEA at the computed accelerations gives the gradients of q and
+  qd (implicit-function theorem, as in :mod:`neuract.robot.adjoint`);
+* :func:`mass_matrix_and_bias`: M(q) and b(q, qd), with the reverse pass through the CRBA
+  and the RNEA as backward.
 
-It is compiled with the system C++ compiler on first use (about 2 s; ``$CXX``, else ``c++``,
-``g++`` or ``clang++``) into a cache (:func:`cache_dir`) and loaded with ctypes; it needs no
-torch headers. When there is no compiler, the build fails, ``NEURACT_NATIVE=0`` is set or
-:func:`set_enabled` turned it off, everything runs on the torch path, which stays the
-reference: same values (tests hold the two to 1e-12 in float64 and against MuJoCo to 1e-9).
+It is compiled with the system C++ compiler on first use (about 2-5 s; ``$CXX``, else
+``c++``, ``g++`` or ``clang++``) into a cache (:func:`cache_dir`, else a temporary
+directory) and loaded with ctypes; it needs no torch headers. When there is no compiler, the
+build fails, ``NEURACT_NATIVE=0`` is set or :func:`set_enabled` / :func:`disabled` turned it
+off, everything runs on the torch path, which stays the reference: the tests hold the two to
+1e-12 in float64, and both to MuJoCo at 1e-9.
 
-The kernel applies when the tensors are on the CPU in float32/float64, there are no external
-wrenches and no parameter of the robot requires a gradient (gradients flow to q, qd and tau
-only); otherwise the callers use the torch path. Second derivatives (``create_graph``) are
-exact: the backward then recomputes the step with the differentiable torch path.
+The kernel applies when the tensors are on the CPU in the robot's dtype (float32/float64),
+there are no external wrenches and no tensor of the robot requires a gradient (then gradients
+flow to q, qd and tau only); otherwise the callers use the torch path. Second derivatives
+(``create_graph``) are exact: the backward then recomputes with the differentiable torch path.
 """
 
 from __future__ import annotations
@@ -167,7 +171,10 @@ def _robot_consts(robot):
     and rebuilt when one of its tensors was changed in place; ``None`` when the kernel cannot
     take this robot (a link listed before its parent)."""
     tensors = [getattr(robot, f) for f in PARAM_FIELDS]
-    version = tuple(t._version for t in tensors)
+    try:
+        version = tuple(t._version for t in tensors)
+    except RuntimeError:  # inference tensors keep no version counter (and are not modified)
+        version = None
     hit = _consts.get(robot)
     if hit is not None and hit[0] == version:
         return hit[1]
@@ -333,8 +340,8 @@ _FLOAT = (torch.float32, torch.float64)
 
 def _applies(robot, *xs: Tensor):
     """The robot's packed constants when the kernel can take these tensors, else None."""
-    if not _state["enabled"]:
-        return None
+    if not _state["enabled"] or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return None  # graph capture (torch.compile / export / jit) traces the torch path
     dt = xs[0].dtype
     if dt not in _FLOAT or robot.pi_link.dtype != dt or robot.pi_link.device.type != "cpu":
         return None

@@ -1,15 +1,19 @@
-// Forward dynamics of a fixed-base tree of hinge/slide joints and its vector-Jacobian
-// product, one sample after another over a batch (neuract.robot.native loads this file with
+// Rigid-body dynamics of a fixed-base tree of hinge/slide joints and their vector-Jacobian
+// products, one sample after another over a batch (neuract.robot.native loads this file with
 // ctypes; no torch headers). Same conventions and formulas as the torch reference in
 // neuract/robot/{kinematics,rigid_body,dynamics_backward}.py: every spatial quantity is in
 // world axes at the world origin, motion [w, v], force [n, f], link inertias as
 // (m, h = m c, I about the origin). Arithmetic is in double whatever the input type.
 //
-// forward:  qdd = Mh^-1 (tau - b(q, qd) + passive(qd)),  Mh = M(q) + diag(armature + dt_i D)
-// backward: u = Mh^-1 g;  grad tau = u;  grad q = -(d RNEA / d q)^T u (at the computed qdd);
-//           grad qd = -(d RNEA / d qd)^T u + (d passive / d qd) u   (implicit-function VJP)
-// The RNEA's VJP is reverse-mode by hand; its dependence on q goes through the joint screws
-// and world inertias (d/dq_j moves the subtree of j along the unit screw S_j).
+// nr_forward / nr_backward: accelerations
+//   qdd = Mh^-1 (tau - b(q, qd) + passive(qd)),  Mh = M(q) + diag(armature + dt_i D)
+//   u = Mh^-1 g;  grad tau = u;  grad q = -(d RNEA / d q)^T u (at the computed qdd);
+//   grad qd = -(d RNEA / d qd)^T u + (d passive / d qd) u   (implicit-function VJP)
+// nr_mass_bias / nr_mass_bias_backward: M(q) (CRBA, armature included) and b(q, qd), and the
+//   gradients of <gM, M> + <gb, b> with respect to q and qd.
+// The VJPs are reverse mode by hand through the RNEA and the CRBA; their dependence on q goes
+// through the joint screws and world inertias (d/dq_j moves the subtree of j along the unit
+// screw S_j), as in the torch path's _ScrewKinematics.
 
 #include <cmath>
 #include <cstdint>
