@@ -16,6 +16,10 @@ What each function includes:
 - ``bias_forces`` = ``b(q, qd)`` = Coriolis/centrifugal + gravity (MuJoCo's ``qfrc_bias``).
 - ``forward_dynamics`` solves ``M qdd = tau - b + J^T f_ext`` (no passive terms) with
   :func:`solve_symmetric`.
+
+``forward_dynamics``, ``mass_matrix``, ``bias_forces`` and ``mass_matrix_and_bias`` run the
+compiled kernel of :mod:`neuract.robot.native` where it applies (CPU, no ``f_ext``, no tensor
+of the robot requiring a gradient); the torch code here is the reference and the fallback.
 """
 
 from __future__ import annotations
