@@ -1,12 +1,14 @@
 """Speed of neuract's differentiable rigid-body core against MuJoCo C and Pinocchio, same run.
 
 1. Forward dynamics (mass matrix + bias forces + linear solve) for SO-101 and the 7-DoF Panda
-   (bundled descriptions) at batch 1, 64 and 1024: ours batched in torch (float64 and float32,
-   no autograd) against a loop of ``mujoco.mj_forward`` (constraints, passive forces and
+   (bundled descriptions) at batch 1, 64 and 1024: ours (float64 and float32, no autograd; the
+   compiled kernel of ``neuract.robot.native`` where available, the torch path timed beside it
+   in float64) against a loop of ``mujoco.mj_forward`` (constraints, passive forces and
    actuators disabled so it computes the same quantities; Python loop overhead included) and a
    loop of ``pinocchio.aba`` on the same MJCF (pinocchio's own MJCF parser).
 2. Differentiable rollout throughput: SO-101, batch 256, 200 steps of semi-implicit Euler,
-   float32, forward + backward (gradient of a loss on the whole joint trajectory with respect
+   float32, forward + backward (the default path: the compiled kernel where it is available;
+   the torch path is timed beside it) (gradient of a loss on the whole joint trajectory with respect
    to the torque sequence), against ``mujoco.rollout`` forward-only with 2 threads on the same
    model and batch. ``rollout_ratio_vs_mujoco`` = MuJoCo env-steps/s / ours (fwd + bwd); the
    MuJoCo reference for it is the model with its constraint solver off (the physics we
@@ -35,7 +37,7 @@ import torch
 
 from common import cpu_name, head_commit, write_result  # noqa: E402  (benchmarks/ is on sys.path)
 from neuract.atomic import write_text
-from neuract.robot import bundled_path, load_robot
+from neuract.robot import bundled_path, load_robot, native
 from neuract.robot.validate import random_states, reference_model
 from neuract.sim import rollout
 
@@ -59,7 +61,17 @@ def machine() -> dict:
         "torch_threads": torch.get_num_threads(),
         "mujoco": mujoco.__version__,
         "pinocchio": pin_version,
+        "native_kernel": _native_kernel(),
     }
+
+
+def _native_kernel() -> dict:
+    """Whether the compiled kernel (neuract.robot.native) runs here, and how long loading it
+    took (building it, ~2-5 s, when the cache has no library for this source yet)."""
+    t0 = time.perf_counter()
+    ok = native.available()
+    return {"available": ok, "load_or_build_s": time.perf_counter() - t0,
+            "error": native.build_error(), "source": str(native.SOURCE.name)}
 
 
 def timeit(fn, reps: int, min_time: float = 0.05) -> dict:
@@ -117,9 +129,12 @@ def bench_forward_dynamics(name: str, batches: list[int], reps: int) -> list[dic
         t32s = [x.float() for x in t64s]
         t64 = timeit(functools.partial(_ours, robot64, *t64s), reps)
         t32 = timeit(functools.partial(_ours, robot32, *t32s), reps)
+        with native.disabled():
+            ttorch = timeit(functools.partial(_ours, robot64, *t64s), reps)
         tmj = timeit(functools.partial(_mj_loop, m, d, q, qd, tau), reps)
         row = {"robot": name, "n_dof": robot64.n_dof, "batch": B,
                "ours_float64_s": t64["median_s"], "ours_float32_s": t32["median_s"],
+               "ours_float64_torch_path_s": ttorch["median_s"],
                "mujoco_s": tmj["median_s"],
                "ratio_ours64_vs_mujoco": t64["median_s"] / tmj["median_s"],
                "ratio_ours32_vs_mujoco": t32["median_s"] / tmj["median_s"]}
@@ -156,6 +171,10 @@ def bench_rollout(B: int, T: int, dt: float, reps: int, adjoint_too: bool) -> di
     def fwd_only():
         with torch.no_grad():
             rollout(robot, q0, qd0, tau0, dt)
+
+    def fwd_bwd_torch():
+        with native.disabled():
+            fwd_bwd()
 
     from mujoco import rollout as mj_rollout
 
@@ -210,6 +229,10 @@ def bench_rollout(B: int, T: int, dt: float, reps: int, adjoint_too: bool) -> di
     if adjoint_too:
         t = timeit(lambda: fwd_bwd(adjoint=True), max(2, reps // 2), min_time=0.0)
         res["ours_fwd_bwd_adjoint_steps_per_s"] = B * T / t["median_s"]
+    res["native_kernel"] = native.available()
+    if res["native_kernel"]:  # the torch path (the reference) for comparison
+        t = timeit(fwd_bwd_torch, 2, min_time=0.0)
+        res["ours_fwd_bwd_torch_path_steps_per_s"] = B * T / t["median_s"]
     return res
 
 
@@ -225,16 +248,19 @@ def to_markdown(out: dict) -> str:
         "",
         "## Forward dynamics: mass matrix + bias + solve, time per batch",
         "",
-        "| robot | batch | ours f64 [ms] | ours f32 [ms] | MuJoCo loop [ms] | Pinocchio loop [ms] "
+        "| robot | batch | ours f64 [ms] | ours f32 [ms] | ours f64, torch path [ms] "
+        "| MuJoCo loop [ms] | Pinocchio loop [ms] "
         "| ours f64 / MuJoCo | ours f32 / MuJoCo | ours f64 / Pinocchio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in out["forward_dynamics"]:
         pin_ms = f"{r['pinocchio_s'] * 1e3:.3f}" if "pinocchio_s" in r else "-"
         pin_ratio = f"{r['ratio_ours64_vs_pinocchio']:.2f}" if "pinocchio_s" in r else "-"
         lines.append(
             f"| {r['robot']} ({r['n_dof']} DoF) | {r['batch']} | {r['ours_float64_s'] * 1e3:.3f} "
-            f"| {r['ours_float32_s'] * 1e3:.3f} | {r['mujoco_s'] * 1e3:.3f} | {pin_ms} "
+            f"| {r['ours_float32_s'] * 1e3:.3f} "
+            f"| {r.get('ours_float64_torch_path_s', float('nan')) * 1e3:.3f} "
+            f"| {r['mujoco_s'] * 1e3:.3f} | {pin_ms} "
             f"| {r['ratio_ours64_vs_mujoco']:.2f} | {r['ratio_ours32_vs_mujoco']:.2f} "
             f"| {pin_ratio} |")
     ro = out["rollout"]
@@ -251,6 +277,9 @@ def to_markdown(out: dict) -> str:
     if "ours_fwd_bwd_adjoint_steps_per_s" in ro:
         lines.append(f"| ours, forward + adjoint backward (1 thread) | "
                      f"{ro['ours_fwd_bwd_adjoint_steps_per_s']:,.0f} |")
+    if "ours_fwd_bwd_torch_path_steps_per_s" in ro:
+        lines.append(f"| ours, forward + backward, torch path (kernel off; 1 thread) | "
+                     f"{ro['ours_fwd_bwd_torch_path_steps_per_s']:,.0f} |")
     lines += [
         f"| MuJoCo `mujoco.rollout`, forward only, constraint solver off (2 threads) | "
         f"{ro['mujoco_no_constraints_steps_per_s']:,.0f} |",
@@ -263,10 +292,16 @@ def to_markdown(out: dict) -> str:
         "/ ours forward + backward; target <= 10); against the shipped model with its "
         f"constraint solver: {ro['rollout_ratio_vs_mujoco_as_shipped']:.1f}.",
         "",
-        "Ours forward + backward runs the default path of `neuract.sim.rollout`: closed-form "
-        "backward passes for the kinematics/world inertias (screw identity) and for the mass "
-        "matrix inside the solve (matrix-free CRBA derivative), plain autograd through the "
-        "RNEA bias forces. The ratio moves with the load on the shared 2-core machine (MuJoCo "
+        "Ours forward + backward runs the default path of `neuract.sim.rollout`: "
+        + ("the compiled kernel of `neuract.robot.native` (forward dynamics and its "
+           "vector-Jacobian product in one C++ call per step; available here, loaded in "
+           f"{mc['native_kernel']['load_or_build_s']:.1f} s)"
+           if ro.get("native_kernel") else
+           "the torch path (the compiled kernel of `neuract.robot.native` is unavailable here: "
+           f"{mc['native_kernel']['error']})")
+        + ". The torch path is the closed-form backward passes for the kinematics/world "
+        "inertias (screw identity) and the mass matrix inside the solve, plain autograd "
+        "through the RNEA. The ratio moves with the load on the shared 2-core machine (MuJoCo "
         "uses both cores, ours one): see the load averages in the JSON.",
         "",
     ]

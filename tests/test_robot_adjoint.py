@@ -8,6 +8,7 @@ import torch
 from _robot_cases import (
     load_case,
 )
+from neuract.robot import native
 from neuract.sim import rollout
 from neuract.sim.integrators import accelerations
 
@@ -37,7 +38,8 @@ def test_adjoint_gradcheck_and_equals_autograd(tmp_path, implicit_dt):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 
 
-def test_adjoint_rollout_gradients_equal_autograd(tmp_path):
+def test_adjoint_rollout_gradients_equal_autograd(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "_state", {**native._state, "enabled": False})  # torch paths
     robot = load_case("so101_new_calib.xml", tmp_path)
     q0 = torch.tensor([0.1, -0.3, 0.4, 0.2, -0.1, 0.3], dtype=torch.float64, requires_grad=True)
     tau = torch.zeros(2, 30, 6, dtype=torch.float64, requires_grad=True)

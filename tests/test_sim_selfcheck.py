@@ -15,10 +15,13 @@ def test_selfcheck_passes_on_bundled_so101(capsys):
     # below the tolerance; the rollout moved and matched MuJoCo's
     rows = {k: v for k, v in res.items() if k.startswith(("mujoco/", "pinocchio/"))}
     assert {"mujoco/inverse_dynamics", "mujoco/forward_dynamics_ext", "pinocchio/aba",
-            "pinocchio/rnea"} <= set(rows)
+            "pinocchio/rnea", "mujoco/forward_dynamics", "mujoco/forward_dynamics_torch",
+            "mujoco/mass_matrix_torch", "mujoco/bias_forces_torch"} <= set(rows)
     assert max(rows.values()) < 1e-9, rows
     assert res["rollout_max_q_travel"] > 0.01 and res["rollout_max_q_error_vs_mujoco"] < 1e-8
-    assert "ALL CHECKS PASSED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ALL CHECKS PASSED" in out
+    assert "dynamics: the compiled kernel" in out or "dynamics: the torch path" in out
 
 
 def test_selfcheck_fails_when_a_reference_comparison_does(monkeypatch, capsys):

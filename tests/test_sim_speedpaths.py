@@ -91,6 +91,7 @@ def test_rollout_gradient_matches_plain_autograd(tmp_path, monkeypatch):
         loss = out.q.square().sum() + out.qd.sum() + out2.q.sin().sum()
         return torch.autograd.grad(loss, (t, q))
 
+    monkeypatch.setattr(integ, "native_accelerations", lambda *a, **k: None)  # torch paths
     fast = grads()
     monkeypatch.setattr(integ, "accelerations_fast", lambda *a, **k: None)
     monkeypatch.setattr(dyn, "_subspaces_and_params", _plain_s_w)

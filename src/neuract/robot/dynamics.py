@@ -16,6 +16,10 @@ What each function includes:
 - ``bias_forces`` = ``b(q, qd)`` = Coriolis/centrifugal + gravity (MuJoCo's ``qfrc_bias``).
 - ``forward_dynamics`` solves ``M qdd = tau - b + J^T f_ext`` (no passive terms) with
   :func:`solve_symmetric`.
+
+``forward_dynamics``, ``mass_matrix``, ``bias_forces`` and ``mass_matrix_and_bias`` run the
+compiled kernel of :mod:`neuract.robot.native` where it applies (CPU, no ``f_ext``, no tensor
+of the robot requiring a gradient); the torch code here is the reference and the fallback.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from neuract.robot.dynamics_backward import (
     solve_symmetric,
 )
 from neuract.robot.kinematics import link_poses, motion_subspace
+from neuract.robot.native import accelerations as native_accelerations
+from neuract.robot.native import mass_matrix_and_bias as native_mass_bias
 from neuract.robot.rigid_body import (
     _crba_vec,
     _ext_forces,
@@ -76,6 +82,9 @@ def rnea(robot, q: Tensor, qd: Tensor, qdd: Tensor, f_ext: Tensor | None = None)
 
 def bias_forces(robot, q: Tensor, qd: Tensor) -> Tensor:
     """Coriolis, centrifugal and gravity torques b(q, qd) (..., n_dof) (MuJoCo qfrc_bias)."""
+    Mb = native_mass_bias(robot, q, qd)
+    if Mb is not None:
+        return Mb[1]
     return rnea(robot, q, qd, torch.zeros_like(qd))
 
 
@@ -86,6 +95,9 @@ def gravity_torques(robot, q: Tensor) -> Tensor:
 
 def mass_matrix(robot, q: Tensor) -> Tensor:
     """Joint-space inertia matrix M(q) (..., n_dof, n_dof) including armature (CRBA)."""
+    Mb = native_mass_bias(robot, q, torch.zeros((), dtype=q.dtype).expand(q.shape))
+    if Mb is not None:
+        return Mb[0]
     R, p = link_poses(robot, q)
     return _crba_vec(robot, _world_params(robot, R, p), motion_subspace(robot, R, p))
 
@@ -121,6 +133,9 @@ def accelerations_fast(robot, q: Tensor, qd: Tensor, tau: Tensor, passive: bool 
 def mass_matrix_and_bias(robot, q: Tensor, qd: Tensor, f_ext: Tensor | None = None):
     """M(q) (..., n, n) and b(q, qd) - J^T f_ext (..., n), sharing one kinematics pass."""
     if f_ext is None:
+        Mb = native_mass_bias(robot, q, qd)
+        if Mb is not None:
+            return Mb
         S, W = _subspaces_and_params(robot, q)
         return _crba_vec(robot, W, S), _rnea_vec(robot, W, S, qd, None, None)
     R, p = link_poses(robot, q)
@@ -141,8 +156,14 @@ def forward_dynamics(robot, q: Tensor, qd: Tensor, tau: Tensor,
     """Joint accelerations qdd (..., n_dof) [rad/s^2] from applied torques tau (..., n_dof).
 
     Solves M qdd = tau - b + J^T f_ext with :func:`solve_symmetric`; passive torques are not
-    added (pass ``tau + passive_torques(robot, qd)`` for those).
+    added (pass ``tau + passive_torques(robot, qd)`` for those). Without ``f_ext``, on the CPU
+    and when no parameter of the robot requires a gradient, the compiled kernel of
+    :mod:`neuract.robot.native` computes it (same values; the torch path is the reference).
     """
+    if f_ext is None:
+        qdd = native_accelerations(robot, q, qd, tau, passive=False)
+        if qdd is not None:
+            return qdd
     M, b = mass_matrix_and_bias(robot, q, qd, f_ext)
     return solve_symmetric(M, tau - b)
 

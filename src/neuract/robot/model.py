@@ -165,6 +165,11 @@ class Robot:
         """M(q) (..., n_dof, n_dof) [kg m^2], armature included."""
         return dynamics.mass_matrix(self, q)
 
+    def mass_matrix_and_bias(self, q: Tensor, qd: Tensor,
+                             f_ext: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """M(q) (..., n_dof, n_dof) and b(q, qd) - J^T f_ext (..., n_dof) in one pass."""
+        return dynamics.mass_matrix_and_bias(self, q, qd, f_ext)
+
     def bias_forces(self, q: Tensor, qd: Tensor) -> Tensor:
         """Coriolis + centrifugal + gravity torques (..., n_dof) (MuJoCo qfrc_bias)."""
         return dynamics.bias_forces(self, q, qd)

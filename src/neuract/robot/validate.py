@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 import torch
 
+from neuract.robot import native
 from neuract.robot.dynamics import kinetic_energy, potential_energy
 
 __all__ = ["random_states", "reference_model", "compare_with_mujoco", "compare_with_pinocchio",
@@ -128,6 +129,9 @@ def _mujoco_state(m: mujoco.MjModel, d: mujoco.MjData, q: np.ndarray, qd: np.nda
     d.qfrc_applied[:] = ref["inv"][-1]
     mujoco.mj_forward(m, d)
     ref["fwd"].append(d.qacc.copy())
+    d.xfrc_applied[:] = 0.0  # and without: the compiled kernel's case (neuract.robot.native)
+    mujoco.mj_forward(m, d)
+    ref["fwd0"].append(d.qacc.copy())
     d.xfrc_applied[:] = 0.0
     d.qfrc_applied[:] = 0.0
 
@@ -136,8 +140,8 @@ def _mujoco_reference(m: mujoco.MjModel, q: np.ndarray, qd: np.ndarray, qdd: np.
                       wrench: np.ndarray) -> dict[str, np.ndarray]:
     """MuJoCo's quantities at every state, each stacked over the states."""
     d = mujoco.MjData(m)
-    ref = {k: [] for k in ("M", "bias", "inv", "fwd", "xpos", "xmat", "jac", "spos", "smat",
-                           "sjac", "ext", "energy")}
+    ref = {k: [] for k in ("M", "bias", "inv", "fwd", "fwd0", "xpos", "xmat", "jac", "spos",
+                           "smat", "sjac", "ext", "energy")}
     for k in range(q.shape[0]):
         _mujoco_state(m, d, q[k], qd[k], qdd[k], wrench[k], ref)
     return {k: np.stack(v) for k, v in ref.items()}
@@ -161,13 +165,22 @@ def compare_with_mujoco(robot, n_states: int = 100, seed: int = 0) -> dict[str, 
     qt, qdt, qddt = (torch.as_tensor(x) for x in (q, qd, qdd))
     wt = torch.as_tensor(wrench)
     tau_inv = r.inverse_dynamics(qt, qdt, qddt)
+    with native.disabled():  # the torch path, the compiled kernel's reference
+        fd_torch = r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"])).numpy()
+        M_torch, b_torch = r.mass_matrix(qt).numpy(), r.bias_forces(qt, qdt).numpy()
     pos, rot = r.forward_kinematics(qt)
     out = {
         "mass_matrix": _rel(r.mass_matrix(qt).numpy(), ref["M"]),
         "bias_forces": _rel(r.bias_forces(qt, qdt).numpy(), ref["bias"]),
+        "mass_matrix_torch": _rel(M_torch, ref["M"]),
+        "bias_forces_torch": _rel(b_torch, ref["bias"]),
         "inverse_dynamics": _rel(tau_inv.numpy(), ref["inv"]),
         "forward_dynamics_ext": _rel(
             r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"]), wt).numpy(), ref["fwd"]),
+        # without wrenches: the compiled kernel where it is available, and the torch path
+        "forward_dynamics": _rel(
+            r.forward_dynamics(qt, qdt, torch.as_tensor(ref["inv"])).numpy(), ref["fwd0"]),
+        "forward_dynamics_torch": _rel(fd_torch, ref["fwd0"]),
         "body_pos": _rel(pos.numpy(), ref["xpos"]),
         "body_rot": _rel(rot.numpy(), ref["xmat"]),
         "body_jacobian": _rel(

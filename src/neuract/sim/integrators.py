@@ -15,6 +15,7 @@ from neuract.errors import ConfigError
 from neuract.robot.adjoint import forward_dynamics_adjoint
 from neuract.robot.dynamics import accelerations_fast, dynamics_system
 from neuract.robot.dynamics_backward import solve_symmetric
+from neuract.robot.native import accelerations as native_accelerations
 
 __all__ = ["INTEGRATORS", "accelerations", "step"]
 
@@ -32,6 +33,9 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
     """qdd (..., n_dof) from applied torques tau (..., n_dof) [N m], plus passive torques.
 
     ``implicit_dt > 0`` adds ``implicit_dt * diag(damping)`` to M (MuJoCo's implicit damping).
+    Without ``f_ext``, on the CPU and when no parameter of the robot requires a gradient, the
+    compiled kernel of :mod:`neuract.robot.native` computes qdd and its backward (an
+    implicit-function VJP; gradients to q, qd, tau), whatever ``adjoint`` says; otherwise:
     ``adjoint=True`` differentiates with the implicit-function backward of
     :mod:`neuract.robot.adjoint`: it stores only (q, qd, qdd, LU) per step instead of the whole
     graph (much less memory for long rollouts) but recomputes the RNEA in the backward pass, so
@@ -41,6 +45,10 @@ def accelerations(robot, q: Tensor, qd: Tensor, tau: Tensor, *, f_ext: Tensor | 
     passes of :func:`neuract.robot.dynamics.accelerations_fast` (same values, first-order only;
     about 1.3x the plain-autograd rollout throughput); otherwise plain autograd.
     """
+    if f_ext is None:
+        qdd = native_accelerations(robot, q, qd, tau, passive, friction_eps, implicit_dt)
+        if qdd is not None:
+            return qdd
     if adjoint and torch.is_grad_enabled() and not _needs_plain_autograd(robot):
         return forward_dynamics_adjoint(robot, q, qd, tau, f_ext=f_ext, passive=passive,
                                         friction_eps=friction_eps, implicit_dt=implicit_dt)

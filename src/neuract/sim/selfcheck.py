@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from neuract.errors import ConfigError
+from neuract.robot import native
 from neuract.robot.bundled import BUNDLED_ROBOTS, bundled_path
 from neuract.robot.dynamics import kinetic_energy, potential_energy
 from neuract.robot.loader import load_robot
@@ -109,6 +110,9 @@ def run(cfg: SelfCheckConfig) -> dict[str, float]:
     robot = load_robot(cfg.robot)
     print(f"neuract selfcheck: {robot!r}")
     print(f"  bodies {list(robot.body_names)}; sites {list(robot.site_names)}")
+    print("  dynamics: " + ("the compiled kernel (neuract.robot.native); rows *_torch check "
+                            "the torch path" if native.enabled() and native.available() else
+                            f"the torch path ({native.build_error() or 'kernel switched off'})"))
     results: dict[str, float] = {}
     t0 = time.perf_counter()
     mj = compare_with_mujoco(robot, cfg.n_states, cfg.seed)

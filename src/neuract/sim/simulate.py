@@ -15,7 +15,9 @@ approximation of the stopping torque this is exact for one degree of freedom.
 
 Any plant works that has ``n_dof``, ``mass_matrix(q) -> (..., n, n)`` and
 ``bias_forces(q, qd) -> (..., n)`` (``M qdd + b = tau``): :class:`neuract.robot.Robot`,
-:class:`neuract.robot.pendulum.Pendulum`.
+:class:`neuract.robot.pendulum.Pendulum`; one with ``mass_matrix_and_bias(q, qd)`` (a
+``Robot``: one call of the compiled kernel of :mod:`neuract.robot.native` where it applies)
+is asked for both at once.
 """
 
 from __future__ import annotations
@@ -103,11 +105,13 @@ def step(plant: Plant, actuator: Actuator, joints: JointParams, command: Tensor,
          qd: Tensor, dt: float, inputs: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
     """One semi-implicit Euler step of ``dt`` [s]; returns the new (q, qd), each (B, n)."""
     qg = q + joints.offset()  # the plant's gravity zero differs from the encoder zero
-    M = plant.mass_matrix(qg)
+    both = getattr(plant, "mass_matrix_and_bias", None)  # one pass where the plant has it
+    M, b = both(qg, qd) if both is not None else (plant.mass_matrix(qg),
+                                                  plant.bias_forces(qg, qd))
     n = q.shape[-1]
     arm = joints.armature()
     inertia = torch.diagonal(M, dim1=-2, dim2=-1) + arm
-    tau_ext = -plant.bias_forces(qg, qd)
+    tau_ext = -b
     state = ActuatorState(q=q, qd=qd, tau_ext=tau_ext, inertia=inertia, dt=dt, inputs=inputs)
     tau = actuator.torque(command, state) + tau_ext
     if joints._has_passive:
