@@ -21,6 +21,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "policy": ("neuract.pipeline.policy_verb", "PolicyConfig",
                "train or evaluate a policy on the arm environments (BC, PPO)"),
+    "record": ("neuract.record.session", "RecordConfig",
+               "record a servo arm live into a dataset (teleoperation, emulated arm)"),
     "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
     "simulate": ("neuract.pipeline.simulate_verb", "SimulateConfig",
                  "replay commands open loop through a learned simulator"),
