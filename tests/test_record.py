@@ -131,7 +131,7 @@ def test_dropped_and_corrupt_reads_are_counted_never_filled(tmp_path):
         reads = _tick_reads(emu, len(seen))
         tr = Dataset(cfg.out)[0]
         k_written = 0
-        for (tick, sample), ex in zip(seen, reads):
+        for (_tick, sample), ex in zip(seen, reads):
             if set(ex.outcome.values()) != {"ok"}:
                 assert sample is None  # a fault is a dropped read, never a value
             if sample is not None:
