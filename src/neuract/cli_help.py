@@ -67,6 +67,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "--out runs/policy_lift",
                "neuract policy --action evaluate --policy runs/policy_lift/policy --units 8 9 "
                "--out runs/policy_lift_eval"),
+    "record": ("neuract record --arm so101 --port /dev/ttyACM0 --episodes 5 --duration-s 30 "
+               "--task pick --payload-kg 0.2 --out runs/rec_so101",
+               "neuract record --arm omx --port /dev/ttyUSB0 --leader-port /dev/ttyUSB1 "
+               "--duration-s 0 --episodes 10 --out runs/tele_omx",
+               "neuract record --emulate --arm so101 --excite-rad 0.3 --out runs/rec_emulated"),
     "selfcheck": ("neuract selfcheck --robot so101",),
     "simulate": ("neuract simulate --checkpoint runs/demo/checkpoints/neuralactuator_simulator "
                  "--data runs/twin_so101 --out runs/sim",),
@@ -92,6 +97,9 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                "skip-bad", "overwrite", "quiet"),
     "policy": ("action", "kind", "robot", "task", "out", "policy", "estimator", "actuator",
                "units", "episodes", "steps", "seed", "overwrite", "quiet"),
+    "record": ("out", "port", "arm", "ids", "baud", "rate-hz", "episodes", "duration-s", "task",
+               "payload-kg", "notes", "format", "leader-port", "emulate", "recover", "append",
+               "overwrite"),
     "selfcheck": None,
     "simulate": None,
     "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "overwrite"),

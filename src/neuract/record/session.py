@@ -170,10 +170,13 @@ def _quantised_goal(q: np.ndarray) -> np.ndarray:
 
 def record_session(cfg: RecordConfig, session: Session | None = None,
                    on_tick: Callable[[Tick, dict[str, Any]], None] | None = None,
-                   keyboard: Keyboard | None = None) -> dict[str, Any]:
+                   keyboard: Keyboard | None = None,
+                   on_episode: Callable[[str, int, Any], None] | None = None) -> dict[str, Any]:
     """Record ``cfg.episodes`` episodes (see the module docstring); the summary. ``session``:
     an open :class:`Session` (tests: a virtual-clock emulator); ``on_tick(tick, sample)``:
-    called with every tick and its written sample (None for a dropped read)."""
+    called with every tick and its written sample (None for a dropped read);
+    ``on_episode("begin", index, None)`` before each episode and ``on_episode("end", index,
+    trajectory or None)`` once it is written."""
     cfg.validate()
     if cfg.recover:
         names = recover(_canonical_out(cfg))
@@ -183,7 +186,7 @@ def record_session(cfg: RecordConfig, session: Session | None = None,
         return {"recovered": names}
     if session is None:
         with open_session(cfg) as s:
-            return record_session(cfg, s, on_tick, keyboard)
+            return record_session(cfg, s, on_tick, keyboard, on_episode)
     table = table_for(cfg.arm)
     ids = list(cfg.resolved_ids())
     lids = list(cfg.leader_ids or ids)
@@ -222,6 +225,9 @@ def record_session(cfg: RecordConfig, session: Session | None = None,
             if not kb.wait(lambda: _idle_tick(rec, goals, session.clock)):
                 break
         live = _Live(say, ep, cfg.episodes, rec)
+        index = writer.index
+        if on_episode is not None:
+            on_episode("begin", index, None)
         writer.begin(chans, labels, source=session.port)
 
         def sink(tick: Tick, live: _Live = live) -> None:
@@ -250,6 +256,8 @@ def record_session(cfg: RecordConfig, session: Session | None = None,
             raise
         tr = writer.finish(rec.counters.as_counts(), end,
                            {"stop_message": message} if message else None)
+        if on_episode is not None:
+            on_episode("end", index, tr)
         row = _episode_summary(writer, tr, rec, end, message)
         summary["episodes"].append(row)
         say(f"episode {row['episode']}: {row['samples']} samples, {row['rate_hz']:.1f} Hz, "
