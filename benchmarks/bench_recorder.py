@@ -84,7 +84,7 @@ def main() -> None:
         if sample is None:
             return
         t0 = time.perf_counter()
-        out = est.step({"t": tick.t, **{c: sample[c] for c in est.inputs}})
+        out = est.step({"t": sample["t"], **{c: sample[c] for c in est.inputs}})
         step_s.append(time.perf_counter() - t0)
         outs["valid"] += bool(out["valid"])
 

@@ -291,3 +291,36 @@ def test_bad_options_are_refused(tmp_path):
                          timeout_s=0.02)
     with emu, pytest.raises(ConfigError, match=r"servo\(s\) \[4\] do not answer"):
         _record(cfg, emu, sess)
+
+
+def test_estimate_live_streams_the_recorded_samples(tmp_path):
+    """``estimate --live``: every recorded sample goes through the streaming estimator; the
+    estimates are written per episode beside the telemetry, sample for sample."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from neuract.neuralactuator import NeuralActuator, NeuralActuatorConfig
+    from neuract.neuralactuator.checkpoint import save_checkpoint
+    from neuract.pipeline.estimate_verb import EstimateConfig, run_estimate
+
+    torch.manual_seed(0)
+    model = NeuralActuator(NeuralActuatorConfig(
+        n_joints=6, effort="load", mode="estimator", d_model=16, n_layers=1, n_heads=2,
+        d_ff=16, d_trunk=16, history=4))
+    ckpt = save_checkpoint(model, tmp_path / "ckpt")
+    bus = RecordConfig(out=tmp_path / "telemetry", emulate=True, excite_rad=0.2,
+                       duration_s=1.0, rate_hz=30.0, episodes=2, quiet=True)
+    summary = run_estimate(EstimateConfig(checkpoint=ckpt, out=tmp_path / "est", live=True,
+                                          bus=bus, quiet=True))
+    ds = Dataset(tmp_path / "telemetry")
+    assert len(ds) == 2 and len(summary["episodes"]) == 2
+    for i, tr in enumerate(ds):
+        est = pq.read_table(tmp_path / "est" / f"episode_{i:06d}.parquet").to_pydict()
+        np.testing.assert_array_equal(est["t"], tr["t"])
+        v = np.array(est["valid"])
+        assert not v[:3].any() and v[3:].all()
+        tau = np.array([est[f"tau.{j}"] for j in tr.meta.joint_names]).T
+        assert tau.shape == (len(tr), 6) and np.isfinite(tau[v]).all()
+        assert np.isfinite(np.array(est["contact_prob"])[v]).all()
+    with pytest.raises(ConfigError, match="--data is missing"):
+        run_estimate(EstimateConfig(checkpoint=ckpt, out=tmp_path / "est2"))

@@ -44,7 +44,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "demo": ("neuract demo --out runs/demo",
              "neuract demo --data.minutes 4 --experiment.sim-steps 50 --out runs/demo_small"),
     "estimate": ("neuract estimate --checkpoint runs/demo/checkpoints/neuralactuator_estimator "
-                 "--data runs/twin_so101 --out runs/est",),
+                 "--data runs/twin_so101 --out runs/est",
+                 "neuract estimate --live --checkpoint runs/demo/checkpoints/"
+                 "neuralactuator_estimator --bus.port /dev/ttyACM0 --bus.excite-rad 0.2 "
+                 "--bus.out runs/live_rec --out runs/live_est"),
     "evaluate": ("neuract evaluate --source twin --out runs/eval_twin",
                  "neuract evaluate --source dataset --data runs/my_so101 --out runs/my_eval",
                  "neuract evaluate --source nad --nad ../shared/data/nad --robot omx "
@@ -85,7 +88,8 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                 "seed", "overwrite"),
     "demo": ("out", "data.minutes", "data.units", "data.tasks", "data.seed",
              "experiment.sim-steps", "experiment.est-steps", "experiment.seed", "quiet"),
-    "estimate": None,
+    "estimate": ("checkpoint", "data", "out", "stream", "live", "bus.port", "bus.arm",
+                 "bus.out", "bus.duration-s", "bus.episodes", "overwrite", "quiet"),
     "evaluate": ("source", "out", "data", "nad", "robot", "checkpoints", "twin.minutes",
                  "twin.seed", "experiment.sim-steps", "experiment.est-steps", "experiment.seed"),
     "export": ("checkpoint", "out", "format", "quantize", "batch-sizes", "overwrite", "quiet"),
@@ -97,9 +101,8 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                "skip-bad", "overwrite", "quiet"),
     "policy": ("action", "kind", "robot", "task", "out", "policy", "estimator", "actuator",
                "units", "episodes", "steps", "seed", "overwrite", "quiet"),
-    "record": ("out", "port", "arm", "ids", "baud", "rate-hz", "episodes", "duration-s", "task",
-               "payload-kg", "notes", "format", "leader-port", "emulate", "recover", "append",
-               "overwrite"),
+    "record": ("out", "port", "arm", "ids", "rate-hz", "episodes", "duration-s", "task",
+               "payload-kg", "notes", "leader-port", "emulate", "recover", "overwrite"),
     "selfcheck": None,
     "simulate": None,
     "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "overwrite"),

@@ -95,13 +95,13 @@ def run_live(cfg) -> dict[str, Any]:
     def on_tick(tick, sample) -> None:
         if sample is None:
             return
-        out = est.step({"t": tick.t, **{c: sample[c] for c in est.inputs}})
-        rows.append({"t": tick.t, "valid": bool(out["valid"]),  # copies, not the buffers
+        out = est.step({"t": sample["t"], **{c: sample[c] for c in est.inputs}})
+        rows.append({"t": sample["t"], "valid": bool(out["valid"]),  # copies, not the buffers
                      **{k: np.array(out[k], dtype=float) for k in KEYS}})
         now = time.monotonic()
         if state["live"] is not None and out["valid"] and now >= state["next"]:
             state["next"] = now + 0.2
-            state["live"].update(live_table(joints, out, tick.t))
+            state["live"].update(live_table(joints, out, sample["t"]))
 
     from neuract.twin.model import build_model
     joints[:] = list(build_model(bus.arm, 500.0).joint_names)

@@ -174,7 +174,8 @@ def record_session(cfg: RecordConfig, session: Session | None = None,
                    on_episode: Callable[[str, int, Any], None] | None = None) -> dict[str, Any]:
     """Record ``cfg.episodes`` episodes (see the module docstring); the summary. ``session``:
     an open :class:`Session` (tests: a virtual-clock emulator); ``on_tick(tick, sample)``:
-    called with every tick and its written sample (None for a dropped read);
+    called with every tick and its written sample (None for a dropped read; ``t`` [s] since
+    the episode's start, as written);
     ``on_episode("begin", index, None)`` before each episode and ``on_episode("end", index,
     trajectory or None)`` once it is written."""
     cfg.validate()
@@ -238,7 +239,8 @@ def record_session(cfg: RecordConfig, session: Session | None = None,
                 sample = dict(tick.sample)
                 if goals is not None:
                     sample["q_goal"] = last_goal[0]
-                writer.add(tick.t - rec._t_start, sample)
+                sample["t"] = tick.t - rec._t_start  # the episode's time, as written
+                writer.add(sample["t"], sample)
             if on_tick is not None:
                 on_tick(tick, sample)
             live.update(tick)
