@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
     {"estimate"},
     {"twin", "control"},
     {"bus"},
+    {"record"},
     {"envs"},
     {"policy"},
     {"touch"},
@@ -43,8 +44,8 @@ LAYERS: list[set[str]] = [
 """``estimate`` (classical estimators and NeuralActuator's estimator mode) sits on the network
 (``neuralactuator``); ``runtime`` (an exported estimator run without torch: numpy, ONNX
 Runtime, MuJoCo) sits low so that both build on it; ``bus`` (the emulated servo bus) sits on
-the twin whose servos it serves; ``__init__`` (the package's lazy top-level names) sits on
-top."""
+the twin whose servos it serves; ``record`` (the live recorder) on the bus; ``__init__`` (the
+package's lazy top-level names) sits on top."""
 
 
 def _module_name(path: Path) -> str:

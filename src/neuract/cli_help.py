@@ -44,7 +44,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "demo": ("neuract demo --out runs/demo",
              "neuract demo --data.minutes 4 --experiment.sim-steps 50 --out runs/demo_small"),
     "estimate": ("neuract estimate --checkpoint runs/demo/checkpoints/neuralactuator_estimator "
-                 "--data runs/twin_so101 --out runs/est",),
+                 "--data runs/twin_so101 --out runs/est",
+                 "neuract estimate --live --checkpoint runs/demo/checkpoints/"
+                 "neuralactuator_estimator --bus.port /dev/ttyACM0 --bus.excite-rad 0.2 "
+                 "--bus.out runs/live_rec --out runs/live_est"),
     "evaluate": ("neuract evaluate --source twin --out runs/eval_twin",
                  "neuract evaluate --source dataset --data runs/my_so101 --out runs/my_eval",
                  "neuract evaluate --source nad --nad ../shared/data/nad --robot omx "
@@ -67,6 +70,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "--out runs/policy_lift",
                "neuract policy --action evaluate --policy runs/policy_lift/policy --units 8 9 "
                "--out runs/policy_lift_eval"),
+    "record": ("neuract record --arm so101 --port /dev/ttyACM0 --episodes 5 --duration-s 30 "
+               "--task pick --payload-kg 0.2 --out runs/rec_so101",
+               "neuract record --arm omx --port /dev/ttyUSB0 --leader-port /dev/ttyUSB1 "
+               "--duration-s 0 --episodes 10 --out runs/tele_omx",
+               "neuract record --emulate --arm so101 --excite-rad 0.3 --out runs/rec_emulated"),
     "score": ("neuract score --model runs/fit_sts --data ../shared/data/kscale_sts3215_12v/raw.tgz "
               "--episodes 'kp==16 or mass==0.969' --out runs/score_sts",
               "neuract score --model runs/my_eval/checkpoints/baseline_mlp_actuator_net "
@@ -84,7 +92,8 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                 "seed", "overwrite"),
     "demo": ("out", "data.minutes", "data.units", "data.tasks", "data.seed",
              "experiment.sim-steps", "experiment.est-steps", "experiment.seed", "quiet"),
-    "estimate": None,
+    "estimate": ("checkpoint", "data", "out", "stream", "live", "bus.port", "bus.arm",
+                 "bus.out", "bus.duration-s", "bus.episodes", "overwrite", "quiet"),
     "evaluate": ("source", "out", "data", "nad", "robot", "checkpoints", "twin.minutes",
                  "twin.seed", "experiment.sim-steps", "experiment.est-steps", "experiment.seed"),
     "export": ("checkpoint", "out", "format", "quantize", "batch-sizes", "overwrite", "quiet"),
@@ -96,6 +105,8 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                "skip-bad", "overwrite", "quiet"),
     "policy": ("action", "kind", "robot", "task", "out", "policy", "estimator", "actuator",
                "units", "episodes", "steps", "seed", "overwrite", "quiet"),
+    "record": ("out", "port", "arm", "ids", "rate-hz", "episodes", "duration-s", "task",
+               "payload-kg", "notes", "leader-port", "emulate", "recover", "overwrite"),
     "score": ("model", "data", "out", "episodes", "robot", "overwrite", "quiet"),
     "selfcheck": None,
     "simulate": None,

@@ -21,6 +21,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "ingest": ("neuract.io.ingest", "IngestConfig", "convert telemetry logs into a dataset"),
     "policy": ("neuract.pipeline.policy_verb", "PolicyConfig",
                "train or evaluate a policy on the arm environments (BC, PPO)"),
+    "record": ("neuract.record.session", "RecordConfig",
+               "record a servo arm live into a dataset (teleoperation, emulated arm)"),
     "score": ("neuract.pipeline.score_verb", "ScoreConfig",
               "score any saved model open loop on episodes: MAE per episode and label"),
     "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),

@@ -10,7 +10,7 @@ per-motor degraded probability (estimator mode throughout), and ``summary.json``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 from neuract.atomic import atomic_dir, write_json
+from neuract.errors import ConfigError
 from neuract.estimate import estimate
 from neuract.estimate.filters import resolve_filters
 from neuract.estimate.neural import stream_trajectory
 from neuract.pipeline.progress import reporter
 from neuract.pipeline.streaming import ESTIMATE_DEST, check_out, checkpoint_and_episodes
+from neuract.record.config import RecordConfig
 
 
 @dataclass
@@ -35,8 +37,8 @@ class EstimateConfig:
 
     checkpoint: Path
     """estimator-mode checkpoint directory (model.safetensors + config.json)"""
-    data: Path
-    """a neuract dataset directory, or a NAD CSV file / folder"""
+    data: Path = Path("")
+    """a neuract dataset directory, or a NAD CSV file / folder (not with --live)"""
     out: Path = Path("runs/estimate")
     """output directory: one parquet file per episode + summary.json (all or nothing)"""
     condition_tau_s: float | None = None
@@ -49,6 +51,12 @@ class EstimateConfig:
     overwrite: bool = False
     """replace an existing --out directory"""
     quiet: bool = False
+    live: bool = False
+    """estimate on the live bus (the options under --bus.*, as neuract record's): a live table
+    of torque, force, contact and condition per sample; the estimates written to --out episode
+    by episode, the telemetry to --bus.out"""
+    bus: RecordConfig = field(default_factory=lambda: RecordConfig(out=Path("runs/live_record")))
+    """with --live: the bus and the recording (neuract record's options)"""
 
 
 def estimates_table(model, traj, out: dict):
@@ -70,6 +78,12 @@ def estimates_table(model, traj, out: dict):
 
 
 def run_estimate(cfg: EstimateConfig) -> dict[str, Any]:
+    if cfg.live:
+        from neuract.pipeline.estimate_live import run_live
+        return run_live(cfg)
+    if not str(cfg.data) or str(cfg.data) == ".":
+        raise ConfigError("--data is missing; expected a neuract dataset directory or NAD "
+                          "CSV file / folder (or --live to estimate on a servo bus)")
     torch.set_num_threads(1)
     out_dir = Path(cfg.out)
     check_out(out_dir, cfg.overwrite, (cfg.checkpoint, cfg.data), mode="estimator")
