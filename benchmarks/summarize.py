@@ -97,6 +97,27 @@ def _planar2(d: dict) -> list[Row]:
     ]
 
 
+def _servo_families(d: dict) -> list[Row]:
+    """One row per servo family: the sts3215-best recipe's held-out MAE against the bench's
+    repetition noise floor (the target), the published BAM fit beside it where there is one."""
+    rows = []
+    target = d.get("target_ratio", 1.5)
+    tag = " (--quick)" if d.get("quick") else ""
+    for fam, r in d.get("families", {}).items():
+        area = f"servo families: {fam}{tag}"
+        if r.get("heldout_mae_rad") is None:
+            rows.append((area, "held-out MAE [rad], sts3215-best recipe", r.get("status", "-"),
+                         "-"))
+            continue
+        floor, ratio = r.get("noise_floor_rad"), r.get("ratio_to_floor")
+        judged = (f"floor {_f(floor)}: {_f(ratio)}x (target <= {_f(target)}x)"
+                  if ratio is not None else "no repetitions: no noise floor")
+        peer = r.get("peer_mae_rad")
+        rows.append((area, "held-out MAE [rad], sts3215-best recipe", _f(r["heldout_mae_rad"]),
+                     judged + (f"; published BAM fit {_f(peer)}" if peer is not None else "")))
+    return rows
+
+
 def _real_arms(d: dict) -> list[Row]:
     rows = []
     for ds, body in d.get("datasets", {}).items():
@@ -553,6 +574,7 @@ SOURCES: dict[str, Callable[[dict], list[Row]]] = {
     "rl_sysid_loop.json": _rl_loop,
     "envs.json": _envs,
     "sts3215_pendulum.json": _sts,
+    "servo_families.json": _servo_families,
     "twin.json": _twin,
     "planar2_sensors2025.json": _planar2,
     "real_arms.json": _real_arms,

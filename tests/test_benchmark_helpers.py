@@ -363,3 +363,49 @@ def test_summarize_replaces_only_the_marked_block(bench):
     assert summ.replace_block(text, "| new |") == \
         f"intro\n{summ.BEGIN}\n| new |\n{summ.END}\noutro {summ.BEGIN[:4]}\n"
     assert summ.replace_block("no markers here\n", "| new |") == "no markers here\n"
+
+
+def test_servo_families_held_out_rule_takes_each_labels_second_highest_value(bench):
+    fam = bench("bench_servo_families")
+    xl330 = [{"kp": kp, "mass": 0.49, "trajectory": t} for kp in (100, 200, 400, 800)
+             for t in ("sin_sin", "up_and_down")]
+    assert fam.held_out_rule(xl330) == "kp == 400"  # one mass: no mass rule
+    sts = [{"kp": kp, "mass": m} for kp in (4, 8, 32) for m in (0.535, 0.969, 1.1682)]
+    assert fam.held_out_rule(sts) == "kp == 8 or mass == 0.969"
+    assert fam.held_out_rule([{"kp": 32, "mass": 1.13}, {"kp": 16, "mass": 1.13}]) == ""
+    assert fam.trajectory_folds([{"trajectory": "b"}, {"trajectory": "a"},
+                                 {"trajectory": "b"}]) == ['trajectory == "a"',
+                                                           'trajectory == "b"']
+
+
+def test_servo_families_repeat_floor_pairs_only_repetitions_and_is_none_without(bench):
+    fam = bench("bench_servo_families")
+    q = np.array([[0.0, 0.0, 0.0], [0.1, 0.3, 0.0], [5.0, 5.0, 5.0]])
+    mask = np.array([[True, True, True], [True, True, False], [True, True, True]])
+    labels = [{"kp": 1, "trajectory": "a"}, {"kp": 1, "trajectory": "a"},
+              {"kp": 2, "trajectory": "a"}]
+    # runs 0 and 1 repeat each other (2 jointly valid samples: 0.1, 0.3); run 2 stands alone
+    assert fam.repeat_floor(q, mask, labels) == pytest.approx(0.2)
+    labels[1] = {"kp": 3, "trajectory": "a"}
+    assert fam.repeat_floor(q, mask, labels) is None
+    assert fam.pooled_mae([(0.1, 10), (0.4, 30)]) == pytest.approx(0.325)
+    assert fam.verdict(0.0113, 0.0076)["within_target"] is True  # 1.49x
+    v = fam.verdict(0.0113, 0.0074)
+    assert v["ratio_to_floor"] == pytest.approx(1.527, abs=1e-3) and not v["within_target"]
+    assert fam.verdict(0.01, None) == {"ratio_to_floor": None, "within_target": None,
+                                      "why_not_judged": "no repetitions: no noise floor"}
+
+
+def test_servo_families_summary_rows_judge_the_floor_only_where_there_is_one(bench):
+    summ = bench("summarize")
+    rows = summ.SOURCES["servo_families.json"]({"target_ratio": 1.5, "families": {
+        "sts3215": {"heldout_mae_rad": 0.0113, "noise_floor_rad": 0.0075,
+                    "ratio_to_floor": 1.51, "peer_mae_rad": 0.0428},
+        "xl330": {"heldout_mae_rad": 0.02, "noise_floor_rad": None, "ratio_to_floor": None,
+                  "peer_mae_rad": None},
+        "mx64": {"status": "no bench", "heldout_mae_rad": None}}})
+    assert [r[0] for r in rows] == ["servo families: sts3215", "servo families: xl330",
+                                    "servo families: mx64"]
+    assert rows[0][2] == "0.0113" and "1.51x (target <= 1.5x)" in rows[0][3]
+    assert "published BAM fit 0.0428" in rows[0][3]
+    assert rows[1][3] == "no repetitions: no noise floor" and rows[2][2] == "no bench"
