@@ -26,6 +26,11 @@ draws the data of step ``i`` (0-based) and computes its loss. The trainer owns:
   loaded) and training resumes from it to the same result as an uninterrupted run; the
   run's progress reporter (:mod:`neuract.progress`) says so.
 
+Under ``torchrun`` (:mod:`neuract.scale.ddp`) each rank's ``loss(i)`` returns its part of
+step ``i``'s loss (the parts add up to the loss of the whole batch); the loop sums the
+gradients over the ranks before clipping and stepping, checks the summed loss, and only rank 0
+writes the training state (every rank resumes from it).
+
 A schedule is built after the resume, from the step reached (``schedule(optimizer, step)``),
 as torch's schedulers resume with ``last_epoch = step - 1``.
 """
@@ -54,6 +59,7 @@ from neuract.fit.checkpoint import (
     read_training_tensors,
     save_training,
 )
+from neuract.scale import ddp
 
 LossFn = Callable[[int], tuple[Tensor, dict[str, Any]]]
 Schedule = Callable[[torch.optim.Optimizer, int], Any]
@@ -183,7 +189,7 @@ class Trainer:
     def save(self) -> None:
         """Write the training state now (atomically)."""
         sf = self.state
-        if sf is None:
+        if sf is None or not ddp.world().writer:  # rank 0 alone writes
             return
         st: dict[str, Any] = {"format": STATE_FORMAT, "kind": sf.kind, "key": sf.key,
                               "step": self.step, "seconds": self.seconds,
@@ -212,7 +218,9 @@ class Trainer:
         while self.step < self.steps and not self.early_stop:
             i = self.step
             value, info = loss(i)
-            if not torch.isfinite(value):
+            finite = (bool(torch.isfinite(value)) if ddp.world().size <= 1
+                      else math.isfinite(ddp.total(value)))  # every rank decides alike
+            if not finite:
                 raise ConfigError(self.nonfinite(i))
             self._update(value, i)
             self.step = i + 1
@@ -244,6 +252,7 @@ class Trainer:
         """Backward, clip and step (a non-finite gradient skips the step, if so configured)."""
         self.optimizer.zero_grad()
         value.backward()
+        ddp.sum_gradients(p for g in self.optimizer.param_groups for p in g["params"])
         if self.skip_nonfinite_grads:
             grads = [p.grad for p in self.clip if p.grad is not None]
             if not all(torch.isfinite(g).all() for g in grads):

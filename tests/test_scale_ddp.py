@@ -1,0 +1,111 @@
+"""Training under torchrun's data parallelism (gloo, 2 processes on CPU): the same loss curve
+and weights as one process on the same global batch, checkpoints written by rank 0 alone,
+a stopped run resumed by both ranks to the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as tmp_mp
+
+from neuract.scale import ddp
+
+TOL = 1e-9  # float64 (the actuator fit): the sums over ranks differ only in order
+
+
+def test_shard_splits_rows_and_shares_add_up():
+    for n in (2, 5, 7, 32):
+        parts = [ddp.shard(n, ddp.World(r, 2)) for r in range(2)]
+        rows = [i for p in parts for i in range(n)[p.rows]]
+        assert rows == list(range(n)) and all(p.split for p in parts)
+        assert sum(p.share for p in parts) == pytest.approx(1.0)
+    few = [ddp.shard(2, ddp.World(r, 3)) for r in range(3)]  # fewer rows than ranks
+    assert all(p.rows == slice(0, 2) and not p.split for p in few)
+    assert sum(p.share for p in few) == pytest.approx(1.0)
+    assert ddp.shard(5) == ddp.Shard(slice(0, 5), 1.0, False)  # not distributed
+    assert ddp.init_from_env().size == 1 and ddp.world().writer
+
+
+def _setup():
+    from test_fit_identify import _stribeck_model, synthetic_batch
+
+    from neuract.fit.trainer import TrainConfig
+
+    truth = _stribeck_model(kt=3.0, fb=0.06, fs=0.08, backlash=0.02, armature=0.025)
+    data = synthetic_batch(truth, B=5, T=41)
+    data.mask[1, 25:] = False  # windows with fewer measured samples: the count is global
+    data.mask[3, :10] = False
+    cfg = TrainConfig(horizons=(0.15, 0.3), stage_iters=(3, 5), runs_per_iter=5,
+                      windows_per_run=1, val_every=4, checkpoint_every=3, substeps=1, lr=0.2)
+    return data, cfg
+
+
+def _fit(ckpt, stop_after=None):
+    from test_fit_identify import PLANT, _stribeck_model
+
+    from neuract.fit.trainer import fit
+
+    data, cfg = _setup()
+    model = _stribeck_model(kt=3.6, fb=0.03, fs=0.04, backlash=0.01, armature=0.02)
+    rep = fit(model, PLANT, data, data, cfg, ckpt_dir=ckpt, stop_after=stop_after)
+    return model, rep
+
+
+def _rank(rank: int, port: int, folder: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE="2", LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    w = ddp.init_from_env()
+    assert w == ddp.World(rank, 2)
+    try:
+        # a whole run: rank 1 is given its own checkpoint folder, which it must not write
+        model, rep = _fit(os.path.join(folder, "a" if rank == 0 else "a_rank1"))
+        # a run stopped after 5 steps (last state at 3), then resumed by both ranks
+        _fit(os.path.join(folder, "b"), stop_after=5)
+        ddp.barrier()
+        model_b, rep_b = _fit(os.path.join(folder, "b"))
+        out = {"curve": [h["train_loss"] for h in rep["history"]],
+               "curve_b": [h["train_loss"] for h in rep_b["history"]],
+               "weights": {k: v.tolist() for k, v in model.state_dict().items()},
+               "weights_b": {k: v.tolist() for k, v in model_b.state_dict().items()}}
+        with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
+            json.dump(out, f)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _max_diff(a, b) -> float:
+    if isinstance(a, list):
+        assert len(a) == len(b)
+        return max([_max_diff(x, y) for x, y in zip(a, b)], default=0.0)
+    return abs(a - b)
+
+
+def test_two_gloo_ranks_train_as_one_process_and_resume(tmp_path):
+    torch.set_num_threads(1)
+    model, rep = _fit(tmp_path / "single")
+    curve = [h["train_loss"] for h in rep["history"]]
+    tmp_mp.spawn(_rank, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0 = json.loads((tmp_path / "rank0.json").read_text())
+    r1 = json.loads((tmp_path / "rank1.json").read_text())
+    assert len(curve) == 8
+    assert _max_diff(r0["curve"], curve) < TOL
+    assert r1["curve"] == r0["curve"]  # both ranks see the global loss
+    assert max(_max_diff(r0["curve"], [c * 1.001 for c in curve]), 0) > TOL  # (not vacuous)
+    want = {k: v.tolist() for k, v in model.state_dict().items()}
+    for r in (r0, r1):
+        assert _max_diff([r["weights"][k] for k in want], list(want.values())) < TOL
+        assert _max_diff([r["weights_b"][k] for k in want], list(want.values())) < TOL
+        assert _max_diff(r["curve_b"], curve) < TOL  # resumed: the uninterrupted curve
+    assert (tmp_path / "a" / "last.safetensors").is_file()
+    assert not (tmp_path / "a_rank1").exists()  # rank 0 alone writes
