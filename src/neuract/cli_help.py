@@ -70,7 +70,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "selfcheck": ("neuract selfcheck --robot so101",),
     "simulate": ("neuract simulate --checkpoint runs/demo/checkpoints/neuralactuator_simulator "
                  "--data runs/twin_so101 --out runs/sim",),
-    "twin": ("neuract twin --robot so101 --minutes 10 --units 4 --seed 0 --out runs/twin_so101",),
+    "twin": ("neuract twin --robot so101 --minutes 10 --units 4 --seed 0 --out runs/twin_so101",
+             "neuract twin --robot so101 --minutes 60 --ray auto --workers 16 --out runs/twin",),
 }
 """command lines shown at the top of each verb's help"""
 
@@ -94,7 +95,7 @@ COMMON: dict[str, tuple[str, ...] | None] = {
                "units", "episodes", "steps", "seed", "overwrite", "quiet"),
     "selfcheck": None,
     "simulate": None,
-    "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "overwrite"),
+    "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "ray", "overwrite"),
 }
 """the options (tyro's ``dest``: dotted, dashed) shown first in each verb's help; the others
 are listed under "expert options". None: every option is common (a verb with few options)."""
