@@ -22,6 +22,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "policy": ("neuract.pipeline.policy_verb", "PolicyConfig",
                "train or evaluate a policy on the arm environments (BC, PPO)"),
     "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
+    "sweep": ("neuract.sweep", "SweepConfig",
+              "run a verb over a grid or search of its options and seeds (Ray Tune)"),
     "simulate": ("neuract.pipeline.simulate_verb", "SimulateConfig",
                  "replay commands open loop through a learned simulator"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),
