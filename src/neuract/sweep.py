@@ -75,8 +75,8 @@ class SweepConfig:
     """the numbers of each trial's result file tabulated (dotted keys, e.g. val_mae_rad;
     default: the verb's usual ones)"""
     ray: str | None = None
-    """run the trials as Ray Tune trials on a cluster (pip install 'neuract[scale]' and
-    ray[tune]): auto, local (this machine, --workers CPUs) or HOST:PORT; default: one after
+    """run the trials as Ray Tune trials on a cluster (pip install 'neuract[scale]'): auto,
+    local (this machine, --workers CPUs) or HOST:PORT; default: one after
     another on this machine"""
     workers: int = 1
     """trials at once on Ray (each on one CPU)"""
@@ -281,7 +281,7 @@ def run(cfg: SweepConfig) -> dict[str, Any]:
             import ray.tune  # noqa: F401
         except ImportError:
             raise ConfigError("--ray for a sweep needs Ray Tune, which is not installed: pip "
-                              "install 'ray[tune]'") from None
+                              "install 'neuract[scale]'") from None
     _check_same_sweep(cfg, out)
     result_name = SWEEPABLE[cfg.verb]["result"]
     rows: dict[str, dict[str, Any]] = {}
