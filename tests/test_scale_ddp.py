@@ -74,6 +74,17 @@ def _na(folder=None):
     return [h["loss"] for h in rep["history"]], model
 
 
+def _inverse():
+    """A loop that does not split its batch (the learned inverse dynamics): every rank trains
+    it whole, as one process would (no gradient is summed)."""
+    from neuract.fit.inverse_dynamics import fit_inverse_model
+    from test_fit_loop import _data, _mlp
+
+    model = _mlp()
+    fit_inverse_model(model, *_data(64), epochs=2, batch_size=32, lr=5e-3, seed=2)
+    return {k: v.tolist() for k, v in model.state_dict().items()}
+
+
 def _rank(rank: int, port: int, folder: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE="2", LOCAL_RANK=str(rank))
@@ -88,7 +99,7 @@ def _rank(rank: int, port: int, folder: str) -> None:
         # resumed by both ranks from rank 0's state
         model_b, rep_b = _fit(os.path.join(folder, "b"))
         na_curve, _ = _na(os.path.join(folder, "na" if rank == 0 else "na_rank1"))
-        out = {"na_curve": na_curve,
+        out = {"na_curve": na_curve, "inverse": _inverse(),
                "curve": [h["train_loss"] for h in rep["history"]],
                "curve_b": [h["train_loss"] for h in rep_b["history"]],
                "weights_b": {k: v.tolist() for k, v in model_b.state_dict().items()}}
@@ -115,6 +126,7 @@ def test_two_gloo_ranks_train_as_one_process_and_resume(tmp_path):
     torch.set_num_threads(1)
     model, rep = _fit(tmp_path / "single")
     na_curve, _ = _na()
+    inverse = _inverse()
     curve = [h["train_loss"] for h in rep["history"]]
     tmp_mp.spawn(_rank, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
     r0 = json.loads((tmp_path / "rank0.json").read_text())
@@ -134,6 +146,8 @@ def test_two_gloo_ranks_train_as_one_process_and_resume(tmp_path):
     assert _max_diff(r0["na_curve"], na_curve) < NA_TOL * max(map(abs, na_curve))
     assert (tmp_path / "na" / "state.safetensors").is_file()
     assert not (tmp_path / "na_rank1").exists()
+    for r in (r0, r1):  # a loop that does not split its batch is not summed over the ranks
+        assert r["inverse"] == inverse
 
 
 def test_fit_rank_other_than_0_writes_a_private_copy_and_says_nothing(tmp_path, monkeypatch):

@@ -324,7 +324,8 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         evaluation=evaluation, skip_nonfinite_grads=True, log=say,
         nonfinite=lambda it: (f"non-finite training loss at iteration {it}; lower train.lr or "
                               "raise train.substeps"),
-        loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]))
+        loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]),
+        split_batch=True)  # under torchrun: _window_loss gives this rank's part
     trainer.resume()  # a resume is announced by the run's progress reporter
 
     def record(step: int, rec: dict[str, Any]) -> None:

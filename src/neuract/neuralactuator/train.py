@@ -208,7 +208,8 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         nonfinite=lambda step: (f"non-finite NeuralActuator loss at step {step}; lower lr or "
                                 "raise substeps"),
         loop_state=lambda: {"history": history[-_HISTORY_KEPT:]},
-        restore=lambda st: history.extend(st["history"]))
+        restore=lambda st: history.extend(st["history"]),
+        split_batch=True)  # under torchrun: _step_loss gives this rank's part
     out = trainer.run(_step_loss(model, robot, data, train, gen),
                       record=lambda step, info: history.append(info),
                       progress=(lambda step, info: progress(step, train.steps, info))
