@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -161,11 +162,14 @@ def test_fit_rank_other_than_0_writes_a_private_copy_and_says_nothing(tmp_path, 
     (out / "checkpoint" / "last.safetensors").write_bytes(b"state")
     cfg = FitConfig(data=str(tmp_path / "ds"), out=str(out))
     mine, private = rank_config(cfg, ddp.World(1, 2))
-    assert Path(mine.out).parent == private and private != out
-    assert (Path(mine.out) / "checkpoint" / "last.safetensors").read_bytes() == b"state"
-    assert (Path(mine.out) / "config.json").is_file()
-    fresh, _ = rank_config(dataclasses.replace(cfg, overwrite=True), ddp.World(1, 2))
-    assert not Path(fresh.out).exists()  # --overwrite: rank 0 starts afresh, so does rank 1
+    fresh, private2 = rank_config(dataclasses.replace(cfg, overwrite=True), ddp.World(1, 2))
+    try:
+        assert Path(mine.out).parent == private and private != out
+        assert (Path(mine.out) / "checkpoint" / "last.safetensors").read_bytes() == b"state"
+        assert (Path(mine.out) / "config.json").is_file()
+        assert not Path(fresh.out).exists()  # --overwrite: rank 0 starts afresh, so does 1
+    finally:
+        shutil.rmtree(private), shutil.rmtree(private2)
     monkeypatch.setenv("RANK", "1")
     assert reporter().quiet
     monkeypatch.setenv("RANK", "0")
