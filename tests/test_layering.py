@@ -17,7 +17,7 @@ PKG = SRC / "neuract"
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"atomic", "registry", "lbfgs", "progress", "servos", "presets"},
+    {"atomic", "registry", "lbfgs", "progress", "servos", "presets", "scale"},
     {"config"},
     {"runtime"},
     {"robot"},
@@ -39,13 +39,15 @@ LAYERS: list[set[str]] = [
     {"pipeline"},
     {"verbs"},
     {"cli_help"},
-    {"demo", "cli", "__main__", "__init__"},
+    {"demo", "sweep", "cli", "__main__", "__init__"},
 ]
 """``estimate`` (classical estimators and NeuralActuator's estimator mode) sits on the network
 (``neuralactuator``); ``runtime`` (an exported estimator run without torch: numpy, ONNX
 Runtime, MuJoCo) sits low so that both build on it; ``bus`` (the emulated servo bus) sits on
-the twin whose servos it serves; ``record`` (the live recorder) on the bus; ``__init__`` (the
-package's lazy top-level names) sits on top."""
+the twin whose servos it serves; ``record`` (the live recorder) on the bus; ``scale`` (Ray and
+torch.distributed glue) sits low, under the loops and the twin that use it, and ``sweep`` (a
+verb running other verbs) on top; ``__init__`` (the package's lazy top-level names) sits on
+top."""
 
 
 def _module_name(path: Path) -> str:

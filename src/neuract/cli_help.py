@@ -82,7 +82,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "selfcheck": ("neuract selfcheck --robot so101",),
     "simulate": ("neuract simulate --checkpoint runs/demo/checkpoints/neuralactuator_simulator "
                  "--data runs/twin_so101 --out runs/sim",),
-    "twin": ("neuract twin --robot so101 --minutes 10 --units 4 --seed 0 --out runs/twin_so101",),
+    "sweep": ("neuract sweep --verb fit --out runs/sweep_fit --base \"--data runs/twin --robot "
+              "so101\" --grid train.lr=0.03,0.1 actuator.friction=m1,stribeck --seeds 0 1",),
+    "twin": ("neuract twin --robot so101 --minutes 10 --units 4 --seed 0 --out runs/twin_so101",
+             "neuract twin --robot so101 --minutes 60 --ray auto --workers 16 --out runs/twin",),
 }
 """command lines shown at the top of each verb's help"""
 
@@ -110,7 +113,8 @@ COMMON: dict[str, tuple[str, ...] | None] = {
     "score": ("model", "data", "out", "episodes", "robot", "overwrite", "quiet"),
     "selfcheck": None,
     "simulate": None,
-    "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "overwrite"),
+    "sweep": ("verb", "out", "grid", "seeds", "base", "samples", "metrics", "ray", "workers"),
+    "twin": ("out", "robot", "tasks", "minutes", "units", "seed", "workers", "ray", "overwrite"),
 }
 """the options (tyro's ``dest``: dotted, dashed) shown first in each verb's help; the others
 are listed under "expert options". None: every option is common (a verb with few options)."""

@@ -39,6 +39,11 @@ class CheckpointError(NeuractError, RuntimeError):
     """A checkpoint is missing, corrupt or incompatible with the requested model."""
 
 
+class ClusterError(NeuractError, RuntimeError):
+    """A cluster run failed part-way (a Ray worker or node died, a rank of a distributed
+    training lost its peers); what finished is kept and a rerun completes the rest."""
+
+
 __all__ = [
     "NeuractError",
     "ConfigError",
@@ -48,4 +53,5 @@ __all__ = [
     "RobotModelError",
     "NotPhysicallyConsistent",
     "CheckpointError",
+    "ClusterError",
 ]

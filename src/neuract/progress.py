@@ -240,8 +240,10 @@ def with_loss(progress: ProgressFn, stage: str, done: int, total: int,
 
 
 def reporter(quiet: bool = False, **kw: Any) -> Reporter:
-    """A :class:`Reporter` on stderr (use it as ``with reporter(cfg.quiet) as progress:``)."""
-    return Reporter(quiet, **kw)
+    """A :class:`Reporter` on stderr (use it as ``with reporter(cfg.quiet) as progress:``);
+    quiet in the ranks but 0 of a ``torchrun`` training (its environment's ``RANK``), which
+    train alike."""
+    return Reporter(quiet or os.environ.get("RANK", "0").strip() not in ("", "0"), **kw)
 
 
 def current() -> Reporter | None:

@@ -26,6 +26,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "score": ("neuract.pipeline.score_verb", "ScoreConfig",
               "score any saved model open loop on episodes: MAE per episode and label"),
     "selfcheck": ("neuract.sim.selfcheck", "SelfCheckConfig", "validate dynamics vs MuJoCo"),
+    "sweep": ("neuract.sweep", "SweepConfig",
+              "run a verb over a grid or search of its options and seeds (Ray Tune)"),
     "simulate": ("neuract.pipeline.simulate_verb", "SimulateConfig",
                  "replay commands open loop through a learned simulator"),
     "twin": ("neuract.twin.verb", "TwinConfig", "simulate servo arms with hidden physics"),

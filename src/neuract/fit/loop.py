@@ -26,6 +26,12 @@ draws the data of step ``i`` (0-based) and computes its loss. The trainer owns:
   loaded) and training resumes from it to the same result as an uninterrupted run; the
   run's progress reporter (:mod:`neuract.progress`) says so.
 
+Under ``torchrun`` (:mod:`neuract.scale.ddp`) only rank 0 writes the training state (every
+rank resumes from it). A trainer whose ``loss(i)`` returns the rank's part of step ``i``'s
+loss (the parts add up to the loss of the whole batch) says so with ``split_batch=True``: the
+loop then sums the gradients over the ranks before clipping and stepping and checks the summed
+loss. Without it every rank computes the whole batch, as one process would.
+
 A schedule is built after the resume, from the step reached (``schedule(optimizer, step)``),
 as torch's schedulers resume with ``last_epoch = step - 1``.
 """
@@ -54,6 +60,7 @@ from neuract.fit.checkpoint import (
     read_training_tensors,
     save_training,
 )
+from neuract.scale import ddp
 
 LossFn = Callable[[int], tuple[Tensor, dict[str, Any]]]
 Schedule = Callable[[torch.optim.Optimizer, int], Any]
@@ -126,8 +133,9 @@ class Trainer:
                  nonfinite: Callable[[int], str] | None = None,
                  loop_state: Callable[[], dict[str, Any]] | None = None,
                  restore: Callable[[dict[str, Any]], None] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, split_batch: bool = False) -> None:
         self.module, self.optimizer, self.steps = module, optimizer, steps
+        self.split_batch = split_batch
         self.grad_clip = grad_clip
         self.clip = list(clip) if clip is not None else list(module.parameters())
         self.schedule, self.scheduler = schedule, None
@@ -183,7 +191,7 @@ class Trainer:
     def save(self) -> None:
         """Write the training state now (atomically)."""
         sf = self.state
-        if sf is None:
+        if sf is None or not ddp.world().writer:  # rank 0 alone writes
             return
         st: dict[str, Any] = {"format": STATE_FORMAT, "kind": sf.kind, "key": sf.key,
                               "step": self.step, "seconds": self.seconds,
@@ -212,7 +220,9 @@ class Trainer:
         while self.step < self.steps and not self.early_stop:
             i = self.step
             value, info = loss(i)
-            if not torch.isfinite(value):
+            finite = (math.isfinite(ddp.total(value)) if self._summed()  # every rank alike
+                      else bool(torch.isfinite(value)))
+            if not finite:
                 raise ConfigError(self.nonfinite(i))
             self._update(value, i)
             self.step = i + 1
@@ -244,6 +254,8 @@ class Trainer:
         """Backward, clip and step (a non-finite gradient skips the step, if so configured)."""
         self.optimizer.zero_grad()
         value.backward()
+        if self._summed():
+            ddp.sum_gradients(p for g in self.optimizer.param_groups for p in g["params"])
         if self.skip_nonfinite_grads:
             grads = [p.grad for p in self.clip if p.grad is not None]
             if not all(torch.isfinite(g).all() for g in grads):
@@ -257,6 +269,10 @@ class Trainer:
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
+
+    def _summed(self) -> bool:
+        """whether the ranks' parts of each step are summed (see the module)"""
+        return self.split_batch and ddp.world().size > 1
 
     def _evaluate(self, info: dict[str, Any]) -> None:
         ev = self.evaluation

@@ -29,6 +29,7 @@ from neuract.actuators.param import Param, finite, option, refuse
 from neuract.errors import ConfigError
 from neuract.fit.batch import RunBatch
 from neuract.fit.loop import Evaluation, StateFile, Trainer
+from neuract.scale import ddp
 from neuract.sim.simulate import JointParams, Plant, simulate
 
 PlantFactory = Callable[[list[dict[str, Any]]], Plant]
@@ -230,6 +231,14 @@ def _stage(it: int, cfg: TrainConfig) -> int:
     return len(cfg.stage_iters) - 1
 
 
+def _window_mask(mask: Tensor, start: Tensor, h: int) -> Tensor:
+    """The windows' sample masks (the first sample given, not predicted, is left out)."""
+    idx = start[:, None] + torch.arange(h)[None, :]
+    m = torch.gather(mask, 1, idx[..., None].expand(-1, -1, mask.shape[-1])).clone()
+    m[:, 0] = 0
+    return m
+
+
 def _window_loss(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, cfg: TrainConfig,
                  gen: torch.Generator) -> Callable[[int], tuple[Tensor, dict[str, Any]]]:
     """The loss of iteration ``i``: windows of the curriculum stage's horizon drawn from
@@ -246,16 +255,24 @@ def _window_loss(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, cf
             start = torch.randint(0, T - h + 1, (len(runs),), generator=gen)
         else:
             start = torch.zeros(len(runs), dtype=torch.long)
+        part = ddp.shard(len(runs))  # under torchrun: this rank's windows of the batch
+        if part.split:  # the masked mean's count is the whole batch's
+            every = _window_mask(train.select(runs).mask, start, h)
+            runs, start = runs[part.rows], start[part.rows]
         sub = train.select(runs)
         q_sim = model.rollout(plant_fn(sub.labels), sub, cfg.substeps, cfg.label_inputs,
                               cfg.use_voltage, start=start, horizon=h)
         idx = start[:, None] + torch.arange(h)[None, :]
         gather = lambda x: torch.gather(x, 1, idx[..., None].expand(-1, -1, x.shape[-1]))  # noqa
-        q_ref, mask = gather(sub.q), gather(sub.mask).to(q_sim.dtype)
-        mask[:, 0] = 0  # the initial state is given, not predicted
+        q_ref = gather(sub.q)
+        mask = _window_mask(sub.mask, start, h).to(q_sim.dtype)
         value = masked_error(q_sim, q_ref, mask, cfg.loss)
+        if part.split:
+            value = value * (mask.sum().clamp_min(1) / every.sum().clamp_min(1))
+        elif part.share != 1.0:  # every rank computes the whole batch
+            value = value * part.share
         return value, {"iteration": it + 1, "stage": stage, "horizon_s": (h - 1) * train.dt,
-                       "train_loss": value.item()}
+                       "train_loss": ddp.total(value)}
 
     return loss
 
@@ -307,7 +324,8 @@ def fit(model: SystemModel, plant_fn: PlantFactory, train: RunBatch, val: RunBat
         evaluation=evaluation, skip_nonfinite_grads=True, log=say,
         nonfinite=lambda it: (f"non-finite training loss at iteration {it}; lower train.lr or "
                               "raise train.substeps"),
-        loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]))
+        loop_state=lambda: {"history": history}, restore=lambda st: history.extend(st["history"]),
+        split_batch=True)  # under torchrun: _window_loss gives this rank's part
     trainer.resume()  # a resume is announced by the run's progress reporter
 
     def record(step: int, rec: dict[str, Any]) -> None:

@@ -280,6 +280,40 @@ def _key(cfg: FitConfig, batch, init_model) -> dict:
 
 
 def run(cfg: FitConfig) -> dict:
+    from neuract.scale import ddp
+
+    world = ddp.init_from_env()  # under torchrun: this process's rank
+    if world.size > 1 and not world.writer:
+        import contextlib
+
+        cfg, private = rank_config(cfg, world)
+        try:  # a rank other than 0 trains alike, writing (and saying) nothing of its own
+            with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+                return run_rank(cfg)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
+    return run_rank(cfg)
+
+
+def rank_config(cfg: FitConfig, world) -> tuple[FitConfig, Path]:
+    """A rank other than 0's options: --out in a private temporary folder holding a copy of
+    the config and training states found in --out (rank 0's, which every rank resumes from),
+    so that only rank 0 writes --out. Returns (options, the private folder)."""
+    import tempfile
+
+    private = Path(tempfile.mkdtemp(prefix=f"neuract-fit-rank{world.rank}-"))
+    out, mine = Path(cfg.out), private / "out"
+    if not cfg.overwrite and (out / "config.json").is_file():
+        mine.mkdir()
+        shutil.copy2(out / "config.json", mine / "config.json")
+        for rel in ("checkpoint", "base/checkpoint"):
+            for f in sorted((out / rel).glob("*.safetensors")):
+                (mine / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, mine / rel / f.name)
+    return dataclasses.replace(cfg, out=str(mine)), private
+
+
+def run_rank(cfg: FitConfig) -> dict:
     try:
         return _run(cfg)
     except ConfigError as e:  # a library message in fit's own option names

@@ -45,6 +45,7 @@ from neuract.neuralactuator.losses import est_loss as _est_loss
 from neuract.neuralactuator.losses import gate_loss
 from neuract.neuralactuator.losses import sim_loss as _sim_loss
 from neuract.neuralactuator.model import NeuralActuator, servo_module
+from neuract.scale import ddp
 
 
 @dataclass
@@ -207,7 +208,8 @@ def train_neuralactuator(trajs: Sequence[Any] | FlatData, robot, cfg: NeuralActu
         nonfinite=lambda step: (f"non-finite NeuralActuator loss at step {step}; lower lr or "
                                 "raise substeps"),
         loop_state=lambda: {"history": history[-_HISTORY_KEPT:]},
-        restore=lambda st: history.extend(st["history"]))
+        restore=lambda st: history.extend(st["history"]),
+        split_batch=True)  # under torchrun: _step_loss gives this rank's part
     out = trainer.run(_step_loss(model, robot, data, train, gen),
                       record=lambda step, info: history.append(info),
                       progress=(lambda step, info: progress(step, train.steps, info))
@@ -267,7 +269,11 @@ def _step_loss(model: NeuralActuator, robot, data: FlatData, train: NeuralActuat
         t0 = torch.as_tensor(gen.choice(anchors, train.batch))
         if model.cfg.mode == "simulator":
             H = max(2, int(round(train.horizon * min(1.0, 1 / 3 + step / (0.6 * train.steps)))))
-            value, info = _sim_loss(model, robot, data, t0, H, hist_off, train)
+            # under torchrun: this rank's windows (the pose loss is a mean over windows)
+            part = ddp.shard(len(t0))
+            value, info = _sim_loss(model, robot, data, t0[part.rows], H, hist_off, train)
+            if part.share != 1.0:
+                value = value * part.share
         else:
             value, info = _est_loss(model, robot, data, t0, train.horizon, hist_off, train)
             if train.aux_batch:
@@ -275,8 +281,10 @@ def _step_loss(model: NeuralActuator, robot, data: FlatData, train: NeuralActuat
                 aux, aux_info = _aux_loss(model, data, a, hist_off, train)
                 value = value + aux
                 info.update(aux_info)
+            # (masked head losses: every rank computes the whole batch, its share counted)
+            value = value / ddp.world().size
         info["step"] = step + 1
-        info["loss"] = value.item()
+        info["loss"] = ddp.total(value)
         return value, info
 
     return loss

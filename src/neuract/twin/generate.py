@@ -9,15 +9,20 @@ how episodes are batched into lockstep groups, or on the order in which workers 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing as mp
 import numbers
 import os
+import pickle
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from neuract.atomic import atomic_path, write_text
 from neuract.data.trajectory import Trajectory
 from neuract.errors import ConfigError
 from neuract.twin.config import ROBOT_SPECS, SimConfig
@@ -289,25 +294,107 @@ def _worker(args):
     return run_chunk(cfg, rows)
 
 
-def generate(cfg: GenerateConfig, on_chunk: Callable[[int], None] | None = None
-             ) -> list[Trajectory]:
-    """All episodes of ``cfg`` (ordered by episode index); ``on_chunk(n_done)`` reports."""
+class EpisodeSpool:
+    """Finished episodes of one generation kept on disk as they arrive (one file each,
+    written atomically), so that a run that fails part-way (a dead worker, a lost cluster)
+    loses none of them and a rerun with the same settings generates only the rest.
+
+    The folder records the settings it belongs to (``cfg`` but its worker count, which does
+    not change a byte); episodes of other settings found there are dropped."""
+
+    def __init__(self, folder: str | os.PathLike, cfg: GenerateConfig) -> None:
+        self.folder = Path(folder)
+        self.key = repr(dataclasses.replace(cfg, workers=1))
+
+    def load(self) -> dict[int, Trajectory]:
+        """The episodes kept for these settings, by episode index (none where the folder
+        is absent or holds another generation's)."""
+        key = self.folder / "settings.txt"
+        try:
+            same = key.read_text() == self.key
+        except OSError:
+            same = False
+        if not same:
+            if self.folder.is_dir():
+                shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_text(key, self.key)
+            return {}
+        out: dict[int, Trajectory] = {}
+        for p in sorted(self.folder.glob("episode_*.pkl")):
+            try:
+                i = int(p.stem.removeprefix("episode_"))
+                with open(p, "rb") as f:
+                    out[i] = pickle.load(f)
+            except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+                continue  # unreadable: generated again
+        return out
+
+    def add(self, trajs: Sequence[Trajectory]) -> None:
+        for tr in trajs:
+            i = int(tr.meta.labels["index"])
+            with atomic_path(self.folder / f"episode_{i:06d}.pkl") as tmp:
+                with open(tmp, "wb") as f:
+                    pickle.dump(tr, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _batches(rows: list, size: int) -> list[list]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def generate(cfg: GenerateConfig, on_chunk: Callable[[int], None] | None = None, *,
+             ray: str | None = None, spool: EpisodeSpool | None = None,
+             ray_retries: int = 2) -> list[Trajectory]:
+    """All episodes of ``cfg`` (ordered by episode index); ``on_chunk(n_done)`` reports.
+
+    ray: a Ray cluster's address ('auto', 'local' or HOST:PORT, :func:`neuract.scale.ray.
+    connect`): the episodes run there as tasks of episode batches, at most ``cfg.workers``
+    at a time, each retried ``ray_retries`` times when its worker dies. spool: where finished
+    episodes are kept as they arrive (:class:`EpisodeSpool`); the episodes it already holds
+    are not generated again. Neither changes a byte of the result."""
     cfg.validate()
     rows = episode_table(cfg)
+    kept = spool.load() if spool is not None else {}
+    out: list[Trajectory] = [kept[r[0]] for r in rows if r[0] in kept]
+    rows = [r for r in rows if r[0] not in kept]
+    if on_chunk and out:
+        on_chunk(len(out))
+
+    def take(res: list[Trajectory]) -> None:
+        if spool is not None:
+            spool.add(res)
+        out.extend(res)
+        if on_chunk:
+            on_chunk(len(res))
+
     size = cfg.sim.n_envs
-    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
-    out: list[Trajectory] = []
-    if cfg.workers <= 1 or len(chunks) == 1:
-        for ch in chunks:
-            out += run_chunk(cfg, ch)
-            if on_chunk:
-                on_chunk(len(ch))
+    if not rows:
+        pass
+    elif ray is not None:
+        from neuract.scale import ray as scale_ray
+
+        # as many batches as workers at least (lockstep batches no larger than --n-envs)
+        size = max(1, min(size, math.ceil(len(rows) / cfg.workers)))
+        owned = scale_ray.connect(ray, cfg.workers)
+        try:
+            for _, res in scale_ray.run_batches(run_chunk, [(cfg, ch) for ch in
+                                                            _batches(rows, size)],
+                                                in_flight=cfg.workers, retries=ray_retries):
+                take(res)
+        finally:
+            if owned:
+                scale_ray.shutdown()
+    elif cfg.workers <= 1 or len(rows) <= size:
+        for ch in _batches(rows, size):
+            take(run_chunk(cfg, ch))
     else:
+        chunks = _batches(rows, size)
         ctx = mp.get_context("spawn")
         with ctx.Pool(min(cfg.workers, len(chunks))) as pool:
             for res in pool.imap_unordered(_worker, [(cfg, ch) for ch in chunks]):
-                out += res
-                if on_chunk:
-                    on_chunk(len(res))
+                take(res)
     out.sort(key=lambda tr: tr.meta.labels["index"])
     return out

@@ -35,7 +35,14 @@ class TwinConfig:
     seed: int = 0
     """random seed (an integer >= 0); the same seed gives the same bytes"""
     workers: int = 1
-    """parallel processes (results do not depend on it)"""
+    """parallel processes, or with --ray the episode batches running at once on the cluster
+    (results do not depend on it)"""
+    ray: str | None = None
+    """run the episodes on a Ray cluster (pip install 'neuract[scale]'): auto (the cluster
+    `ray start --head` runs on this machine), local (one started for this run with --workers
+    CPUs) or HOST:PORT of a running head; the dataset's bytes are the same as without it.
+    Finished episodes are kept beside --out until the dataset is written: a run stopped by a
+    dead worker or a lost cluster is completed by running it again"""
     episode_s: float = 30.0
     """episode length [s] (>= 1)"""
     n_envs: int = 32
@@ -54,9 +61,10 @@ def run(cfg: TwinConfig) -> None:
     from rich.console import Console
 
     from neuract.data.dataset import write_dataset
+    from neuract.errors import ClusterError
     from neuract.progress import reporter
     from neuract.twin.config import SimConfig
-    from neuract.twin.generate import GenerateConfig, generate
+    from neuract.twin.generate import EpisodeSpool, GenerateConfig, generate
 
     gen = GenerateConfig(robot=cfg.robot, tasks=tuple(cfg.tasks), minutes=cfg.minutes,
                          units=cfg.units, seed=cfg.seed, workers=cfg.workers,
@@ -74,13 +82,29 @@ def run(cfg: TwinConfig) -> None:
         done[0] += k
         progress(stage, done[0], n)
 
-    with reporter() as progress:
-        progress(stage, 0, n)
-        trajs = generate(gen, on_chunk=advance)
+    out = Path(cfg.out)
+    owned = False
+    if cfg.ray is not None:  # an unreachable cluster is refused before anything is written
+        from neuract.scale import ray as scale_ray
+
+        owned = scale_ray.connect(cfg.ray, cfg.workers)
+    spool = EpisodeSpool(out.parent / f".{out.name}.partial", gen)
+    try:
+        with reporter() as progress:
+            progress(stage, 0, n)
+            trajs = generate(gen, on_chunk=advance, ray=cfg.ray, spool=spool)
+    except ClusterError as exc:
+        raise ClusterError(f"{exc}; {done[0]} of {n} episodes are kept in "
+                           f"{str(spool.folder)!r}: run the same command again to generate "
+                           "the rest") from None
+    finally:
+        if owned:
+            scale_ray.shutdown()
     wall = time.perf_counter() - t0
     out = write_dataset(trajs, cfg.out, overwrite=cfg.overwrite,
                         config=dataclasses.replace(cfg, out=Path(cfg.out)))
+    spool.remove()
     seconds = sum(tr.duration for tr in trajs)
     console.print(f"wrote {len(trajs)} episodes ({seconds / 60:.1f} min of telemetry) to {out} "
                   f"in {wall:.1f} s ({seconds / max(wall, 1e-9):.0f}x real time, "
-                  f"{cfg.workers} worker(s))")
+                  f"{cfg.workers} worker(s){' on Ray' if cfg.ray else ''})")
