@@ -776,7 +776,9 @@ def import_closure(script: Path, root: Path) -> set[str]:
 def writer_script(stem: str, root: Path) -> Path | None:
     """The benchmark script that writes ``results/<stem>.json``: ``bench_<stem>.py`` (in
     ``benchmarks/`` or ``benchmarks/studies/``), else one whose source holds the string
-    ``"<stem>"`` or ``"<stem>.json"`` (those that write results first, then ``bench_*``)."""
+    ``"<stem>"`` or ``"<stem>.json"`` (those that write results first, then ``bench_<x>``
+    whose ``x`` starts the stem, as ``bench_sts3215`` writes ``sts3215_pendulum``, then other
+    ``bench_*``)."""
     bench = root / "benchmarks"
     scripts = sorted(bench.glob("*.py")) + sorted((bench / "studies").glob("*.py"))
     for p in scripts:
@@ -791,7 +793,8 @@ def writer_script(stem: str, root: Path) -> Path | None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         if {stem, f"{stem}.json"} & consts:
             writes = "write_result(" in src or "write_json(" in src
-            named.append((not writes, not p.stem.startswith("bench_"), p.name, p))
+            prefix = p.stem.startswith("bench_") and stem.startswith(p.stem[len("bench_"):])
+            named.append((not writes, not prefix, not p.stem.startswith("bench_"), p.name, p))
     return min(named)[-1] if named else None
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from neuract.atomic import atomic_path
-from neuract.errors import NeuractError
+from neuract.errors import ConfigError, NeuractError
 from neuract.neuralactuator.toolchain import require_cxx_compiler
 
 SOURCE = Path(__file__).with_name("csrc") / "linear_w8.cpp"
@@ -228,8 +228,8 @@ def build_op(out_dir: str | os.PathLike, cache: bool = True) -> Path:
     if hit is not None:
         try:
             _copy_atomic(dst, hit)
-        except OSError:  # a read-only or full cache only costs the next build its time
-            pass
+        except (OSError, ConfigError):  # a read-only, full or blocked cache (a file where
+            pass  # its folder should be) only costs the next build its time
     return dst
 
 

@@ -160,6 +160,11 @@ def simulate(plant: Plant, actuator: Actuator, joints: JointParams, q0: Tensor, 
             f"q0 {tuple(q0.shape)} / qd0 {tuple(qd0.shape)} must match commands[:, 0] "
             f"{tuple(commands[:, 0].shape)}"
         )
+    n_plant = getattr(plant, "n_dof", None)
+    if isinstance(n_plant, int) and commands.shape[-1] != n_plant:
+        raise SchemaError(f"commands {tuple(commands.shape)} must have one shape (B, T, n_joints) "
+                          f"with the plant's {n_plant} joints: the actuator's joints are the "
+                          "plant's")
     if isinstance(dt, Tensor) and dt.shape != (commands.shape[0], 1):
         raise SchemaError(f"a per-row dt must be (B, 1) = ({commands.shape[0]}, 1), got shape "
                           f"{tuple(dt.shape)}")
