@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
     {"twin", "control"},
     {"envs"},
     {"policy"},
+    {"touch"},
     {"pipeline"},
     {"demo", "cli", "__main__", "__init__"},
 ]

@@ -1,0 +1,8 @@
+"""NeuralTouch: grasping guided by neural descriptors and touch.
+
+Neural descriptors (issue 46 part 3): :mod:`neuract.touch.vn` (Vector Neuron layers),
+:mod:`neuract.touch.field` (the SE(3)-equivariant occupancy network and its descriptors),
+:mod:`neuract.touch.shapes` and :mod:`neuract.touch.views` (training objects and simulated
+single-view clouds), :mod:`neuract.touch.field_train` (training, evaluation, checkpoints) and
+:mod:`neuract.touch.descriptors` (grasp transfer by descriptor matching over SE(3)).
+"""
