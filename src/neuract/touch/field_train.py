@@ -166,7 +166,8 @@ def evaluate_field(model: DescriptorField, objects: Callable[[np.random.Generato
     occupied queries), the fraction of occupied queries ``occupied`` and ``prior_loss``, the
     cross-entropy of always predicting that fraction (what a model that learned only the class
     balance scores)."""
-    c, q, o = (torch.as_tensor(a, dtype=torch.float32) for a in make_batch(
+    dtype = next(model.parameters()).dtype
+    c, q, o = (torch.as_tensor(a, dtype=dtype) for a in make_batch(
         objects, np.random.default_rng(seed), n_objects, n_points, n_queries, cell, noise,
         dense))
     logits = torch.cat([model(c[i:i + 4], q[i:i + 4]) for i in range(0, n_objects, 4)])
