@@ -40,7 +40,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from neuract.atomic import write_json, write_text  # noqa: E402
+from common import write_result  # noqa: E402
+from neuract.atomic import write_text  # noqa: E402
 from neuract.pipeline.report import markdown_table  # noqa: E402
 from neuract.touch.descriptors import (  # noqa: E402
     MatchConfig,
@@ -149,7 +150,7 @@ def main() -> int:
            "occupancy": occupancy, "match": match.__dict__, "transfer": transfers,
            "summary": summary, "threads": 1, "cpu_count": os.cpu_count()}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    write_json(RESULTS / "touch_descriptors.json", out)
+    write_result(RESULTS / "touch_descriptors.json", out)
     occ_rows = [[f, o["loss"], o["prior_loss"], o["accuracy"], o["iou"]]
                 for f, o in occupancy.items()]
     tr_rows = [[t["family"], r["case"], r["position_cm"], r["axis_deg"], r["rotation_deg"],
