@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import io
 import time
 from collections.abc import Callable
@@ -161,10 +162,16 @@ def _clone(model):
     return PPO.load(buf, device="cpu")
 
 
-def _joint_names(cfg: LoopConfig) -> list[str]:
+@functools.cache
+def _robot_joint_names(robot: str) -> tuple[str, ...]:
+    """The twin model's joint names of ``robot`` (built once per robot, not per iteration)."""
     from neuract.twin.model import build_model as twin_model
 
-    return list(twin_model(cfg.robot, 500.0).joint_names)
+    return tuple(twin_model(robot, 500.0).joint_names)
+
+
+def _joint_names(cfg: LoopConfig) -> list[str]:
+    return list(_robot_joint_names(cfg.robot))
 
 
 def identify_neural(trajs: list[Trajectory], cfg: LoopConfig, servo: SystemModel,
